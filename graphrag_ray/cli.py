@@ -1,0 +1,150 @@
+"""`graphrag-ray` command line: thin typer layer over graphrag_ray.api.
+
+A mistake a user can make prints one line `error: ...` and exits non-zero; --verbose adds the traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import traceback
+from pathlib import Path
+from typing import Optional
+
+import click
+import typer
+
+from graphrag_ray import __version__
+from graphrag_ray.errors import GraphRagRayError
+from graphrag_ray.secrets import install_log_redaction, redact
+
+app = typer.Typer(name="graphrag-ray", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  help="GraphRAG as a distributed, resumable batch engine on Ray.")
+tokenizers_app = typer.Typer(help="Offline tokenizer files for tiktoken.", no_args_is_help=True)
+app.add_typer(tokenizers_app, name="tokenizers")
+
+_STATE = {"verbose": False}
+
+RootOpt = typer.Option(Path("."), "--root", "-r", help="project root (settings.yaml, input/, output/)")
+ConfigOpt = typer.Option(None, "--config", "-c", help="settings file (default: ROOT/settings.yaml)")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"graphrag-ray {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(verbose: bool = typer.Option(False, "--verbose", "-v", help="log details; show tracebacks on errors"),
+         version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                      help="print the version and exit")) -> None:
+    _STATE["verbose"] = verbose
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    install_log_redaction()
+
+
+@app.command()
+def init(root: Path = RootOpt, force: bool = typer.Option(False, help="overwrite existing files")) -> None:
+    """Create a project: settings.yaml, prompts/, input/ and a .env for the API key."""
+    from graphrag_ray.api import init_project
+
+    written = init_project(root, force=force)
+    for path in written:
+        typer.echo(f"wrote {path}")
+    typer.echo(f"next: put documents in {root / 'input'}, set GRAPHRAG_API_KEY in {root / '.env'}, "
+               f"then `graphrag-ray index --root {root}`")
+
+
+@app.command()
+def check(root: Path = RootOpt, config: Optional[Path] = ConfigOpt) -> None:
+    """Validate the settings and send one tiny request to every configured model."""
+    import asyncio
+
+    from graphrag_ray.api import check_models
+
+    for line in asyncio.run(check_models(root, config)):
+        typer.echo(line)
+
+
+@app.command("simulate-llm")
+def simulate_llm(
+    host: str = typer.Option("127.0.0.1", help="address to bind (loopback unless told otherwise)"),
+    port: int = typer.Option(8765, help="port (0: any free port)"),
+    seed: int = typer.Option(0, help="seed of the deterministic faults"),
+    latency: float = typer.Option(0.0, help="seconds added to every request"),
+    latency_per_token: float = typer.Option(0.0, help="seconds added per completion token"),
+    rpm: Optional[int] = typer.Option(None, help="server-side requests/min limit (429 beyond)"),
+    tpm: Optional[int] = typer.Option(None, help="server-side tokens/min limit (429 beyond)"),
+    api_key: Optional[str] = typer.Option(None, envvar="SIMULATOR_API_KEY",
+                                          help="require this key (401 otherwise)"),
+    models: Optional[str] = typer.Option(None, help="comma-separated known model names (404 for others)"),
+    embedding_dim: int = typer.Option(256, help="embedding vector size"),
+    fault_429: float = typer.Option(0.0, help="fraction of requests answered 429 + Retry-After"),
+    fault_500: float = typer.Option(0.0, help="fraction answered 500"),
+    fault_503: float = typer.Option(0.0, help="fraction answered 503"),
+    fault_hang: float = typer.Option(0.0, help="fraction that hang past the client timeout"),
+    fault_drop: float = typer.Option(0.0, help="fraction whose connection is dropped mid-answer"),
+    fault_malformed: float = typer.Option(0.0, help="fraction answered with truncated/garbled content"),
+    retry_after: float = typer.Option(0.05, help="Retry-After seconds announced with an injected 429"),
+    hang_seconds: float = typer.Option(600.0, help="how long a hung request sleeps"),
+) -> None:
+    """Run the OpenAI-compatible simulator (for tests, benchmarks and rehearsals; costs nothing)."""
+    from graphrag_ray.simulate.faults import FaultRates
+    from graphrag_ray.simulate.server import SimulatorConfig, serve
+
+    faults = FaultRates(fault_429, fault_500, fault_503, fault_hang, fault_drop, fault_malformed, retry_after,
+                        hang_seconds)
+    config = SimulatorConfig(seed=seed, latency=latency, latency_per_token=latency_per_token, rpm=rpm, tpm=tpm,
+                             api_key=api_key, models=[m for m in (models or "").split(",") if m],
+                             embedding_dim=embedding_dim, faults=faults)
+    serve(config, host, port)
+
+
+@tokenizers_app.command("install")
+def tokenizers_install(dest: Optional[Path] = typer.Option(None, help="target folder"),
+                       wheel: Optional[Path] = typer.Option(None, help="a litellm wheel already downloaded")) -> None:
+    """Fetch cl100k_base and o200k_base (from the litellm wheel on PyPI) so token counting works offline."""
+    from graphrag_ray.llm.tokenizer_files import install
+
+    for path in install(dest, wheel):
+        typer.echo(f"tokenizer file ready: {path}")
+
+
+def _prepare_argv(argv: list[str]) -> list[str]:
+    """Accept --verbose anywhere on the line (users type it after the subcommand)."""
+    flags = [a for a in argv if a in ("--verbose", "-v")]
+    rest = [a for a in argv if a not in ("--verbose", "-v")]
+    return flags[:1] + rest
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _prepare_argv(list(sys.argv[1:] if argv is None else argv))
+    verbose = bool(args and args[0] in ("--verbose", "-v"))
+    try:
+        app(args=args, standalone_mode=False, prog_name="graphrag-ray")
+    except GraphRagRayError as exc:
+        _fail(redact(str(exc)), exc.exit_code, verbose)
+    except click.exceptions.Abort:
+        _fail("aborted", 130, False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        _fail(redact(exc.format_message()), exc.exit_code, verbose)
+    except KeyboardInterrupt:
+        _fail("interrupted", 130, False)
+    except Exception as exc:  # an engine bug: still one line unless --verbose
+        _fail(f"unexpected {type(exc).__name__}: {redact(str(exc))} (run with --verbose for the traceback)", 1,
+              verbose)
+
+
+def _fail(message: str, code: int, verbose: bool) -> None:
+    if verbose:
+        sys.stderr.write(redact(traceback.format_exc()))
+    sys.stderr.write(f"error: {message}\n")
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+"""Errors a user can cause. The CLI prints these as one line (no traceback unless --verbose)."""
+
+from __future__ import annotations
+
+
+class GraphRagRayError(Exception):
+    """A mistake the user can fix: bad config, missing input, bad API key, unreachable endpoint..."""
+
+    exit_code = 1
+
+
+class ConfigError(GraphRagRayError):
+    """settings.yaml (or an override) is invalid."""
+
+    exit_code = 2
+
+
+class InputError(GraphRagRayError):
+    """The input documents cannot be used."""
+
+
+class IndexMissingError(GraphRagRayError):
+    """A query asked for an index (or a table of it) that does not exist."""
+
+
+class LLMFatalError(GraphRagRayError):
+    """The model endpoint refused the request in a way retrying cannot fix (400/401/403/404)."""
+
+
+class LLMUnavailableError(GraphRagRayError):
+    """The endpoint stayed unreachable or failing after the whole retry budget."""
+
+
+class RunLockedError(GraphRagRayError):
+    """Another run holds the root's lock."""

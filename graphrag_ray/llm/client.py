@@ -1,0 +1,147 @@
+"""Innermost layer: one request through the openai SDK, errors sorted into retryable and fatal.
+
+The SDK's own retries are off (max_retries=0): tenacity in retry.py is the only retry loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator
+
+import openai
+
+from graphrag_ray.config.settings import ModelConfig
+from graphrag_ray.errors import LLMFatalError
+from graphrag_ray.secrets import redact
+
+
+class TransientLLMError(Exception):
+    """5xx, timeout or dropped connection: worth retrying."""
+
+
+class RateLimitedError(TransientLLMError):
+    """429: retry after `retry_after` seconds; every worker pauses (see ratelimit.py)."""
+
+    def __init__(self, message: str, retry_after: float | None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class MalformedResponseError(TransientLLMError):
+    """The answer could not be used (e.g. JSON mode returned something that is not JSON)."""
+
+
+@dataclass
+class Completion:
+    content: str
+    prompt_tokens: int
+    completion_tokens: int
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+def retry_after_seconds(headers: Any) -> float | None:
+    """OpenAI sends `retry-after-ms`; RFC servers send `Retry-After` in seconds."""
+    if headers is None:
+        return None
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is not None:
+            try:
+                return max(0.0, float(value) * scale)
+            except ValueError:
+                continue
+    return None
+
+
+class OpenAIClient:
+    """Async chat completions (plain, streaming, JSON) and embeddings for one model entry."""
+
+    def __init__(self, model_id: str, config: ModelConfig):
+        self.model_id = model_id
+        self.config = config
+        key = config.api_key.get_secret_value() if config.api_key else ""
+        if not key:
+            raise LLMFatalError(f"models.{model_id}.api_key is empty: set it (e.g. api_key: ${{GRAPHRAG_API_KEY}} "
+                                "and export GRAPHRAG_API_KEY)")
+        common = dict(api_key=key, max_retries=0, timeout=config.request_timeout)
+        if config.api_type == "azure":
+            self._sdk = openai.AsyncAzureOpenAI(azure_endpoint=config.api_base, api_version=config.api_version,
+                                                **common)
+        else:
+            self._sdk = openai.AsyncOpenAI(base_url=config.api_base, **common)
+
+    @property
+    def where(self) -> str:
+        return f"model '{self.config.model}' ({self.model_id}) at {self.config.api_base}"
+
+    async def chat(self, messages: list[dict], params: dict[str, Any]) -> Completion:
+        try:
+            response = await self._sdk.chat.completions.create(model=self.config.model, messages=messages,
+                                                               **params)
+        except Exception as exc:
+            raise self._translate(exc) from None
+        choice = response.choices[0] if response.choices else None
+        content = (choice.message.content if choice and choice.message else None) or ""
+        usage = response.usage
+        return Completion(content, getattr(usage, "prompt_tokens", 0) or 0,
+                          getattr(usage, "completion_tokens", 0) or 0)
+
+    async def chat_stream(self, messages: list[dict], params: dict[str, Any],
+                          usage_out: dict[str, int]) -> AsyncIterator[str]:
+        """Yield text deltas; fills usage_out with prompt/completion tokens from the final chunk."""
+        try:
+            stream = await self._sdk.chat.completions.create(
+                model=self.config.model, messages=messages, stream=True,
+                stream_options={"include_usage": True}, **params)
+            async for chunk in stream:
+                if chunk.usage is not None:
+                    usage_out["prompt_tokens"] = chunk.usage.prompt_tokens or 0
+                    usage_out["completion_tokens"] = chunk.usage.completion_tokens or 0
+                for choice in chunk.choices or []:
+                    if choice.delta and choice.delta.content:
+                        yield choice.delta.content
+        except Exception as exc:
+            raise self._translate(exc) from None
+
+    async def embed(self, texts: list[str]) -> tuple[list[list[float]], int]:
+        kwargs: dict[str, Any] = {}
+        if self.config.dimensions:
+            kwargs["dimensions"] = self.config.dimensions
+        try:
+            response = await self._sdk.embeddings.create(model=self.config.model, input=texts, **kwargs)
+        except Exception as exc:
+            raise self._translate(exc) from None
+        vectors = [item.embedding for item in sorted(response.data, key=lambda d: d.index)]
+        return vectors, getattr(response.usage, "prompt_tokens", 0) or 0
+
+    def _translate(self, exc: Exception) -> Exception:
+        if isinstance(exc, openai.RateLimitError):
+            return RateLimitedError(f"429 from {self.where}", retry_after_seconds(exc.response.headers))
+        if isinstance(exc, openai.AuthenticationError):
+            return LLMFatalError(f"{self.where}: authentication failed (401) - check the API key")
+        if isinstance(exc, openai.PermissionDeniedError):
+            return LLMFatalError(f"{self.where}: permission denied (403)")
+        if isinstance(exc, openai.NotFoundError):
+            return LLMFatalError(f"{self.where}: not found (404) - check the model name and api_base")
+        if isinstance(exc, (openai.BadRequestError, openai.UnprocessableEntityError)):
+            return LLMFatalError(f"{self.where}: request rejected ({exc.status_code}): "
+                                 f"{redact(_short(exc))}")
+        if isinstance(exc, openai.APITimeoutError):
+            return TransientLLMError(f"timeout after {self.config.request_timeout}s from {self.where}")
+        if isinstance(exc, openai.APIConnectionError):
+            return TransientLLMError(f"connection to {self.where} failed")
+        if isinstance(exc, openai.APIStatusError):
+            if exc.status_code >= 500 or exc.status_code in (408, 409):
+                return TransientLLMError(f"{exc.status_code} from {self.where}")
+            return LLMFatalError(f"{self.where}: HTTP {exc.status_code}")
+        if isinstance(exc, openai.APIError):  # e.g. a stream cut mid-way
+            return TransientLLMError(f"{type(exc).__name__} from {self.where}")
+        return exc
+
+    async def close(self) -> None:
+        await self._sdk.close()
+
+
+def _short(exc: Exception) -> str:
+    text = str(getattr(exc, "message", exc))
+    return text if len(text) <= 200 else text[:200] + "..."

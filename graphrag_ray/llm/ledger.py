@@ -1,0 +1,105 @@
+"""Usage ledger: what every stage spent, per model. Each process keeps its own; the driver merges them."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+
+@dataclass
+class Usage:
+    calls: int = 0              # successful responses paid for
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cache_hits: int = 0         # answers served from the cache (free)
+    retries: int = 0
+    rate_limited: int = 0       # 429s received
+    failures: int = 0           # requests that failed after the whole retry budget
+    cost: float = 0.0           # USD from the configured prices
+
+    def add(self, other: "Usage") -> None:
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+
+class UsageLedger:
+    def __init__(self):
+        self.entries: dict[tuple[str, str], Usage] = {}
+
+    def usage(self, stage: str, model: str) -> Usage:
+        return self.entries.setdefault((stage, model), Usage())
+
+    def record_call(self, stage: str, model: str, prompt_tokens: int, completion_tokens: int,
+                    price_in: float, price_out: float) -> None:
+        u = self.usage(stage, model)
+        u.calls += 1
+        u.prompt_tokens += prompt_tokens
+        u.completion_tokens += completion_tokens
+        u.cost += (prompt_tokens * price_in + completion_tokens * price_out) / 1_000_000
+
+    def record(self, stage: str, model: str, **counts: int) -> None:
+        u = self.usage(stage, model)
+        for name, value in counts.items():
+            setattr(u, name, getattr(u, name) + value)
+
+    def merge(self, other: "UsageLedger | dict") -> None:
+        other_entries = other.entries if isinstance(other, UsageLedger) else UsageLedger.from_dict(other).entries
+        for key, usage in other_entries.items():
+            self.usage(*key).add(usage)
+
+    def total(self, stage: str | None = None) -> Usage:
+        out = Usage()
+        for (s, _), usage in self.entries.items():
+            if stage is None or s == stage:
+                out.add(usage)
+        return out
+
+    def snapshot(self) -> "UsageLedger":
+        copy = UsageLedger()
+        copy.merge(self)
+        return copy
+
+    def minus(self, earlier: "UsageLedger") -> "UsageLedger":
+        """What was spent since `earlier` (a snapshot of this ledger)."""
+        out = UsageLedger()
+        for key, usage in self.entries.items():
+            before = earlier.entries.get(key, Usage())
+            out.entries[key] = Usage(**{f.name: getattr(usage, f.name) - getattr(before, f.name)
+                                        for f in fields(Usage)})
+        return out
+
+    def to_dict(self) -> dict:
+        stages: dict[str, dict] = {}
+        for (stage, model), usage in sorted(self.entries.items()):
+            stages.setdefault(stage, {})[model] = asdict(usage)
+        return {"stages": stages, "total": asdict(self.total())}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "UsageLedger":
+        ledger = cls()
+        for stage, models in data.get("stages", {}).items():
+            for model, usage in models.items():
+                ledger.entries[(stage, model)] = Usage(**usage)
+        return ledger
+
+    def write_json(self, path: str | Path) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=2), encoding="utf-8")
+        tmp.replace(path)
+
+    def rich_table(self, title: str = "LLM usage"):
+        from rich.table import Table
+
+        table = Table(title=title)
+        for col in ("stage", "model", "calls", "prompt tok", "completion tok", "cache hits", "retries",
+                    "429s", "failures", "cost $"):
+            table.add_column(col, justify="left" if col in ("stage", "model") else "right")
+        rows = sorted(self.entries.items()) + [(("total", ""), self.total())]
+        for (stage, model), u in rows:
+            table.add_row(stage, model, f"{u.calls:,}", f"{u.prompt_tokens:,}", f"{u.completion_tokens:,}",
+                          f"{u.cache_hits:,}", f"{u.retries:,}", f"{u.rate_limited:,}", f"{u.failures:,}",
+                          f"{u.cost:.4f}")
+        return table

@@ -1,0 +1,278 @@
+"""ChatModel / EmbeddingModel: the layers composed, outermost first.
+
+    ledger   records every outcome (calls, tokens, cost, cache hits, retries, 429s, failures) per stage
+    cache    a hit returns at once and costs nothing
+    retry    tenacity around each attempt (fatal errors pass straight through)
+    limiter  each attempt reserves prompt + max_tokens, reconciled with the real usage; a 429 pauses all
+    client   the HTTP call
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+from graphrag_ray.config.settings import ModelConfig, Settings
+from graphrag_ray.errors import LLMUnavailableError
+from graphrag_ray.llm.cache import ResponseCache, cache_key
+from graphrag_ray.llm.client import (Completion, MalformedResponseError, OpenAIClient, RateLimitedError,
+                                     TransientLLMError)
+from graphrag_ray.llm.ledger import UsageLedger
+from graphrag_ray.llm.ratelimit import LocalRateLimiter
+from graphrag_ray.llm.retry import retrying
+from graphrag_ray.llm.tokens import tokenizer_for
+
+DEFAULT_429_PAUSE = 1.0  # seconds, when a 429 carries no Retry-After
+
+
+@dataclass
+class ChatResult:
+    content: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached: bool = False
+
+
+class _ModelBase:
+    def __init__(self, model_id: str, config: ModelConfig, *, cache: ResponseCache, limiter: Any,
+                 ledger: UsageLedger):
+        self.model_id = model_id
+        self.config = config
+        self.cache = cache
+        self.limiter = limiter
+        self.ledger = ledger
+        self.tokenizer = tokenizer_for(config.model, config.encoding)
+        self._client: OpenAIClient | None = None
+        self._semaphores: dict[int, asyncio.Semaphore] = {}
+
+    @property
+    def client(self) -> OpenAIClient:
+        if self._client is None:  # created lazily: not picklable, and not needed on a full cache hit
+            self._client = OpenAIClient(self.model_id, self.config)
+        return self._client
+
+    @property
+    def _slots(self) -> asyncio.Semaphore:
+        loop_id = id(asyncio.get_running_loop())
+        if loop_id not in self._semaphores:
+            self._semaphores[loop_id] = asyncio.Semaphore(self.config.concurrency)
+        return self._semaphores[loop_id]
+
+    def _limits(self) -> tuple[str, int | None, int | None]:
+        rl = self.config.rate_limit
+        return self.model_id, rl.rpm, rl.tpm
+
+    async def _limited(self, reserve: int, stage: str, call):
+        """One attempt under the concurrency slots and the job-wide limiter."""
+        key, rpm, tpm = self._limits()
+        async with self._slots:
+            await self.limiter.acquire(key, reserve, rpm, tpm)
+            try:
+                result, used = await call()
+            except RateLimitedError as exc:
+                self.ledger.record(stage, self.config.model, rate_limited=1)
+                self.limiter.reconcile(key, reserve, 0)
+                self.limiter.pause(key, exc.retry_after if exc.retry_after is not None else DEFAULT_429_PAUSE,
+                                   rpm, tpm)
+                raise
+            except TransientLLMError as exc:
+                if not isinstance(exc, MalformedResponseError):
+                    self.limiter.reconcile(key, reserve, 0)
+                raise
+            self.limiter.reconcile(key, reserve, used)
+            return result
+
+    def _retrying(self, stage: str):
+        return retrying(self.config.retry, lambda exc: self.ledger.record(stage, self.config.model, retries=1))
+
+    def _fail(self, stage: str, exc: Exception) -> LLMUnavailableError:
+        self.ledger.record(stage, self.config.model, failures=1)
+        return LLMUnavailableError(f"{self.client.where}: gave up after {self.config.retry.max_attempts} attempts "
+                                   f"({exc})")
+
+    def _record(self, stage: str, prompt_tokens: int, completion_tokens: int) -> None:
+        p = self.config.price
+        self.ledger.record_call(stage, self.config.model, prompt_tokens, completion_tokens,
+                                p.input_per_1m, p.output_per_1m)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_client"], state["_semaphores"] = None, {}
+        return state
+
+
+class ChatModel(_ModelBase):
+    def _params(self, json_mode: bool, response_format: dict | None, max_tokens: int | None,
+                temperature: float | None, extra: dict[str, Any]) -> dict[str, Any]:
+        params: dict[str, Any] = {"max_tokens": max_tokens or self.config.max_tokens,
+                                  "temperature": self.config.temperature if temperature is None else temperature}
+        if response_format is not None:
+            params["response_format"] = response_format
+        elif json_mode:
+            params["response_format"] = {"type": "json_object"}
+        params.update(extra)
+        return params
+
+    def count(self, messages: list[dict]) -> int:
+        return self.tokenizer.count_messages(messages)
+
+    async def chat(self, messages: list[dict], *, stage: str, json_mode: bool = False,
+                   response_format: dict | None = None, max_tokens: int | None = None,
+                   temperature: float | None = None, use_cache: bool = True, **extra: Any) -> ChatResult:
+        params = self._params(json_mode, response_format, max_tokens, temperature, extra)
+        key = cache_key("chat", self.config.model, {"messages": messages, "params": params})
+        if use_cache and (hit := self.cache.get(key)) is not None:
+            self.ledger.record(stage, self.config.model, cache_hits=1)
+            return ChatResult(hit["content"], hit.get("prompt_tokens", 0), hit.get("completion_tokens", 0), True)
+        wants_json = "response_format" in params
+        reserve = self.count(messages) + params["max_tokens"]
+
+        async def call():
+            completion: Completion = await self.client.chat(messages, params)
+            if wants_json:
+                try:
+                    json.loads(completion.content)
+                except ValueError:
+                    raise MalformedResponseError(f"{self.client.where} returned invalid JSON") from None
+            return completion, completion.prompt_tokens + completion.completion_tokens
+
+        try:
+            async for attempt in self._retrying(stage):
+                with attempt:
+                    completion = await self._limited(reserve, stage, call)
+        except TransientLLMError as exc:
+            raise self._fail(stage, exc) from None
+        self._record(stage, completion.prompt_tokens, completion.completion_tokens)
+        self.cache.put(key, {"content": completion.content, "prompt_tokens": completion.prompt_tokens,
+                             "completion_tokens": completion.completion_tokens})
+        return ChatResult(completion.content, completion.prompt_tokens, completion.completion_tokens)
+
+    async def stream(self, messages: list[dict], *, stage: str, max_tokens: int | None = None,
+                     temperature: float | None = None, use_cache: bool = True,
+                     result: ChatResult | None = None, **extra: Any) -> AsyncIterator[str]:
+        """Yield the answer as it arrives. `result`, if given, is filled in at the end (tokens, cached)."""
+        result = result if result is not None else ChatResult("")
+        params = self._params(False, None, max_tokens, temperature, extra)
+        key = cache_key("chat", self.config.model, {"messages": messages, "params": params})
+        if use_cache and (hit := self.cache.get(key)) is not None:
+            self.ledger.record(stage, self.config.model, cache_hits=1)
+            result.content, result.cached = hit["content"], True
+            for piece in _pieces(hit["content"]):
+                yield piece
+            return
+        reserve = self.count(messages) + params["max_tokens"]
+        key_, rpm, tpm = self._limits()
+        parts: list[str] = []
+        usage: dict[str, int] = {}
+        try:
+            async for attempt in self._retrying(stage):
+                with attempt:
+                    async with self._slots:
+                        await self.limiter.acquire(key_, reserve, rpm, tpm)
+                        try:
+                            async for delta in self.client.chat_stream(messages, params, usage):
+                                parts.append(delta)
+                                yield delta
+                        except RateLimitedError as exc:
+                            self.ledger.record(stage, self.config.model, rate_limited=1)
+                            self.limiter.pause(key_, exc.retry_after or DEFAULT_429_PAUSE, rpm, tpm)
+                            raise
+                        except TransientLLMError as exc:
+                            if parts:  # text already shown: a retry would repeat it
+                                raise LLMUnavailableError(f"stream from {self.client.where} broke: {exc}") from None
+                            raise
+        except TransientLLMError as exc:
+            raise self._fail(stage, exc) from None
+        content = "".join(parts)
+        prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
+        self.limiter.reconcile(key_, reserve, prompt + completion)
+        self._record(stage, prompt, completion)
+        self.cache.put(key, {"content": content, "prompt_tokens": prompt, "completion_tokens": completion})
+        result.content, result.prompt_tokens, result.completion_tokens = content, prompt, completion
+
+
+def _pieces(text: str, size: int = 24) -> list[str]:
+    return [text[i:i + size] for i in range(0, len(text), size)] or [""]
+
+
+class EmbeddingModel(_ModelBase):
+    def batches(self, texts: list[str]) -> list[list[int]]:
+        """Indices of `texts` grouped by batch_size and batch_max_tokens."""
+        out, current, tokens = [], [], 0
+        for i, text in enumerate(texts):
+            n = self.tokenizer.count(text)
+            if current and (len(current) >= self.config.batch_size or tokens + n > self.config.batch_max_tokens):
+                out.append(current)
+                current, tokens = [], 0
+            current.append(i)
+            tokens += n
+        if current:
+            out.append(current)
+        return out
+
+    async def embed(self, texts: list[str], *, stage: str) -> list[list[float]]:
+        vectors: list[list[float] | None] = [None] * len(texts)
+        await asyncio.gather(*(self._embed_batch(texts, idx, vectors, stage) for idx in self.batches(texts)))
+        return vectors  # type: ignore[return-value]
+
+    async def _embed_batch(self, texts, idx, vectors, stage) -> None:
+        batch = [_truncate(self.tokenizer, texts[i], self.config.batch_max_tokens) for i in idx]
+        key = cache_key("embedding", self.config.model, {"input": batch, "dimensions": self.config.dimensions})
+        hit = self.cache.get(key)
+        if hit is not None:
+            self.ledger.record(stage, self.config.model, cache_hits=1)
+            result = hit["vectors"]
+        else:
+            reserve = sum(self.tokenizer.count(t) for t in batch)
+
+            async def call():
+                vecs, used = await self.client.embed(batch)
+                return (vecs, used), used
+
+            try:
+                async for attempt in self._retrying(stage):
+                    with attempt:
+                        result, used = await self._limited(reserve, stage, call)
+            except TransientLLMError as exc:
+                raise self._fail(stage, exc) from None
+            self._record(stage, used, 0)
+            self.cache.put(key, {"vectors": result})
+        for i, vec in zip(idx, result):
+            vectors[i] = vec
+
+
+def _truncate(tokenizer, text: str, max_tokens: int) -> str:
+    tokens = tokenizer.encode(text)
+    return text if len(tokens) <= max_tokens else tokenizer.decode(tokens[:max_tokens])
+
+
+@dataclass
+class Models:
+    """The models of one command, sharing one cache, one limiter and one ledger."""
+
+    settings: Settings
+    cache: ResponseCache
+    limiter: Any
+    ledger: UsageLedger = field(default_factory=UsageLedger)
+    _built: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def create(cls, settings: Settings, root: str | Path, limiter: Any = None,
+               ledger: UsageLedger | None = None) -> "Models":
+        cache_dir = Path(root) / settings.cache.base_dir if settings.cache.enabled else None
+        return cls(settings, ResponseCache(cache_dir), limiter or LocalRateLimiter(), ledger or UsageLedger())
+
+    def chat(self, model_id: str) -> ChatModel:
+        return self._get(model_id, ChatModel)
+
+    def embedding(self, model_id: str) -> EmbeddingModel:
+        return self._get(model_id, EmbeddingModel)
+
+    def _get(self, model_id: str, kind):
+        if model_id not in self._built:
+            self._built[model_id] = kind(model_id, self.settings.model(model_id), cache=self.cache,
+                                         limiter=self.limiter, ledger=self.ledger)
+        return self._built[model_id]

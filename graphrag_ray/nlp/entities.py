@@ -1,0 +1,102 @@
+"""Entity spotting: jieba POS tags for Chinese, capitalised phrases for English; mixed text works."""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+_SENTENCE_END = re.compile(r"[。！？!?；;]+|\.(?=\s)|\n+")
+_CJK = re.compile(r"[\u3400-\u9fff]")
+_EN_PHRASE = re.compile(r"\b[A-Z][\w'’&-]*(?:\s+(?:of|the|and|de|la|van|von|for)?\s*[A-Z][\w'’&-]*)*")
+_EN_STOP = {"The", "A", "An", "In", "On", "At", "He", "She", "It", "They", "We", "I", "This", "That", "These",
+            "Those", "His", "Her", "Their", "Our", "But", "And", "Or", "If", "When", "After", "Before", "As",
+            "For", "From", "To", "By", "With", "While", "Then", "There", "Here", "Its", "Also", "However",
+            "Mr", "Mrs", "Ms", "Dr", "One", "Two", "Yes", "No", "What", "Who", "Why", "How", "Where", "Which"}
+_ORG_WORDS = ("Inc", "Corp", "Company", "University", "Bank", "Institute", "Association", "Committee",
+              "Ministry", "Agency", "Council", "Group", "Ltd", "LLC", "Foundation", "Party", "School")
+_GEO_PREP = re.compile(r"\b(?:in|at|from|to|near|across|into)\s+$", re.I)
+_ZH_TYPES = {"nr": "PERSON", "nrfg": "PERSON", "nrt": "PERSON", "ns": "GEO", "nt": "ORGANIZATION",
+             "nz": "OTHER"}
+
+
+@dataclass(frozen=True)
+class Mention:
+    name: str
+    type: str      # PERSON, GEO, ORGANIZATION, OTHER (proper noun of unknown kind) or CONCEPT (common noun)
+    start: int
+
+
+def sentences(text: str) -> list[tuple[int, str]]:
+    """(offset, sentence) pairs; Chinese and English punctuation."""
+    out, start = [], 0
+    for end in _SENTENCE_END.finditer(text):
+        piece = text[start:end.end()]
+        if piece.strip():
+            out.append((start + len(piece) - len(piece.lstrip()), piece.strip()))
+        start = end.end()
+    if text[start:].strip():
+        out.append((start + len(text[start:]) - len(text[start:].lstrip()), text[start:].strip()))
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _jieba():
+    import logging
+
+    import jieba
+    import jieba.posseg
+
+    jieba.setLogLevel(logging.WARNING)
+    return jieba.posseg
+
+
+def mentions(text: str, concept_min_count: int = 2) -> list[Mention]:
+    """Every proper-noun mention, plus common nouns (>= 2 characters) repeated concept_min_count times."""
+    found: list[Mention] = []
+    if _CJK.search(text):
+        found.extend(_zh_mentions(text, concept_min_count))
+    found.extend(_en_mentions(text))
+    found.sort(key=lambda m: m.start)
+    return found
+
+
+def _zh_mentions(text: str, concept_min_count: int) -> list[Mention]:
+    out, nouns, pos = [], [], 0
+    for word, flag in _jieba().cut(text):
+        start = pos
+        pos += len(word)
+        if not _CJK.search(word):
+            continue
+        if flag in _ZH_TYPES and len(word) >= 2:
+            out.append(Mention(word, _ZH_TYPES[flag], start))
+        elif flag == "n" and len(word) >= 2:
+            nouns.append(Mention(word, "CONCEPT", start))
+    counts = Counter(m.name for m in nouns)
+    out.extend(m for m in nouns if counts[m.name] >= concept_min_count)
+    return out
+
+
+def _en_mentions(text: str) -> list[Mention]:
+    out = []
+    for m in _EN_PHRASE.finditer(text):
+        words = m.group().split()
+        while words and words[0] in _EN_STOP:
+            words = words[1:]
+        if not words:
+            continue
+        name = " ".join(words)
+        if len(name) < 2 or name.isupper() and len(name) < 3:
+            continue
+        start = m.start() + m.group().index(words[0])
+        if any(w.rstrip(".") in _ORG_WORDS for w in words):
+            kind = "ORGANIZATION"
+        elif _GEO_PREP.search(text[max(0, start - 8):start]):
+            kind = "GEO"
+        elif len(words) >= 2:
+            kind = "PERSON"
+        else:
+            kind = "OTHER"
+        out.append(Mention(name, kind, start))
+    return out

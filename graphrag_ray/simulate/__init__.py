@@ -1,0 +1,1 @@
+"""An OpenAI-compatible LLM simulator for tests, benchmarks and rehearsals. Never used unless configured."""

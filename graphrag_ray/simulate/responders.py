@@ -1,0 +1,243 @@
+"""What the simulator answers, per kind of prompt.
+
+Answers are derived from the prompt's own data (entities that really occur in the chunk, reports about the
+given entities, points taken from the given reports), so an index built against the simulator is a real,
+meaningful graph. Both this project's prompts and Microsoft GraphRAG's are recognised.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+import re
+from typing import Any
+
+from graphrag_ray.nlp.entities import mentions, sentences
+
+TUPLE, RECORD, COMPLETE = "<|>", "##", "<|COMPLETE|>"
+_CORE_TYPES = {"PERSON": ("PERSON", "PEOPLE"), "GEO": ("GEO", "LOCATION", "PLACE", "GPE"),
+               "ORGANIZATION": ("ORGANIZATION", "ORG", "COMPANY")}
+
+
+def respond(body: dict[str, Any]) -> tuple[str, str]:
+    """(kind, content) for a chat completion request body."""
+    messages = body.get("messages") or []
+    texts = [_text(m.get("content")) for m in messages]
+    last = texts[-1] if texts else ""
+    everything = "\n".join(texts)
+    schema = _json_schema(body)
+    if "Answer Y if there are still entities" in last:
+        return "extract_loop", "N"
+    if "-Goal-" in everything and "-Real Data-" in everything and "Entity_types:" in everything:
+        source = next(t for t in texts if "-Real Data-" in t)
+        first_round = "entities and relationships were missed" not in last
+        return ("extract_graph" if first_round else "extract_glean"), extract_graph(source, first_round)
+    if "Description List:" in last:
+        return "summarize", summarize(last)
+    if "information discovery" in everything and "findings" in everything:
+        return "community_report", community_report(last)
+    if schema is not None:
+        return "json_schema", json.dumps(schema_instance(schema, everything), ensure_ascii=False)
+    if (body.get("response_format") or {}).get("type") == "json_object":
+        return "json", json.dumps({"answer": plausible_answer(everything)}, ensure_ascii=False)
+    return "chat", plausible_answer(everything)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):  # content parts
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return str(content or "")
+
+
+def _json_schema(body: dict) -> dict | None:
+    fmt = body.get("response_format") or {}
+    if fmt.get("type") == "json_schema":
+        return (fmt.get("json_schema") or {}).get("schema") or {}
+    return None
+
+
+# ----------------------------------------------------------------------------------------- extraction
+def _section(prompt: str, start: str, end: str) -> str:
+    i = prompt.rfind(start)
+    if i < 0:
+        return ""
+    j = prompt.find(end, i + len(start))
+    return prompt[i + len(start): j if j >= 0 else None]
+
+
+def extract_graph(prompt: str, first_round: bool) -> str:
+    real = prompt[prompt.rfind("-Real Data-"):]
+    types = [t.strip().upper() for t in _section(real, "Entity_types:", "\n").split(",") if t.strip()]
+    text = _section(real, "Text:", "\n######################\nOutput:").strip()
+    entities, relationships = graph_of(text, types or ["ORGANIZATION", "PERSON", "GEO", "EVENT"])
+    names = list(entities)
+    keep = math.ceil(len(names) * 0.75) if len(names) > 3 else len(names)
+    chosen = set(names[:keep]) if first_round else set(names[keep:])
+    records = [f'("entity"{TUPLE}{n}{TUPLE}{entities[n][0]}{TUPLE}{entities[n][1]})' for n in names if n in chosen]
+    for (a, b), (desc, strength) in relationships.items():
+        if (first_round and a in chosen and b in chosen) or (not first_round and (a in chosen or b in chosen)):
+            records.append(f'("relationship"{TUPLE}{a}{TUPLE}{b}{TUPLE}{desc}{TUPLE}{strength})')
+    return f"\n{RECORD}\n".join(records) + f"\n{COMPLETE}"
+
+
+def graph_of(text: str, types: list[str]) -> tuple[dict[str, tuple[str, str]], dict[tuple[str, str], tuple]]:
+    """Entities (name -> (type, description)) and co-occurrence relationships in `text`."""
+    def type_of(kind: str) -> str | None:
+        for core, aliases in _CORE_TYPES.items():
+            if kind == core:
+                return next((t for t in types if t in aliases), None)
+        spare = [t for t in types if not any(t in a for a in _CORE_TYPES.values())]
+        return spare[0] if spare else None
+
+    entities: dict[str, tuple[str, str]] = {}
+    pair_sentences: dict[tuple[str, str], list[str]] = {}
+    for _, sentence in sentences(text):
+        names = []
+        for m in _in_sentence(text, sentence):
+            kind = type_of(m.type)
+            if kind is None:
+                continue
+            name = m.name.upper() if m.name.isascii() else m.name
+            if name not in entities:
+                entities[name] = (kind, _clean(sentence))
+            if name not in names:
+                names.append(name)
+        for i, a in enumerate(names[:6]):
+            for b in names[i + 1:6]:
+                pair_sentences.setdefault((a, b), []).append(_clean(sentence))
+    relationships = {pair: (sents[0], min(10, 2 + 2 * len(sents))) for pair, sents in pair_sentences.items()}
+    return entities, relationships
+
+
+_MENTION_CACHE: dict[str, list] = {}
+
+
+def _in_sentence(text: str, sentence: str):
+    """Mentions of the whole text that fall inside this sentence (concept counts use the whole text)."""
+    key = hashlib.sha1(text.encode()).hexdigest()
+    if key not in _MENTION_CACHE:
+        if len(_MENTION_CACHE) > 256:
+            _MENTION_CACHE.clear()
+        _MENTION_CACHE[key] = mentions(text)
+    names = {m.name: m for m in _MENTION_CACHE[key]}
+    return [m for name, m in names.items() if name in sentence]
+
+
+def _clean(sentence: str) -> str:
+    return sentence.replace(TUPLE, " ").replace(COMPLETE, " ").replace("\n", " ")[:300]
+
+
+# ----------------------------------------------------------------------------------------- summaries
+def summarize(prompt: str) -> str:
+    names = _section(prompt, "Entities:", "\n").strip()
+    raw = _section(prompt, "Description List:", "\n#######").strip()
+    try:
+        items = json.loads(raw)
+    except ValueError:
+        items = [line.strip() for line in raw.splitlines() if line.strip()]
+    unique = list(dict.fromkeys(str(i).strip() for i in items if str(i).strip()))
+    body = " ".join(unique)
+    return f"{names}: {body}"[:1500]
+
+
+# ----------------------------------------------------------------------------------------- reports
+def _tables(text: str) -> dict[str, list[dict[str, str]]]:
+    """Parse `-----Name-----` CSV sections (comma or pipe separated) of a context."""
+    tables: dict[str, list[dict[str, str]]] = {}
+    for match in re.finditer(r"-----(\w[\w ]*)-----\n(.*?)(?=\n-----\w|\Z)", text, re.S):
+        block = match.group(2).strip()
+        if not block:
+            continue
+        delimiter = "|" if block.splitlines()[0].count("|") > block.splitlines()[0].count(",") else ","
+        tables[match.group(1).strip().lower()] = list(csv.DictReader(io.StringIO(block), delimiter=delimiter))
+    return tables
+
+
+def community_report(prompt: str) -> str:
+    data = prompt[prompt.rfind("Text:"):] if "Text:" in prompt else prompt
+    tables = _tables(data)
+    entities = tables.get("entities", [])
+    relations = tables.get("relationships", [])
+    reports = tables.get("reports", [])
+    names = [e.get("title") or e.get("entity") or "" for e in entities if (e.get("title") or e.get("entity"))]
+    if not names and reports:
+        names = [r.get("title", "") for r in reports[:3]]
+    title_names = names[:3] or ["Unnamed community"]
+    cjk = any(not n.isascii() for n in title_names)
+    title = ("、".join(title_names) + "相关社区") if cjk else " and ".join(title_names) + " community"
+    descriptions = [e.get("description", "") for e in entities[:3] if e.get("description")]
+    ent_ids = ", ".join(e.get("id") or e.get("human_readable_id") or "" for e in entities[:5])
+    summary = " ".join(descriptions)[:600] + (f" [Data: Entities ({ent_ids})]" if ent_ids else "")
+    findings = []
+    for rel in relations[:6]:
+        rid = rel.get("id") or rel.get("human_readable_id") or ""
+        findings.append({"summary": f"{rel.get('source', '')} - {rel.get('target', '')}",
+                         "explanation": f"{rel.get('description', '')} [Data: Relationships ({rid})]"})
+    for rep in reports[:3] if not findings else []:
+        findings.append({"summary": rep.get("title", ""), "explanation": rep.get("summary", "")[:400]})
+    if not findings:
+        findings.append({"summary": title, "explanation": summary})
+    rating = round(min(10.0, 1.0 + 0.5 * len(entities) + 0.25 * len(relations)), 1)
+    return json.dumps({"title": title, "summary": summary, "rating": rating,
+                       "rating_explanation": f"{len(entities)} entities and {len(relations)} relationships.",
+                       "findings": findings}, ensure_ascii=False)
+
+
+# ----------------------------------------------------------------------------------------- generic
+def plausible_answer(text: str) -> str:
+    """Sentences of the prompt's data that best share words with its question, with a citation."""
+    question = _question(text)
+    terms = _terms(question)
+    scored = []
+    for _, sentence in sentences(text):
+        if sentence == question or len(sentence) < 6:
+            continue
+        overlap = len(terms & _terms(sentence))
+        if overlap:
+            scored.append((-overlap, sentence))
+    scored.sort()
+    picked = [s for _, s in scored[:3]]
+    if not picked:
+        return "I do not know: the data provided does not answer this question."
+    return " ".join(picked)
+
+
+def _question(text: str) -> str:
+    for marker in ("---Question---", "Question:", "User:", "query:"):
+        if marker in text:
+            return text[text.rfind(marker) + len(marker):].strip().splitlines()[0] if \
+                text[text.rfind(marker) + len(marker):].strip() else ""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def _terms(text: str) -> set[str]:
+    words = {w.lower() for w in re.findall(r"[A-Za-z]{3,}", text)}
+    cjk = re.findall(r"[\u3400-\u9fff]", text)
+    words.update(a + b for a, b in zip(cjk, cjk[1:]))
+    return words
+
+
+def schema_instance(schema: dict, context: str, depth: int = 0) -> Any:
+    """A value conforming to a JSON schema, with text taken from the context."""
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if "enum" in schema:
+        return schema["enum"][0]
+    if kind == "object" or "properties" in schema:
+        return {name: schema_instance(sub, context, depth + 1)
+                for name, sub in (schema.get("properties") or {}).items()}
+    if kind == "array":
+        return [schema_instance(schema.get("items") or {"type": "string"}, context, depth + 1)
+                for _ in range(max(1, schema.get("minItems", 1)))]
+    if kind == "integer":
+        return int(schema.get("minimum", 1))
+    if kind == "number":
+        return float(schema.get("minimum", 1.0))
+    if kind == "boolean":
+        return True
+    return plausible_answer(context)[:200] if depth < 4 else "text"

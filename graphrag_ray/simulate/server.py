@@ -1,0 +1,249 @@
+"""The OpenAI-compatible simulator server (aiohttp).
+
+Routes: /v1/chat/completions (plain and SSE streaming), /v1/embeddings, /v1/models, and for tests
+/v1/_stats (what it served) and /v1/_reset. Knobs: latency, server-side RPM/TPM limits answered with 429 +
+Retry-After + x-ratelimit-* headers, deterministic fault rates, an optional API key, a list of known models.
+Binds to 127.0.0.1 unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from graphrag_ray.llm.local_embedding import ngram_vector
+from graphrag_ray.llm.ratelimit import _Bucket
+from graphrag_ray.llm.tokens import count_chat_tokens, tokenizer_for
+from graphrag_ray.simulate.faults import FaultRates
+from graphrag_ray.simulate.responders import respond
+
+
+@dataclass
+class SimulatorConfig:
+    seed: int = 0
+    latency: float = 0.0            # seconds per request
+    latency_per_token: float = 0.0  # extra seconds per completion token
+    rpm: int | None = None
+    tpm: int | None = None
+    api_key: str | None = None      # when set, requests must carry it (else 401)
+    models: list[str] = field(default_factory=list)  # when set, other model names get 404
+    embedding_dim: int = 256
+    faults: FaultRates = field(default_factory=FaultRates)
+
+
+class Simulator:
+    def __init__(self, config: SimulatorConfig):
+        self.config = config
+        self.counts: Counter = Counter()
+        self.attempts: Counter = Counter()
+        now = time.monotonic()
+        self._requests = _Bucket(config.rpm, float(config.rpm), now) if config.rpm else None
+        self._tokens = _Bucket(config.tpm, float(config.tpm), now) if config.tpm else None
+
+    # -- admission --------------------------------------------------------------------------------
+    def _check_auth(self, request: web.Request) -> web.Response | None:
+        if self.config.api_key is None:
+            return None
+        header = request.headers.get("Authorization", "")
+        if header != f"Bearer {self.config.api_key}":
+            self.counts["401"] += 1
+            return _error(401, "Incorrect API key provided.", "invalid_api_key")
+        return None
+
+    def _check_model(self, model: str) -> web.Response | None:
+        if self.config.models and model not in self.config.models:
+            self.counts["404"] += 1
+            return _error(404, f"The model `{model}` does not exist.", "model_not_found")
+        return None
+
+    def _admit(self, tokens: int) -> web.Response | None:
+        """Server-side RPM/TPM: admit and charge, or answer 429 with how long to wait."""
+        now = time.monotonic()
+        waits = []
+        for bucket, amount in ((self._requests, 1), (self._tokens, tokens)):
+            if bucket:
+                bucket.refill(now)
+                if bucket.balance < min(amount, bucket.per_minute):
+                    waits.append((min(amount, bucket.per_minute) - bucket.balance) / bucket.rate)
+        if waits:
+            self.counts["429_limit"] += 1
+            return self._too_many(max(waits))
+        for bucket, amount in ((self._requests, 1), (self._tokens, tokens)):
+            if bucket:
+                bucket.balance -= min(amount, bucket.per_minute)
+        return None
+
+    def _too_many(self, wait: float) -> web.Response:
+        headers = {"retry-after": str(max(1, math.ceil(wait))), "retry-after-ms": str(int(wait * 1000) + 1)}
+        if self._requests:
+            headers["x-ratelimit-limit-requests"] = str(self.config.rpm)
+            headers["x-ratelimit-remaining-requests"] = str(max(0, int(self._requests.balance)))
+        if self._tokens:
+            headers["x-ratelimit-limit-tokens"] = str(self.config.tpm)
+            headers["x-ratelimit-remaining-tokens"] = str(max(0, int(self._tokens.balance)))
+        return _error(429, "Rate limit reached.", "rate_limit_exceeded", headers)
+
+    async def _fault(self, request: web.Request, body: dict) -> web.StreamResponse | None:
+        key = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        attempt = self.attempts[key]
+        self.attempts[key] += 1
+        kind = self.config.faults.draw(self.config.seed, key, attempt)
+        if kind is None or kind == "malformed":
+            request["malformed"] = kind == "malformed"
+            return None
+        self.counts[f"fault_{kind}"] += 1
+        if kind == "429":
+            wait = self.config.faults.retry_after
+            return _error(429, "Rate limit reached.", "rate_limit_exceeded",
+                          {"retry-after": str(max(1, math.ceil(wait))), "retry-after-ms": str(int(wait * 1000))})
+        if kind in ("500", "503"):
+            return _error(int(kind), "The server had an error while processing your request.", "server_error")
+        if kind == "hang":
+            await asyncio.sleep(self.config.faults.hang_seconds)
+            return _error(504, "timeout", "timeout")
+        # drop: start a response, then cut the connection
+        response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        await response.write(b'{"id": "')
+        request.transport.abort()
+        return response
+
+    # -- routes -----------------------------------------------------------------------------------
+    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        if (denied := self._check_auth(request)) is not None:
+            return denied
+        body = await request.json()
+        model = body.get("model", "")
+        if (denied := self._check_model(model)) is not None:
+            return denied
+        tokenizer = tokenizer_for(model)
+        kind, content = respond(body)
+        prompt_tokens = count_chat_tokens(tokenizer, body.get("messages") or [])
+        completion_tokens = tokenizer.count(content)
+        if (denied := self._admit(prompt_tokens + completion_tokens)) is not None:
+            return denied
+        if (faulty := await self._fault(request, body)) is not None:
+            return faulty
+        if request.get("malformed"):
+            self.counts["fault_malformed"] += 1
+            content = content[: max(1, len(content) // 2)] + ' {"broken'
+        delay = self.config.latency + self.config.latency_per_token * completion_tokens
+        if delay > 0:
+            await asyncio.sleep(delay)
+        self.counts["ok"] += 1
+        self.counts[f"kind_{kind}"] += 1
+        self.counts["prompt_tokens"] += prompt_tokens
+        self.counts["completion_tokens"] += completion_tokens
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                 "total_tokens": prompt_tokens + completion_tokens}
+        cid = f"chatcmpl-{uuid.uuid4().hex[:12]}"
+        if body.get("stream"):
+            return await self._stream(request, cid, model, content, usage, body)
+        return web.json_response({
+            "id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": content}}],
+            "usage": usage})
+
+    async def _stream(self, request, cid, model, content, usage, body) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await response.prepare(request)
+
+        def chunk(delta: dict, finish: str | None = None, with_usage: dict | None = None) -> bytes:
+            payload = {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
+                       "choices": [] if with_usage else [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            if with_usage:
+                payload["usage"] = with_usage
+            return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n".encode()
+
+        await response.write(chunk({"role": "assistant", "content": ""}))
+        for i in range(0, len(content), 8):
+            await response.write(chunk({"content": content[i:i + 8]}))
+        await response.write(chunk({}, "stop"))
+        if (body.get("stream_options") or {}).get("include_usage"):
+            await response.write(chunk({}, None, usage))
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+    async def embeddings(self, request: web.Request) -> web.Response:
+        if (denied := self._check_auth(request)) is not None:
+            return denied
+        body = await request.json()
+        model = body.get("model", "")
+        if (denied := self._check_model(model)) is not None:
+            return denied
+        inputs = body.get("input")
+        inputs = [inputs] if isinstance(inputs, str) else list(inputs or [])
+        tokenizer = tokenizer_for(model)
+        tokens = sum(tokenizer.count(t) if isinstance(t, str) else len(t) for t in inputs)
+        if (denied := self._admit(tokens)) is not None:
+            return denied
+        if (faulty := await self._fault(request, body)) is not None:
+            return faulty
+        if self.config.latency > 0:
+            await asyncio.sleep(self.config.latency)
+        dim = int(body.get("dimensions") or self.config.embedding_dim)
+        self.counts["ok"] += 1
+        self.counts["kind_embedding"] += 1
+        self.counts["prompt_tokens"] += tokens
+        return web.json_response({
+            "object": "list", "model": model,
+            "data": [{"object": "embedding", "index": i, "embedding": ngram_vector(str(t), dim)}
+                     for i, t in enumerate(inputs)],
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+
+    async def models(self, request: web.Request) -> web.Response:
+        if (denied := self._check_auth(request)) is not None:
+            return denied
+        names = self.config.models or ["simulated-chat", "simulated-embedding"]
+        return web.json_response({"object": "list", "data": [{"id": n, "object": "model", "owned_by": "simulator"}
+                                                             for n in names]})
+
+    async def stats(self, request: web.Request) -> web.Response:
+        return web.json_response(dict(self.counts))
+
+    async def reset(self, request: web.Request) -> web.Response:
+        self.counts.clear()
+        self.attempts.clear()
+        return web.json_response({"reset": True})
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=256 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self.chat_completions)
+        app.router.add_post("/v1/embeddings", self.embeddings)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_get("/v1/_stats", self.stats)
+        app.router.add_post("/v1/_reset", self.reset)
+        return app
+
+
+def _error(status: int, message: str, code: str, headers: dict | None = None) -> web.Response:
+    return web.json_response({"error": {"message": message, "type": code, "code": code}}, status=status,
+                             headers=headers)
+
+
+def serve(config: SimulatorConfig, host: str = "127.0.0.1", port: int = 8765, ready=None) -> None:
+    """Run until interrupted; prints (or passes to `ready`) the base URL once listening."""
+    async def main():
+        runner = web.AppRunner(Simulator(config).app(), access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        bound = site._server.sockets[0].getsockname()[1]
+        url = f"http://{host}:{bound}/v1"
+        (ready or (lambda u: print(f"simulator listening on {u}", flush=True)))(url)
+        await asyncio.Event().wait()
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass
