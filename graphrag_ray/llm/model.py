@@ -45,14 +45,20 @@ class _ModelBase:
         self.limiter = limiter
         self.ledger = ledger
         self.tokenizer = tokenizer_for(config.model, config.encoding)
-        self._client: OpenAIClient | None = None
+        self._clients: dict[int, OpenAIClient] = {}
         self._semaphores: dict[int, asyncio.Semaphore] = {}
 
     @property
     def client(self) -> OpenAIClient:
-        if self._client is None:  # created lazily: not picklable, and not needed on a full cache hit
-            self._client = OpenAIClient(self.model_id, self.config)
-        return self._client
+        """One SDK client per event loop (its connections belong to that loop); created lazily: it is not
+        picklable and not needed at all on a full cache hit."""
+        try:
+            loop_id = id(asyncio.get_running_loop())
+        except RuntimeError:
+            loop_id = 0
+        if loop_id not in self._clients:
+            self._clients[loop_id] = OpenAIClient(self.model_id, self.config)
+        return self._clients[loop_id]
 
     @property
     def _slots(self) -> asyncio.Semaphore:
@@ -100,7 +106,7 @@ class _ModelBase:
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state["_client"], state["_semaphores"] = None, {}
+        state["_clients"], state["_semaphores"] = {}, {}
         return state
 
 

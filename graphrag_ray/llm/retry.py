@@ -18,7 +18,7 @@ class _RetryAfterOrBackoff:
     """Backoff with jitter, but never shorter than a 429's Retry-After."""
 
     def __init__(self, policy: RetryConfig):
-        self.backoff = wait_exponential_jitter(initial=policy.initial_wait, max=policy.max_wait,
+        self.backoff = wait_exponential_jitter(multiplier=policy.initial_wait, max=policy.max_wait,
                                                jitter=policy.jitter)
 
     def __call__(self, state: RetryCallState) -> float:

@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from graphrag_ray.simulate.process import SimulatorProcess
+
+
+@pytest.fixture(scope="session")
+def simulator():
+    """A fault-free simulator, shared by the session (tests reset its counters when they compare)."""
+    with SimulatorProcess() as sim:
+        yield sim
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """Ray is started once per test session, with few CPUs (2-core machines)."""
+    import ray
+
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()

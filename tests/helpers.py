@@ -1,0 +1,54 @@
+"""Shared helpers: a project root whose models point at a simulator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from graphrag_ray.config.load import load_settings
+from graphrag_ray.config.settings import Settings
+
+TEST_KEY = "sk-test-0123456789abcdef"
+
+
+def simulator_settings(base_url: str, **sections: Any) -> dict:
+    models = {
+        "default_chat": {"api_base": base_url, "api_key": "${GRAPHRAG_API_KEY}", "model": "gpt-4o-mini",
+                         "request_timeout": 10, "max_tokens": 800,
+                         "retry": {"max_attempts": 12, "initial_wait": 0.02, "max_wait": 0.3, "jitter": 0.02},
+                         "price": {"input_per_1m": 0.15, "output_per_1m": 0.6}},
+        "default_embedding": {"type": "embedding", "api_base": base_url, "api_key": "${GRAPHRAG_API_KEY}",
+                              "model": "text-embedding-3-small", "request_timeout": 10,
+                              "retry": {"max_attempts": 12, "initial_wait": 0.02, "max_wait": 0.3,
+                                        "jitter": 0.02}},
+    }
+    raw: dict[str, Any] = {"models": models}
+    for key, value in sections.items():
+        raw[key] = value
+    return raw
+
+
+def make_root(root: Path, base_url: str, key: str = TEST_KEY, **sections: Any) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "settings.yaml").write_text(yaml.safe_dump(simulator_settings(base_url, **sections),
+                                                       allow_unicode=True), encoding="utf-8")
+    (root / ".env").write_text(f"GRAPHRAG_API_KEY={key}\n", encoding="utf-8")
+    return root
+
+
+def settings_for(root: Path) -> Settings:
+    return load_settings(root)
+
+
+def files_containing(folder: Path, needle: str) -> list[Path]:
+    hits = []
+    for path in Path(folder).rglob("*"):
+        if path.is_file() and path.name != ".env":
+            try:
+                if needle.encode() in path.read_bytes():
+                    hits.append(path)
+            except OSError:
+                continue
+    return hits

@@ -1,0 +1,144 @@
+"""The LLM layer against the simulator: retries, ledger vs server counts, cache, streaming, JSON, 401, secrets."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from graphrag_ray.errors import LLMFatalError
+from graphrag_ray.llm.model import ChatResult, Models
+from graphrag_ray.simulate.process import SimulatorProcess
+from tests.helpers import TEST_KEY, files_containing, make_root, settings_for
+
+
+def _models(root: Path) -> Models:
+    return Models.create(settings_for(root), root)
+
+
+def _ask(i: int) -> list[dict]:
+    return [{"role": "user", "content": f"Question {i}: 李明在杭州开了一家咖啡店。Who opened the coffee shop {i}?"}]
+
+
+async def _run_batch(models: Models, n: int, model_id: str = "default_chat") -> list[ChatResult]:
+    chat = models.chat(model_id)
+    return await asyncio.gather(*(chat.chat(_ask(i), stage="batch") for i in range(n)))
+
+
+def test_batch_survives_429s_and_5xx_and_ledger_matches_server(tmp_path):
+    with SimulatorProcess(fault_429=0.20, fault_500=0.05, fault_503=0.05, retry_after=0.02, seed=7) as sim:
+        root = make_root(tmp_path / "p", sim.base_url, cache={"enabled": False})
+        models = _models(root)
+        results = asyncio.run(_run_batch(models, 500))
+        server = sim.stats()
+    assert len(results) == 500 and all(r.content for r in results)
+    total = models.ledger.total("batch")
+    assert server["fault_429"] > 50 and server["fault_500"] + server["fault_503"] > 20  # faults really happened
+    assert total.calls == server["ok"] == 500
+    assert total.prompt_tokens == server["prompt_tokens"]
+    assert total.completion_tokens == server["completion_tokens"]
+    assert total.rate_limited == server["fault_429"]
+    assert total.retries == server["fault_429"] + server["fault_500"] + server["fault_503"]
+    assert total.failures == 0 and total.cost > 0
+
+
+def test_second_run_is_free_and_changing_the_model_pays_again(tmp_path, simulator):
+    root = make_root(tmp_path / "p", simulator.base_url)
+    simulator.reset()
+    first = asyncio.run(_run_batch(_models(root), 30))
+    assert simulator.stats()["ok"] == 30
+    again = _models(root)
+    second = asyncio.run(_run_batch(again, 30))
+    assert simulator.stats()["ok"] == 30, "an identical re-run must make zero calls"
+    assert [r.content for r in first] == [r.content for r in second]
+    assert again.ledger.total().calls == 0 and again.ledger.total().cache_hits == 30
+    other = _models(root)
+    other.settings.models["default_chat"].model = "gpt-4.1-mini"
+    asyncio.run(_run_batch(other, 30))
+    assert simulator.stats()["ok"] == 60, "the model name is part of the cache key"
+
+
+def test_streaming_arrives_in_chunks_and_matches_the_plain_answer(tmp_path, simulator):
+    root = make_root(tmp_path / "p", simulator.base_url, cache={"enabled": False})
+    chat = _models(root).chat("default_chat")
+    plain = asyncio.run(chat.chat(_ask(1), stage="q")).content
+
+    async def collect():
+        result = ChatResult("")
+        chunks = [c async for c in chat.stream(_ask(1), stage="q", result=result)]
+        return chunks, result
+
+    chunks, result = asyncio.run(collect())
+    assert len(chunks) >= 2 and "".join(chunks) == plain == result.content
+    assert result.prompt_tokens > 0 and result.completion_tokens > 0
+    assert chat.ledger.total("q").calls == 2
+
+
+def test_json_schema_answer_conforms(tmp_path, simulator):
+    root = make_root(tmp_path / "p", simulator.base_url)
+    chat = _models(root).chat("default_chat")
+    schema = {"type": "object", "properties": {"title": {"type": "string"}, "rating": {"type": "number"},
+                                               "findings": {"type": "array", "items": {
+                                                   "type": "object", "properties": {"summary": {"type": "string"}}}}},
+              "required": ["title", "rating", "findings"]}
+    fmt = {"type": "json_schema", "json_schema": {"name": "report", "schema": schema, "strict": True}}
+    answer = json.loads(asyncio.run(chat.chat(_ask(2), stage="q", response_format=fmt)).content)
+    assert isinstance(answer["title"], str) and isinstance(answer["rating"], float)
+    assert isinstance(answer["findings"], list) and "summary" in answer["findings"][0]
+
+
+def test_embeddings_are_batched_deterministic_and_similar_for_similar_text(tmp_path, simulator):
+    root = make_root(tmp_path / "p", simulator.base_url, cache={"enabled": False})
+    emb = _models(root).embedding("default_embedding")
+    texts = ["李明在杭州开咖啡店", "李明在杭州开了一家咖啡店", "supplier of coffee beans in Yunnan"] * 7
+    vectors = asyncio.run(emb.embed(texts, stage="embed"))
+    assert len(vectors) == 21 and len(emb.batches(texts)) == 2  # batch_size 16
+    dot = lambda a, b: sum(x * y for x, y in zip(a, b))  # noqa: E731
+    assert vectors[0] == vectors[3]
+    assert dot(vectors[0], vectors[1]) > dot(vectors[0], vectors[2])
+
+
+def test_401_stops_at_once_with_one_line_and_the_key_leaks_nowhere(tmp_path):
+    wrong_key = "sk-wrong-key-should-never-leak-42"
+    with SimulatorProcess(api_key=TEST_KEY) as sim:
+        root = make_root(tmp_path / "p", sim.base_url, key=wrong_key)
+        started = time.perf_counter()
+        out = subprocess.run([sys.executable, "-m", "graphrag_ray.cli", "check", "--root", str(root)],
+                             capture_output=True, text=True, timeout=60)
+        elapsed = time.perf_counter() - started
+        assert sim.stats().get("401") == 1, "a 401 must not be retried"
+        # the same through the Python API, with every logger at DEBUG writing to a file in the root
+        log_file = root / "debug.log"
+        handler = logging.FileHandler(log_file)
+        logging.getLogger().addHandler(handler)
+        logging.getLogger().setLevel(logging.DEBUG)
+        try:
+            from graphrag_ray.secrets import install_log_redaction
+            install_log_redaction()
+            with pytest.raises(LLMFatalError) as err:
+                asyncio.run(_run_batch(_models(root), 3))
+        finally:
+            logging.getLogger().removeHandler(handler)
+            logging.getLogger().setLevel(logging.WARNING)
+    print(f"401 command wall time: {elapsed:.2f}s")
+    assert out.returncode != 0
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "401" in lines[0] and "gpt-4o-mini" in lines[0] and sim.base_url in lines[0]
+    assert wrong_key not in out.stdout + out.stderr + str(err.value)
+    assert files_containing(root, wrong_key) == []
+
+
+def test_limiter_shared_by_ray_actors_keeps_under_server_limits(ray_session):
+    sys.path.insert(0, str(Path(__file__).parents[2] / "jobs"))
+    from bench_limiter import run_benchmark
+
+    figures = run_benchmark(duration=20, actors=4, concurrency=16, tpm=30_000, rpm=300, latency=0.1, warmup=6)
+    print(figures)
+    assert figures["429s_received"] == 0 and figures["server_429s"] == 0
+    assert figures["utilisation"] >= 0.85

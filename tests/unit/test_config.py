@@ -1,0 +1,61 @@
+from pathlib import Path
+
+import pytest
+import yaml
+from pydantic import BaseModel
+
+from graphrag_ray.config.load import load_settings, validate_settings
+from graphrag_ray.config.render import render_settings
+from graphrag_ray.config.settings import Settings
+from graphrag_ray.errors import ConfigError
+from graphrag_ray.secrets import redact
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"models": {"default_chat": {"rate_limit": {"tpm": "fast"}}}},
+     "models.default_chat.rate_limit.tpm: expected a positive integer, got 'fast'"),
+    ({"models": {"default_chat": {"rate_limt": {}}}}, "models.default_chat.rate_limt: unknown key"),
+    ({"cache": {"enabled": "maybe"}}, "cache.enabled: expected true or false, got 'maybe'"),
+    ({"models": {"default_chat": {"type": "vision"}}},
+     "models.default_chat.type: expected one of 'chat' or 'embedding', got 'vision'"),
+    ({"nonsense": 1}, "nonsense: unknown key"),
+])
+def test_bad_settings_name_the_key_and_value(raw, message):
+    with pytest.raises(ConfigError) as err:
+        validate_settings(raw)
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_env_substitution_from_environment_and_dotenv(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("MY_BASE", "http://127.0.0.1:9/v1")
+    monkeypatch.delenv("MY_KEY", raising=False)
+    (tmp_path / ".env").write_text("MY_KEY=sk-from-dotenv-1234\n")
+    (tmp_path / "settings.yaml").write_text(
+        "models:\n  default_chat:\n    api_base: ${MY_BASE}\n    api_key: ${MY_KEY}\n"
+        "    model: ${MODEL_NAME:-gpt-4o-mini}\n")
+    settings = load_settings(tmp_path)
+    chat = settings.models["default_chat"]
+    assert chat.api_base == "http://127.0.0.1:9/v1"
+    assert chat.api_key.get_secret_value() == "sk-from-dotenv-1234"
+    assert chat.model == "gpt-4o-mini"
+    assert "sk-from-dotenv-1234" not in repr(settings)
+    assert redact("key=sk-from-dotenv-1234") == "key=***"
+
+
+def test_missing_settings_file_is_one_clear_error(tmp_path: Path):
+    with pytest.raises(ConfigError, match="settings file not found"):
+        load_settings(tmp_path)
+
+
+def test_every_key_has_a_description_and_configs_file_is_the_rendering():
+    def walk(model):
+        for name, info in type(model).model_fields.items():
+            assert info.description, f"{type(model).__name__}.{name} has no description"
+            value = getattr(model, name)
+            if isinstance(value, BaseModel):
+                walk(value)
+    walk(Settings())
+    shipped = (Path(__file__).parents[2] / "configs" / "settings.yaml").read_text(encoding="utf-8")
+    assert shipped == render_settings(), "configs/settings.yaml is stale: regenerate it with scripts/render_settings.py"
+    assert validate_settings(yaml.safe_load(shipped)) == Settings()
