@@ -67,3 +67,13 @@ async def check_models(root: str | Path, config_file: str | Path | None = None) 
     models = Models.create(settings, root)
     return [f"settings: {Path(config_file or Path(root) / SETTINGS_FILE)} is valid"] + \
         await preflight(models, list(settings.models))
+
+
+def build_index(config=None, root: str | Path = ".", config_file: str | Path | None = None, method: str = "standard",
+                resume: bool = True, show_progress: bool = False, verbose: bool = False):
+    """Index ROOT's input into ROOT/output (Microsoft GraphRAG's `build_index(config)` shape: pass a loaded
+    Settings as `config`, or a root)."""
+    from graphrag_ray.index.pipeline import build_index as run
+
+    return run(root, config_file, method=method, resume=resume, show_progress=show_progress, verbose=verbose,
+               settings=config)

@@ -68,6 +68,25 @@ def check(root: Path = RootOpt, config: Optional[Path] = ConfigOpt) -> None:
         typer.echo(line)
 
 
+@app.command()
+def index(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
+          method: str = typer.Option("standard", help="index method: standard"),
+          resume: bool = typer.Option(True, "--resume/--no-resume", help="continue an interrupted run"),
+          ) -> None:
+    """Build the index: documents -> text units -> graph -> communities -> reports -> embeddings."""
+    from rich.console import Console
+
+    from graphrag_ray.api import build_index
+
+    result = build_index(root=root, config_file=config, method=method, resume=resume,
+                         show_progress=sys.stderr.isatty(), verbose=_STATE["verbose"])
+    console = Console()
+    console.print(result.ledger.rich_table(f"LLM usage (run {result.run_id})"))
+    rows = ", ".join(f"{k} {v:,}" for k, v in result.stats["rows"].items())
+    console.print(f"index published to {result.output}: {rows}; failures {result.stats['total']['failures']}; "
+                  f"{result.stats['wall_s']:.1f}s")
+
+
 @app.command("simulate-llm")
 def simulate_llm(
     host: str = typer.Option("127.0.0.1", help="address to bind (loopback unless told otherwise)"),

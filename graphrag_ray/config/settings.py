@@ -67,6 +67,70 @@ def _default_models() -> dict[str, ModelConfig]:
     }
 
 
+class InputConfig(Section):
+    base_dir: str = doc("input", "folder (relative to the root) or glob of input files")
+    file_type: Literal["auto", "csv", "text", "json", "jsonl", "parquet"] = doc(
+        "auto", "auto: by extension (.csv .txt .md .json .jsonl .parquet)")
+    file_pattern: str | None = doc(None, "glob of files inside base_dir (null: every supported file)")
+    id_column: str = doc("id", "column holding a document id (csv/json/parquet; optional)")
+    title_column: str = doc("title", "column holding a document title (optional; the file name otherwise)")
+    text_column: str = doc("text", "column holding the document text (required for csv/json/parquet)")
+    encoding: str = doc("utf-8", "text encoding of input files")
+
+
+class ChunksConfig(Section):
+    size: int = doc(1200, "tokens per text unit", gt=0)
+    overlap: int = doc(100, "tokens shared by consecutive text units of a document", ge=0)
+    encoding: str | None = doc(None, "tiktoken encoding for chunking (null: the extraction model's)")
+
+
+class ExtractGraphConfig(Section):
+    model_id: str = doc("default_chat", "chat model entry used for extraction")
+    prompt: str = doc("prompts/extract_graph.txt", "extraction prompt, relative to the root")
+    continue_prompt: str = doc("prompts/extract_graph_continue.txt", "gleaning prompt, relative to the root")
+    entity_types: list[str] = doc(["organization", "person", "geo", "event"], "entity types to extract")
+    max_gleanings: int = doc(1, "extra rounds asking for missed entities (0: none)", ge=0)
+
+
+class SummarizeConfig(Section):
+    model_id: str = doc("default_chat", "chat model entry used to merge descriptions")
+    prompt: str = doc("prompts/summarize_descriptions.txt", "summary prompt, relative to the root")
+    max_length: int = doc(500, "max words of a merged description", gt=0)
+    max_input_tokens: int = doc(4000, "descriptions per call; longer lists are summarised in rolling rounds",
+                                gt=0)
+
+
+class ClusterConfig(Section):
+    max_cluster_size: int = doc(10, "communities larger than this are split into a deeper level", gt=1)
+    seed: int = doc(0xDEADBEEF, "Leiden seed: the same seed gives the same communities")
+    max_levels: int = doc(8, "deepest level of the hierarchy", gt=0)
+
+
+class CommunityReportsConfig(Section):
+    model_id: str = doc("default_chat", "chat model entry used to write community reports")
+    prompt: str = doc("prompts/community_report.txt", "report prompt, relative to the root")
+    max_length: int = doc(2000, "max words of a report", gt=0)
+    max_input_length: int = doc(8000, "max tokens of a community's context; larger ones use sub-reports", gt=0)
+
+
+class EmbedConfig(Section):
+    model_id: str = doc("default_embedding", "embedding model entry")
+    enabled: bool = doc(True, "embed entity descriptions, text units and reports into LanceDB")
+    ann_index_rows: int = doc(100_000, "build an ANN index on a vector table once it has this many rows", gt=0)
+
+
+class WorkersConfig(Section):
+    num_actors: int = doc(2, "async Ray actors doing LLM work (they share the job's rate limiter)", gt=0)
+    actor_cpus: float = doc(0.5, "CPUs reserved per actor", ge=0)
+    partition_size: int = doc(16, "work items per partition (the unit of resume and of scheduling)", gt=0)
+
+
+class OutputConfig(Section):
+    base_dir: str = doc("output", "published index (swapped in atomically at the end of a run)")
+    runs_dir: str = doc("runs", "work in progress and completion markers (what resume reads)")
+    partition_rows: int = doc(500_000, "tables with more rows are written hive-partitioned", gt=0)
+
+
 class CacheConfig(Section):
     enabled: bool = doc(True, "cache LLM responses so a re-run of the same work makes no calls")
     base_dir: str = doc("cache", "cache folder, relative to the root (on a cluster: shared storage)")
@@ -79,6 +143,15 @@ class ReportingConfig(Section):
 class Settings(Section):
     models: dict[str, ModelConfig] = Field(default_factory=_default_models,
                                            description="model entries, referred to by id from each stage")
+    input: InputConfig = doc(InputConfig(), "documents to index")
+    chunks: ChunksConfig = doc(ChunksConfig(), "splitting documents into text units")
+    extract_graph: ExtractGraphConfig = doc(ExtractGraphConfig(), "LLM extraction of entities and relationships")
+    summarize_descriptions: SummarizeConfig = doc(SummarizeConfig(), "merging repeated descriptions")
+    cluster_graph: ClusterConfig = doc(ClusterConfig(), "hierarchical Leiden communities")
+    community_reports: CommunityReportsConfig = doc(CommunityReportsConfig(), "community reports")
+    embed_text: EmbedConfig = doc(EmbedConfig(), "vector embeddings in LanceDB")
+    workers: WorkersConfig = doc(WorkersConfig(), "Ray workers")
+    output: OutputConfig = doc(OutputConfig(), "where tables go")
     cache: CacheConfig = doc(CacheConfig(), "LLM response cache")
     reporting: ReportingConfig = doc(ReportingConfig(), "usage reporting")
 

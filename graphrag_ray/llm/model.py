@@ -13,7 +13,7 @@ import asyncio
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 from graphrag_ray.config.settings import ModelConfig, Settings
 from graphrag_ray.errors import LLMUnavailableError
@@ -127,7 +127,10 @@ class ChatModel(_ModelBase):
 
     async def chat(self, messages: list[dict], *, stage: str, json_mode: bool = False,
                    response_format: dict | None = None, max_tokens: int | None = None,
-                   temperature: float | None = None, use_cache: bool = True, **extra: Any) -> ChatResult:
+                   temperature: float | None = None, use_cache: bool = True,
+                   validate: Callable[[str], bool] | None = None, **extra: Any) -> ChatResult:
+        """One completion. `validate(content) -> False` marks an answer unusable (e.g. truncated): it is
+        retried like a transient error and never cached."""
         params = self._params(json_mode, response_format, max_tokens, temperature, extra)
         key = cache_key("chat", self.config.model, {"messages": messages, "params": params})
         if use_cache and (hit := self.cache.get(key)) is not None:
@@ -143,6 +146,8 @@ class ChatModel(_ModelBase):
                     json.loads(completion.content)
                 except ValueError:
                     raise MalformedResponseError(f"{self.client.where} returned invalid JSON") from None
+            if validate is not None and not validate(completion.content):
+                raise MalformedResponseError(f"{self.client.where} returned an incomplete answer")
             return completion, completion.prompt_tokens + completion.completion_tokens
 
         try:

@@ -1,0 +1,130 @@
+"""Index methods (plain lists of step names) and one index run: lock, run id, executor, publish."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import ray
+
+from graphrag_ray.config.load import load_settings
+from graphrag_ray.config.settings import Settings
+from graphrag_ray.index.executor import Executor, progress_bar
+from graphrag_ray.index.lock import RunLock
+from graphrag_ray.index.run_state import RunState
+from graphrag_ray.index.step import StepContext
+from graphrag_ray.index.steps.load_documents import discover
+from graphrag_ray.llm.ledger import UsageLedger
+from graphrag_ray.llm.ratelimit import RayRateLimiter
+from graphrag_ray.storage.schemas import REQUIRED_TABLES
+from graphrag_ray.storage.tables import publish, write_atomic_bytes, write_table
+from graphrag_ray.storage.vectors import VECTOR_TABLES, write_vectors
+
+log = logging.getLogger(__name__)
+
+METHODS: dict[str, list[str]] = {
+    "standard": ["load_documents", "chunk", "extract_graph", "merge_graph", "summarize_descriptions",
+                 "communities", "community_reports", "embed", "finalize"],
+}
+
+# Settings that change what is computed (and so the run id); workers, limits, prices and keys do not.
+_MODEL_RESULT_KEYS = ("type", "model", "encoding", "max_tokens", "temperature", "dimensions")
+
+
+@dataclass
+class IndexResult:
+    output: Path
+    run_id: str
+    stats: dict
+    ledger: UsageLedger
+    node_ids: dict = field(default_factory=dict)
+
+
+def run_id_for(ctx: StepContext, method: str) -> str:
+    settings = ctx.settings.model_dump(mode="json", exclude={"workers", "cache", "reporting", "models"})
+    models = {k: {f: v for f, v in m.model_dump(mode="json").items() if f in _MODEL_RESULT_KEYS}
+              for k, m in ctx.settings.models.items()}
+    manifest = []
+    for path in discover(ctx):
+        manifest.append([str(path.relative_to(ctx.root)) if path.is_relative_to(ctx.root) else str(path),
+                         hashlib.sha256(path.read_bytes()).hexdigest()])
+    prompts = {p: hashlib.sha256(ctx.prompt(p).encode()).hexdigest() for p in _prompt_paths(ctx.settings)}
+    material = json.dumps([method, settings, models, manifest, prompts], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(material.encode()).hexdigest()[:16]
+
+
+def _prompt_paths(settings: Settings) -> list[str]:
+    return [settings.extract_graph.prompt, settings.extract_graph.continue_prompt,
+            settings.summarize_descriptions.prompt, settings.community_reports.prompt]
+
+
+def ensure_ray(verbose: bool = False) -> None:
+    if not ray.is_initialized():
+        # no address: a submitted job joins its cluster, a plain local run starts one
+        ray.init(include_dashboard=False, log_to_driver=verbose, logging_level=logging.INFO if verbose
+                 else logging.WARNING)
+
+
+def build_index(root: str | Path = ".", config_file: str | Path | None = None, method: str = "standard",
+                resume: bool = True, show_progress: bool = False, verbose: bool = False,
+                settings: Settings | None = None) -> IndexResult:
+    from graphrag_ray.errors import ConfigError
+
+    root = Path(root).resolve()
+    settings = settings or load_settings(root, config_file)
+    if method not in METHODS:
+        raise ConfigError(f"--method {method}: unknown method (have: {', '.join(METHODS)})")
+    ctx = StepContext(settings, root)
+    for path in _prompt_paths(settings):
+        ctx.prompt(path)  # a missing prompt file fails now, before any work
+    with RunLock(root):
+        run_id = run_id_for(ctx, method)
+        run = RunState(root / settings.output.runs_dir / run_id)
+        if not resume:
+            run.reset()
+        ensure_ray(verbose)
+        limiter = RayRateLimiter.for_job(run_id)
+        started = time.perf_counter()
+        with progress_bar(show_progress) as progress:
+            executor = Executor(ctx, run, limiter, progress)
+            try:
+                tables = executor.run_steps(METHODS[method])
+            finally:
+                executor.close()
+        staged = run.dir / "final"
+        stats = _write_index(staged, tables, settings, executor, run_id, time.perf_counter() - started)
+        output = root / settings.output.base_dir
+        publish(staged, output)
+        run.reset()
+        return IndexResult(output, run_id, stats, executor.ledger, dict(executor.node_ids))
+
+
+def _write_index(staged: Path, tables, settings: Settings, executor: Executor, run_id: str, wall: float) -> dict:
+    if staged.exists():
+        import shutil
+
+        shutil.rmtree(staged)
+    for name in REQUIRED_TABLES:
+        write_table(tables[name], staged, name, settings.output.partition_rows)
+    write_table(tables["failures"], staged, "failures")
+    embeddings = tables.get("embeddings")
+    if embeddings is not None and embeddings.height:
+        for target in VECTOR_TABLES:
+            part = embeddings.filter(embeddings["target"] == target)
+            write_vectors(staged / "lancedb", target, part["id"].to_list(), part["text"].to_list(),
+                          part["vector"].to_list(), settings.embed_text.ann_index_rows)
+    total = executor.ledger.total()
+    stats = {"run_id": run_id, "wall_s": round(wall, 3), "steps": executor.stats,
+             "total": {"calls": total.calls, "prompt_tokens": total.prompt_tokens,
+                       "completion_tokens": total.completion_tokens, "cost": round(total.cost, 6),
+                       "cache_hits": total.cache_hits, "retries": total.retries, "rate_limited": total.rate_limited,
+                       "failures": int(tables["failures"].height)},
+             "rows": {name: int(tables[name].height) for name in REQUIRED_TABLES}}
+    write_atomic_bytes(staged / "stats.json", json.dumps(stats, indent=2, default=str).encode())
+    executor.ledger.write_json(staged / settings.reporting.ledger_file)
+    return stats
+

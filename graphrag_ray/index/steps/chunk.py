@@ -1,0 +1,66 @@
+"""Chunk documents into token windows (tiktoken), per document, on Ray workers over document partitions.
+
+Text-unit ids hash the document id, the window's position and its text, so identical text in two
+documents never collides. Windows are cut on token boundaries and decoded leniently, so a CJK character
+split across a boundary is dropped from that edge rather than turned into a replacement character.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from graphrag_ray.index.ids import content_id
+from graphrag_ray.index.step import ItemStep, Rows, StepContext, Tables
+from graphrag_ray.llm.tokens import encoding_for_model, get_encoding
+
+
+def chunk_encoding(ctx: StepContext) -> str:
+    model = ctx.settings.model(ctx.settings.extract_graph.model_id)
+    return ctx.settings.chunks.encoding or model.encoding or encoding_for_model(model.model)
+
+
+def windows(tokens: list[int], size: int, overlap: int) -> list[tuple[int, int]]:
+    step = max(1, size - overlap)
+    spans, start = [], 0
+    while start < len(tokens):
+        spans.append((start, min(len(tokens), start + size)))
+        if start + size >= len(tokens):
+            break
+        start += step
+    return spans
+
+
+class Chunk(ItemStep):
+    name = "chunk"
+    reads = ("documents",)
+    writes = ("text_units",)
+    partial = {"text_units": {"id": pl.String, "text": pl.String, "n_tokens": pl.Int64, "document_id": pl.String,
+                              "doc_order": pl.Int64, "chunk_index": pl.Int64}}
+    uses_llm = False
+
+    def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
+        return [{"item_id": row["id"], "text": row["text"], "order": row["human_readable_id"]}
+                for row in tables["documents"].select("id", "text", "human_readable_id").iter_rows(named=True)]
+
+    async def process(self, ctx: StepContext, item: dict, models) -> Rows:
+        enc = get_encoding(chunk_encoding(ctx))
+        cfg = ctx.settings.chunks
+        tokens = enc.encode(item["text"], disallowed_special=())
+        units = []
+        for index, (start, end) in enumerate(windows(tokens, cfg.size, cfg.overlap)):
+            text = enc.decode_bytes(tokens[start:end]).decode("utf-8", errors="ignore").strip()
+            if not text:
+                continue
+            units.append({"id": content_id("text_unit", item["item_id"], index, text), "text": text,
+                          "n_tokens": end - start, "document_id": item["item_id"], "doc_order": item["order"],
+                          "chunk_index": index})
+        return {"text_units": units}
+
+    def finish(self, ctx: StepContext, tables: Tables, partial: Tables) -> Tables:
+        units = partial["text_units"].sort(["doc_order", "chunk_index"])
+        units = units.with_columns(pl.int_range(pl.len()).cast(pl.Int64).alias("human_readable_id"),
+                                   pl.concat_list(pl.col("document_id")).alias("document_ids"))
+        return {"text_units": units.drop("doc_order", "chunk_index")}
+
+
+STEP = Chunk()

@@ -1,0 +1,175 @@
+"""Community reports, bottom-up: the deepest level first, one level per round, a level's reports in parallel.
+
+A community's context is its entities, relationships (and claims) as CSV tables. When that exceeds the input
+budget and the community has sub-communities with reports, the largest sub-communities' reports replace their
+members, one by one, until the context fits (the GraphRAG paper's algorithm); otherwise the lowest-degree rows
+are left out. The answer is structured JSON (title, summary, findings, rating, rating_explanation), rendered to
+markdown `full_content`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import polars as pl
+
+from graphrag_ray.errors import LLMUnavailableError
+from graphrag_ray.index.ids import content_id
+from graphrag_ray.index.parsing import parse_json_object
+from graphrag_ray.index.step import ItemStep, Rows, StepContext, Tables, fill
+
+STAGE = "community_reports"
+REPORT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string"}, "summary": {"type": "string"}, "rating": {"type": "number"},
+        "rating_explanation": {"type": "string"},
+        "findings": {"type": "array", "items": {"type": "object", "properties": {
+            "summary": {"type": "string"}, "explanation": {"type": "string"}},
+            "required": ["summary", "explanation"], "additionalProperties": False}},
+    },
+    "required": ["title", "summary", "rating", "rating_explanation", "findings"],
+    "additionalProperties": False,
+}
+RESPONSE_FORMAT = {"type": "json_schema", "json_schema": {"name": "community_report", "schema": REPORT_SCHEMA,
+                                                          "strict": True}}
+REPORT_PARTIAL = {"id": pl.String, "community": pl.Int64, "title": pl.String, "summary": pl.String,
+                  "full_content": pl.String, "rank": pl.Float64, "rating_explanation": pl.String,
+                  "findings_json": pl.String, "full_content_json": pl.String}
+
+
+def csv_table(name: str, header: list[str], rows: list[list]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return f"-----{name}-----\n{buf.getvalue()}"
+
+
+def valid_report(data: dict | None) -> bool:
+    return bool(data) and isinstance(data.get("title"), str) and isinstance(data.get("summary"), str) \
+        and isinstance(data.get("findings"), list)
+
+
+def render_markdown(report: dict) -> str:
+    parts = [f"# {report['title']}", "", report["summary"], ""]
+    for finding in report.get("findings") or []:
+        if isinstance(finding, dict):
+            parts += [f"## {finding.get('summary', '')}", "", str(finding.get("explanation", "")), ""]
+        else:
+            parts += [f"## {finding}", ""]
+    return "\n".join(parts).strip() + "\n"
+
+
+class CommunityReports(ItemStep):
+    name = "community_reports"
+    reads = ("communities", "entities_summarized", "relationships_summarized")
+    writes = ("community_reports",)
+    partial = {"reports": REPORT_PARTIAL}
+
+    def rounds(self, ctx: StepContext, tables: Tables) -> int:
+        levels = tables["communities"]["level"]
+        return int(levels.max()) + 1 if levels.len() else 0
+
+    def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
+        communities = tables["communities"]
+        level = int(communities["level"].max()) - round_index
+        ents = tables["entities_summarized"].select("id", "human_readable_id", "title", "description", "degree")
+        rels = tables["relationships_summarized"].select("id", "human_readable_id", "source", "target",
+                                                         "description", "combined_degree")
+        ent_by_id = {r["id"]: r for r in ents.iter_rows(named=True)}
+        rel_by_id = {r["id"]: r for r in rels.iter_rows(named=True)}
+        sub_reports = {r["community"]: r for r in earlier["reports"].iter_rows(named=True)} \
+            if "reports" in earlier else {}
+        by_number = {r["community"]: r for r in communities.iter_rows(named=True)}
+        items = []
+        for row in communities.filter(pl.col("level") == level).sort("community").iter_rows(named=True):
+            children = []
+            for child in sorted(row["children"], key=lambda c: -by_number[c]["size"]):
+                if child in sub_reports:
+                    children.append({"entity_ids": by_number[child]["entity_ids"], "size": by_number[child]["size"],
+                                     "report": sub_reports[child]})
+            items.append({"item_id": row["id"], "community": row["community"],
+                          "entities": sorted((ent_by_id[e] for e in row["entity_ids"]),
+                                             key=lambda e: (-e["degree"], e["human_readable_id"])),
+                          "relationships": sorted((rel_by_id[r] for r in row["relationship_ids"]),
+                                                  key=lambda r: (-r["combined_degree"], r["human_readable_id"])),
+                          "children": children})
+        return items
+
+    def context(self, item: dict, budget: int, count) -> str:
+        def local(entities, relationships) -> str:
+            return "\n".join([
+                csv_table("Entities", ["id", "title", "description", "degree"],
+                          [[e["human_readable_id"], e["title"], e["description"], e["degree"]] for e in entities]),
+                csv_table("Relationships", ["id", "source", "target", "description", "combined_degree"],
+                          [[r["human_readable_id"], r["source"], r["target"], r["description"],
+                            r["combined_degree"]] for r in relationships])])
+
+        full = local(item["entities"], item["relationships"])
+        if count(full) <= budget:
+            return full
+        children = item["children"]
+        for k in range(1, len(children) + 1):
+            covered = {e for child in children[:k] for e in child["entity_ids"]}
+            reports = csv_table("Reports", ["id", "title", "summary"],
+                                [[c["report"]["community"], c["report"]["title"], c["report"]["summary"]]
+                                 for c in children[:k]])
+            rest_entities = [e for e in item["entities"] if e["id"] not in covered]
+            rest_titles = {e["title"] for e in rest_entities}
+            rest_rels = [r for r in item["relationships"] if r["source"] in rest_titles or r["target"] in rest_titles]
+            candidate = reports + "\n" + local(rest_entities, rest_rels)
+            if count(candidate) <= budget:
+                return candidate
+        # still too large: keep the highest-degree rows that fit
+        entities, relationships = list(item["entities"]), list(item["relationships"])
+        while (entities or relationships) and count(local(entities, relationships)) > budget:
+            if len(relationships) >= len(entities) and relationships:
+                relationships = relationships[: max(0, int(len(relationships) * 0.8))]
+            else:
+                entities = entities[: max(0, int(len(entities) * 0.8))]
+        return local(entities, relationships)
+
+    async def process(self, ctx: StepContext, item: dict, models) -> Rows:
+        cfg = ctx.settings.community_reports
+        chat = models.chat(cfg.model_id)
+        template = ctx.prompt(cfg.prompt)
+        budget = cfg.max_input_length
+        text = self.context(item, budget, chat.tokenizer.count)
+        prompt = fill(template, input_text=text, max_report_length=cfg.max_length)
+        try:
+            answer = await chat.chat([{"role": "user", "content": prompt}], stage=STAGE,
+                                     response_format=RESPONSE_FORMAT,
+                                     validate=lambda content: valid_report(parse_json_object(content)))
+        except LLMUnavailableError as exc:
+            return {"failures": [{"step": self.name, "item_id": item["item_id"],
+                                  "source": f"community {item['community']}", "reason": str(exc)}]}
+        report = parse_json_object(answer.content) or {}
+        findings = [f if isinstance(f, dict) else {"summary": str(f), "explanation": ""}
+                    for f in report.get("findings") or []]
+        try:
+            rating = float(report.get("rating", 0.0))
+        except (TypeError, ValueError):
+            rating = 0.0
+        report = {**report, "findings": findings, "rating": rating}
+        return {"reports": [{
+            "id": content_id("community_report", item["item_id"]), "community": item["community"],
+            "title": report["title"],
+            "summary": report["summary"], "full_content": render_markdown(report), "rank": rating,
+            "rating_explanation": str(report.get("rating_explanation", "")),
+            "findings_json": json.dumps(findings, ensure_ascii=False),
+            "full_content_json": json.dumps(report, ensure_ascii=False)}]}
+
+    def finish(self, ctx: StepContext, tables: Tables, partial: Tables) -> Tables:
+        reports = partial["reports"]
+        finding_type = pl.List(pl.Struct({"summary": pl.String, "explanation": pl.String}))
+        reports = reports.with_columns(pl.col("findings_json").str.json_decode(finding_type).alias("findings"))
+        meta = tables["communities"].select("community", "level", "parent", "children", "period", "size")
+        reports = reports.join(meta, on="community", how="left").with_columns(
+            pl.col("community").alias("human_readable_id"))
+        return {"community_reports": reports.drop("findings_json")}
+
+
+STEP = CommunityReports()

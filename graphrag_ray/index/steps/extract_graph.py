@@ -1,0 +1,98 @@
+"""Extract entities and relationships from each text unit with the LLM (Microsoft GraphRAG's tuple format).
+
+Gleaning resends only the prompt (a cacheable prefix) plus the names already found, not the whole
+conversation. Between gleaning rounds the model is asked whether more remain (the continue check). An
+answer cut short is retried; a text unit whose extraction cannot be had is listed in `failures`.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import polars as pl
+
+from graphrag_ray.errors import LLMUnavailableError
+from graphrag_ray.index.parsing import (COMPLETION_DELIMITER, RECORD_DELIMITER, TUPLE_DELIMITER, Extraction,
+                                        looks_complete, parse_tuples)
+from graphrag_ray.index.step import ItemStep, Rows, StepContext, Tables, fill
+
+log = logging.getLogger(__name__)
+STAGE = "extract_graph"
+LOOP_PROMPT = ("It appears some entities and relationships may have still been missed. Answer Y if there are "
+               "still entities or relationships that need to be added, or N if there are none. Please answer "
+               "with a single letter Y or N.\n")
+
+
+def extraction_prompt(ctx: StepContext, text: str) -> str:
+    cfg = ctx.settings.extract_graph
+    return fill(ctx.prompt(cfg.prompt), entity_types=",".join(t.upper() for t in cfg.entity_types),
+                input_text=text, tuple_delimiter=TUPLE_DELIMITER, record_delimiter=RECORD_DELIMITER,
+                completion_delimiter=COMPLETION_DELIMITER)
+
+
+PARTIAL_SCHEMAS = {
+    "extracted_entities": {"title": pl.String, "type": pl.String, "description": pl.String,
+                           "text_unit_id": pl.String, "order": pl.Int64},
+    "extracted_relationships": {"source": pl.String, "target": pl.String, "description": pl.String,
+                                "weight": pl.Float64, "text_unit_id": pl.String, "order": pl.Int64},
+}
+
+
+class ExtractGraph(ItemStep):
+    name = "extract_graph"
+    reads = ("text_units",)
+    writes = ("extracted_entities", "extracted_relationships")
+    partial = PARTIAL_SCHEMAS
+
+    def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
+        return [{"item_id": r["id"], "text": r["text"], "document_id": r["document_id"]}
+                for r in tables["text_units"].select("id", "text", "document_id").iter_rows(named=True)]
+
+    async def process(self, ctx: StepContext, item: dict, models) -> Rows:
+        cfg = ctx.settings.extract_graph
+        chat = models.chat(cfg.model_id)
+        first = [{"role": "user", "content": extraction_prompt(ctx, item["text"])}]
+        try:
+            answer = await chat.chat(first, stage=STAGE, validate=looks_complete)
+            found = parse_tuples(answer.content)
+            for round_index in range(cfg.max_gleanings):
+                names = sorted({e["title"] for e in found.entities})
+                more = [{"role": "user", "content": fill(ctx.prompt(cfg.continue_prompt),
+                                                         extracted_names=", ".join(names) or "(none)",
+                                                         completion_delimiter=COMPLETION_DELIMITER)}]
+                glean = await chat.chat(first + more, stage=STAGE, validate=looks_complete)
+                extra = parse_tuples(glean.content)
+                found.add(extra)
+                if not (extra.entities or extra.relationships) or round_index == cfg.max_gleanings - 1:
+                    break
+                check = await chat.chat(first + more + [{"role": "assistant", "content": glean.content},
+                                                        {"role": "user", "content": LOOP_PROMPT}],
+                                        stage=STAGE, max_tokens=1)
+                if not check.content.strip().upper().startswith("Y"):
+                    break
+        except LLMUnavailableError as exc:
+            return {"failures": [{"step": self.name, "item_id": item["item_id"], "source": item["document_id"],
+                                  "reason": str(exc)}]}
+        return self._rows(item, found)
+
+    def _rows(self, item: dict, found: Extraction) -> Rows:
+        rows: Rows = {"extracted_entities": [], "extracted_relationships": [], "failures": []}
+        if found.unparsed:
+            log.warning("text unit %s: %d unparseable extraction records (e.g. %r)", item["item_id"], found.unparsed,
+                        found.unparsed_samples[:1])
+        if found.unparsed and not (found.entities or found.relationships):
+            rows["failures"].append({"step": self.name, "item_id": item["item_id"], "source": item["document_id"],
+                                     "reason": f"no parseable records in the answer ({found.unparsed} unparseable)"})
+            return rows
+        for order, e in enumerate(found.entities):
+            rows["extracted_entities"].append({**e, "text_unit_id": item["item_id"], "order": order})
+        for order, r in enumerate(found.relationships):
+            rows["extracted_relationships"].append({**r, "text_unit_id": item["item_id"], "order": order})
+        return rows
+
+    def finish(self, ctx: StepContext, tables: Tables, partial: Tables) -> Tables:
+        return {"extracted_entities": partial["extracted_entities"],
+                "extracted_relationships": partial["extracted_relationships"]}
+
+
+STEP = ExtractGraph()

@@ -1,0 +1,47 @@
+"""Assemble the published tables: cross-references (documents -> text units -> entities/relationships),
+final column sets and types (storage/schemas.py), in a deterministic order."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from graphrag_ray.index.step import BatchStep, StepContext, Tables
+from graphrag_ray.storage.schemas import conform
+
+
+class Finalize(BatchStep):
+    name = "finalize"
+    reads = ("documents", "text_units", "entities_summarized", "relationships_summarized", "communities",
+             "community_reports")
+    writes = ("documents", "text_units", "entities", "relationships", "communities", "community_reports")
+
+    def run(self, ctx: StepContext, tables: Tables) -> Tables:
+        units = tables["text_units"].drop("entity_ids", "relationship_ids", "covariate_ids", strict=False)
+        ents = tables["entities_summarized"]
+        rels = tables["relationships_summarized"]
+
+        def ids_per_unit(df: pl.DataFrame, column: str) -> pl.DataFrame:
+            return (df.select("id", "text_unit_ids").explode("text_unit_ids")
+                    .group_by("text_unit_ids").agg(pl.col("id").sort().alias(column))
+                    .rename({"text_unit_ids": "unit"}))
+
+        units = (units.join(ids_per_unit(ents, "entity_ids"), left_on="id", right_on="unit", how="left")
+                 .join(ids_per_unit(rels, "relationship_ids"), left_on="id", right_on="unit", how="left")
+                 .with_columns(pl.col("entity_ids").fill_null([]), pl.col("relationship_ids").fill_null([]),
+                               pl.lit([], dtype=pl.List(pl.String)).alias("covariate_ids")))
+        doc_units = (units.sort("human_readable_id").group_by("document_id", maintain_order=True)
+                     .agg(pl.col("id").alias("unit_ids")))
+        docs = (tables["documents"].drop("text_unit_ids")
+                .join(doc_units, left_on="id", right_on="document_id", how="left")
+                .with_columns(pl.col("unit_ids").fill_null([]).alias("text_unit_ids")))
+        return {
+            "documents": conform(docs, "documents"),
+            "text_units": conform(units, "text_units"),
+            "entities": conform(ents, "entities"),
+            "relationships": conform(rels, "relationships"),
+            "communities": conform(tables["communities"], "communities"),
+            "community_reports": conform(tables["community_reports"], "community_reports"),
+        }
+
+
+STEP = Finalize()

@@ -1,0 +1,142 @@
+"""Load documents: csv / txt / md / json / jsonl / parquet from a folder or glob, UTF-8 (Chinese included).
+
+A document with no text, or an unreadable file, goes to `failures` and the rest is indexed; a table-like file
+without the text column stops the run before any LLM call, naming the columns it has.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import glob as globlib
+import json
+from pathlib import Path
+
+import polars as pl
+
+from graphrag_ray.errors import InputError
+from graphrag_ray.index.ids import content_id
+from graphrag_ray.index.step import BatchStep, StepContext, Tables
+
+SUPPORTED = {".csv": "csv", ".txt": "text", ".md": "text", ".json": "json", ".jsonl": "jsonl",
+             ".parquet": "parquet"}
+
+
+def discover(ctx: StepContext) -> list[Path]:
+    cfg = ctx.settings.input
+    base = Path(cfg.base_dir)
+    base = base if base.is_absolute() else ctx.root / base
+    if any(ch in str(base) for ch in "*?["):
+        candidates = [Path(p) for p in globlib.glob(str(base), recursive=True)]
+    elif base.is_dir():
+        pattern = cfg.file_pattern or "**/*"
+        candidates = list(base.glob(pattern))
+    elif base.is_file():
+        candidates = [base]
+    else:
+        raise InputError(f"input folder {base} does not exist")
+    files = sorted(p for p in candidates if p.is_file() and not p.name.startswith((".", "_"))
+                   and (cfg.file_type != "auto" or p.suffix.lower() in SUPPORTED))
+    if not files:
+        raise InputError(f"no input files in {base} (supported: {', '.join(SUPPORTED)})")
+    return files
+
+
+class LoadDocuments(BatchStep):
+    name = "load_documents"
+    writes = ("documents", "failures")
+
+    def run(self, ctx: StepContext, tables: Tables) -> Tables:
+        docs: list[dict] = []
+        failures: list[dict] = []
+        for path in discover(ctx):
+            kind = ctx.settings.input.file_type if ctx.settings.input.file_type != "auto" \
+                else SUPPORTED[path.suffix.lower()]
+            try:
+                rows = _read(path, kind, ctx)
+            except InputError:
+                raise
+            except (UnicodeDecodeError, ValueError, OSError, pl.exceptions.PolarsError) as exc:
+                failures.append(_failure(path, path.name, f"unreadable {kind} file: {type(exc).__name__}: "
+                                                          f"{str(exc)[:200]}"))
+                continue
+            created = dt.datetime.fromtimestamp(path.stat().st_mtime, dt.timezone.utc).isoformat()
+            for row_index, row in enumerate(rows):
+                docs.append({**row, "source": _source(path, ctx.root), "row": row_index, "creation_date": created})
+        return {"documents": _finish(docs, failures, ctx), "failures": pl.DataFrame(failures, schema=_FAIL)}
+
+
+_FAIL = {"step": pl.String, "item_id": pl.String, "source": pl.String, "reason": pl.String}
+
+
+def _failure(path: Path, item: str, reason: str) -> dict:
+    return {"step": "load_documents", "item_id": item, "source": str(path), "reason": reason}
+
+
+def _source(path: Path, root: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(root.resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _read(path: Path, kind: str, ctx: StepContext) -> list[dict]:
+    cfg = ctx.settings.input
+    raw = path.read_bytes()
+    if b"\x00" in raw[:8192] and kind != "parquet":
+        raise ValueError("binary file (NUL bytes), not text")
+    if kind == "text":
+        return [{"title": path.name, "text": raw.decode(cfg.encoding), "meta": {}}]
+    if kind == "parquet":
+        frame = pl.read_parquet(path)
+    elif kind == "csv":
+        text = raw.decode(cfg.encoding)
+        frame = pl.read_csv(text.encode("utf-8"), infer_schema=False, truncate_ragged_lines=True)
+    else:
+        text = raw.decode(cfg.encoding)
+        records = [json.loads(line) for line in text.splitlines() if line.strip()] if kind == "jsonl" \
+            else json.loads(text)
+        records = records if isinstance(records, list) else [records]
+        if not all(isinstance(r, dict) for r in records):
+            raise ValueError("expected JSON objects")
+        frame = pl.DataFrame([{k: v if isinstance(v, str) or v is None else json.dumps(v, ensure_ascii=False)
+                               for k, v in r.items()} for r in records], infer_schema_length=None)
+    if cfg.text_column not in frame.columns:
+        raise InputError(f"{path}: no '{cfg.text_column}' column (input.text_column); it has: "
+                         f"{', '.join(frame.columns) or 'no columns'}")
+    out = []
+    for i, row in enumerate(frame.iter_rows(named=True)):
+        meta = {k: v for k, v in row.items() if k not in (cfg.text_column, cfg.title_column, cfg.id_column)}
+        title = row.get(cfg.title_column)
+        out.append({"given_id": row.get(cfg.id_column), "title": str(title) if title is not None else
+                    f"{path.name}#{i}", "text": row.get(cfg.text_column), "meta": meta})
+    return out
+
+
+def _finish(docs: list[dict], failures: list[dict], ctx: StepContext) -> pl.DataFrame:
+    out, seen = [], {}
+    for doc in docs:
+        label = str(doc.get("given_id") or f"{doc['source']}#{doc['row']}")
+        text = doc.get("text")
+        if text is None or not str(text).strip():
+            failures.append({"step": "load_documents", "item_id": label, "source": doc["source"],
+                             "reason": "document has no text"})
+            continue
+        given = doc.get("given_id")
+        key = f"id:{given}" if given not in (None, "") else f"src:{doc['source']}#{doc['row']}"
+        if key in seen:
+            failures.append({"step": "load_documents", "item_id": label, "source": doc["source"],
+                             "reason": f"duplicate document id '{given}' (first seen in {seen[key]}); skipped"})
+            continue
+        seen[key] = doc["source"]
+        out.append({"id": content_id("document", key, doc["title"], text), "human_readable_id": len(out),
+                    "title": doc["title"], "text": str(text), "text_unit_ids": [],
+                    "creation_date": doc["creation_date"],
+                    "metadata": json.dumps({**doc["meta"], "source": doc["source"],
+                                            **({"input_id": given} if given not in (None, "") else {})},
+                                           ensure_ascii=False, default=str)})
+    return pl.DataFrame(out, schema={"id": pl.String, "human_readable_id": pl.Int64, "title": pl.String,
+                                     "text": pl.String, "text_unit_ids": pl.List(pl.String),
+                                     "creation_date": pl.String, "metadata": pl.String})
+
+
+STEP = LoadDocuments()

@@ -1,0 +1,109 @@
+"""Merge extracted entities by normalised name and relationships by (source, target).
+
+Name policy: the merge key folds case, full/half width and whitespace (Chinese kept as written); the title
+shown is the most frequent surface form (ties: the first in sorted order). Type policy: the most frequent
+type among the mentions (ties: alphabetical). A relationship whose endpoint was never extracted as an entity
+gets that endpoint added as an entity of unknown type (described by the relationship), so nothing is dropped;
+self-loops are dropped and counted.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import polars as pl
+
+from graphrag_ray.index.ids import content_id, normalize_name
+from graphrag_ray.index.step import BatchStep, StepContext, Tables
+
+log = logging.getLogger(__name__)
+
+
+class MergeGraph(BatchStep):
+    name = "merge_graph"
+    reads = ("extracted_entities", "extracted_relationships", "text_units")
+    writes = ("merged_entities", "merged_relationships")
+
+    def run(self, ctx: StepContext, tables: Tables) -> Tables:
+        order = tables["text_units"].select(pl.col("id").alias("text_unit_id"),
+                                            pl.col("human_readable_id").alias("unit_order"))
+        ents = tables["extracted_entities"].join(order, on="text_unit_id", how="left")
+        rels = tables["extracted_relationships"].join(order, on="text_unit_id", how="left")
+        norm = lambda col: pl.col(col).map_elements(normalize_name, return_dtype=pl.String)  # noqa: E731
+        ents = ents.with_columns(norm("title").alias("key")).filter(pl.col("key") != "")
+        rels = rels.with_columns(norm("source").alias("skey"), norm("target").alias("tkey"))
+        loops = rels.filter(pl.col("skey") == pl.col("tkey")).height
+        if loops:
+            log.info("merge_graph: %d self-referencing relationships dropped", loops)
+        rels = rels.filter((pl.col("skey") != pl.col("tkey")) & (pl.col("skey") != "") & (pl.col("tkey") != ""))
+
+        # endpoints never extracted as entities become entities described by their relationships
+        known = ents.select("key").unique()
+        implied = pl.concat([
+            rels.select(pl.col("skey").alias("key"), pl.col("source").alias("title"), "description",
+                        "text_unit_id", "unit_order", "order"),
+            rels.select(pl.col("tkey").alias("key"), pl.col("target").alias("title"), "description",
+                        "text_unit_id", "unit_order", "order"),
+        ]).join(known, on="key", how="anti").with_columns(pl.lit("").alias("type"))
+        ents = pl.concat([ents.select("key", "title", "type", "description", "text_unit_id", "unit_order", "order"),
+                          implied.select("key", "title", "type", "description", "text_unit_id", "unit_order",
+                                         "order")])
+        ents = ents.sort("unit_order", "order", "key")
+        typed = ents.filter(pl.col("type") != "")
+        types = (typed.group_by("key", "type").len().sort(["key", "len", "type"], descending=[False, True, False])
+                 .group_by("key", maintain_order=True).first().select("key", "type"))
+        titles = (ents.group_by("key", "title").len().sort(["key", "len", "title"], descending=[False, True, False])
+                  .group_by("key", maintain_order=True).first().select("key", "title"))
+        merged_entities = (
+            ents.group_by("key", maintain_order=True)
+            .agg(pl.col("description").filter(pl.col("description") != "").unique(maintain_order=True)
+                 .alias("descriptions"),
+                 pl.col("text_unit_id").unique(maintain_order=True).alias("text_unit_ids"))
+            .join(titles, on="key").join(types, on="key", how="left")
+            .with_columns(pl.col("type").fill_null(""), pl.col("text_unit_ids").list.len().alias("frequency"),
+                          pl.col("key").map_elements(lambda k: content_id("entity", k), return_dtype=pl.String)
+                          .alias("id"))
+        )
+        merged_relationships = (
+            rels.sort("unit_order", "order")
+            .group_by("skey", "tkey", maintain_order=True)
+            .agg(pl.col("description").filter(pl.col("description") != "").unique(maintain_order=True)
+                 .alias("descriptions"),
+                 pl.col("weight").sum().alias("weight"),
+                 pl.col("text_unit_id").unique(maintain_order=True).alias("text_unit_ids"))
+        )
+        title_of = merged_entities.select("key", "title")
+        merged_relationships = (
+            merged_relationships
+            .join(title_of.rename({"key": "skey", "title": "source"}), on="skey")
+            .join(title_of.rename({"key": "tkey", "title": "target"}), on="tkey")
+            .with_columns(pl.struct("skey", "tkey").map_elements(
+                lambda s: content_id("relationship", s["skey"], s["tkey"]), return_dtype=pl.String).alias("id"))
+        )
+        degree = self._degrees(merged_relationships)
+        merged_entities = (merged_entities.join(degree, on="key", how="left")
+                           .with_columns(pl.col("degree").fill_null(0).cast(pl.Int64)))
+        merged_relationships = (
+            merged_relationships
+            .join(degree.rename({"key": "skey", "degree": "sdeg"}), on="skey", how="left")
+            .join(degree.rename({"key": "tkey", "degree": "tdeg"}), on="tkey", how="left")
+            .with_columns((pl.col("sdeg").fill_null(0) + pl.col("tdeg").fill_null(0)).cast(pl.Int64)
+                          .alias("combined_degree"))
+            .drop("sdeg", "tdeg")
+        )
+        merged_entities = merged_entities.sort("title", "key").with_columns(
+            pl.int_range(pl.len()).cast(pl.Int64).alias("human_readable_id"))
+        merged_relationships = merged_relationships.sort("source", "target", "id").with_columns(
+            pl.int_range(pl.len()).cast(pl.Int64).alias("human_readable_id"))
+        return {"merged_entities": merged_entities, "merged_relationships": merged_relationships}
+
+    @staticmethod
+    def _degrees(rels: pl.DataFrame) -> pl.DataFrame:
+        """Degree in the undirected simple graph (a pair linked both ways counts once)."""
+        pairs = rels.select(pl.min_horizontal("skey", "tkey").alias("a"), pl.max_horizontal("skey", "tkey").alias("b")
+                            ).unique()
+        ends = pl.concat([pairs.select(pl.col("a").alias("key")), pairs.select(pl.col("b").alias("key"))])
+        return ends.group_by("key").len().rename({"len": "degree"})
+
+
+STEP = MergeGraph()

@@ -1,0 +1,72 @@
+"""Merge the descriptions of each entity and relationship into one.
+
+An LLM call is made only for an item with two or more distinct descriptions. When the list is longer than
+the input budget, it is summarised in rolling rounds: the running summary plus the next descriptions that fit.
+"""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+
+from graphrag_ray.errors import LLMUnavailableError
+from graphrag_ray.index.step import ItemStep, Rows, StepContext, Tables, fill
+
+STAGE = "summarize_descriptions"
+
+
+class SummarizeDescriptions(ItemStep):
+    name = "summarize_descriptions"
+    reads = ("merged_entities", "merged_relationships")
+    writes = ("entities_summarized", "relationships_summarized")
+    partial = {"summaries": {"id": pl.String, "description": pl.String}}
+
+    def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
+        items = []
+        for row in tables["merged_entities"].filter(pl.col("descriptions").list.len() > 1).select(
+                "id", "title", "descriptions").iter_rows(named=True):
+            items.append({"item_id": row["id"], "names": row["title"], "descriptions": row["descriptions"]})
+        for row in tables["merged_relationships"].filter(pl.col("descriptions").list.len() > 1).select(
+                "id", "source", "target", "descriptions").iter_rows(named=True):
+            items.append({"item_id": row["id"], "names": json.dumps([row["source"], row["target"]],
+                                                                    ensure_ascii=False),
+                          "descriptions": row["descriptions"]})
+        return items
+
+    async def process(self, ctx: StepContext, item: dict, models) -> Rows:
+        cfg = ctx.settings.summarize_descriptions
+        chat = models.chat(cfg.model_id)
+        template = ctx.prompt(cfg.prompt)
+        budget = max(200, cfg.max_input_tokens - chat.tokenizer.count(template))
+        pending = sorted(item["descriptions"])
+        summary: str | None = None
+        try:
+            while pending:
+                batch, used = ([summary] if summary else []), chat.tokenizer.count(summary or "")
+                while pending and (used + chat.tokenizer.count(pending[0]) <= budget or len(batch) < 2):
+                    used += chat.tokenizer.count(pending[0])
+                    batch.append(pending.pop(0))
+                prompt = fill(template, entity_name=item["names"], max_length=cfg.max_length,
+                              description_list=json.dumps(batch, ensure_ascii=False))
+                answer = await chat.chat([{"role": "user", "content": prompt}], stage=STAGE)
+                summary = answer.content.strip() or summary
+        except LLMUnavailableError as exc:
+            return {"failures": [{"step": self.name, "item_id": item["item_id"], "source": item["names"],
+                                  "reason": f"{exc}; kept the descriptions joined"}],
+                    "summaries": [{"id": item["item_id"], "description": "\n".join(item["descriptions"])}]}
+        return {"summaries": [{"id": item["item_id"], "description": summary or ""}]}
+
+    def finish(self, ctx: StepContext, tables: Tables, partial: Tables) -> Tables:
+        summaries = partial["summaries"]
+
+        def resolve(df: pl.DataFrame) -> pl.DataFrame:
+            single = pl.col("descriptions").list.join("\n")
+            return (df.join(summaries.rename({"description": "summary"}), on="id", how="left")
+                    .with_columns(pl.coalesce("summary", single).alias("description")).drop("summary"))
+
+        return {"entities_summarized": resolve(tables["merged_entities"]),
+                "relationships_summarized": resolve(tables["merged_relationships"])}
+
+
+STEP = SummarizeDescriptions()

@@ -1,0 +1,39 @@
+"""The Ray actor that runs item steps' partitions. Many run at once, each an async actor sharing the job's
+rate limiter; the driver (executor.py) hands them partitions and writes what they return."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+
+import ray
+
+from graphrag_ray.index.step import StepContext
+from graphrag_ray.llm.model import Models
+
+
+def load_step(name: str):
+    return importlib.import_module(f"graphrag_ray.index.steps.{name}").STEP
+
+
+class StepWorker:
+    def __init__(self, ctx: StepContext, limiter):
+        self.ctx = ctx
+        self.models = Models.create(ctx.settings, ctx.root, limiter=limiter)
+
+    def ready(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+    async def run_partition(self, step_name: str, items: list[dict]) -> dict:
+        step = load_step(step_name)
+        before = self.models.ledger.snapshot()
+        if step.process_batch is not None:
+            results = [await step.process_batch(self.ctx, items, self.models)]
+        else:
+            results = await asyncio.gather(*(step.process(self.ctx, item, self.models) for item in items))
+        rows: dict[str, list] = {}
+        for result in results:
+            for table, table_rows in result.items():
+                rows.setdefault(table, []).extend(table_rows)
+        return {"rows": rows, "ledger": self.models.ledger.minus(before).to_dict(),
+                "node_id": ray.get_runtime_context().get_node_id()}

@@ -1,0 +1,67 @@
+"""Every table's columns and types, in one place.
+
+Names, order and types follow Microsoft GraphRAG 3.x's output (graphrag/data_model/schemas.py), so its
+query-side readers (read_indexer_entities, ...) load our index. `failures` is ours.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+STR, INT, FLOAT = pl.String, pl.Int64, pl.Float64
+STR_LIST, INT_LIST = pl.List(pl.String), pl.List(pl.Int64)
+FINDING = pl.List(pl.Struct({"summary": pl.String, "explanation": pl.String}))
+
+SCHEMAS: dict[str, dict[str, pl.DataType]] = {
+    "documents": {
+        "id": STR, "human_readable_id": INT, "title": STR, "text": STR, "text_unit_ids": STR_LIST,
+        "creation_date": STR, "metadata": STR,  # metadata: JSON of the input row's other columns
+    },
+    "text_units": {
+        "id": STR, "human_readable_id": INT, "text": STR, "n_tokens": INT, "document_id": STR,
+        "document_ids": STR_LIST, "entity_ids": STR_LIST, "relationship_ids": STR_LIST, "covariate_ids": STR_LIST,
+    },
+    "entities": {
+        "id": STR, "human_readable_id": INT, "title": STR, "type": STR, "description": STR,
+        "text_unit_ids": STR_LIST, "frequency": INT, "degree": INT,
+    },
+    "relationships": {
+        "id": STR, "human_readable_id": INT, "source": STR, "target": STR, "description": STR,
+        "weight": FLOAT, "combined_degree": INT, "text_unit_ids": STR_LIST,
+    },
+    "communities": {
+        "id": STR, "human_readable_id": INT, "community": INT, "level": INT, "parent": INT,
+        "children": INT_LIST, "title": STR, "entity_ids": STR_LIST, "relationship_ids": STR_LIST,
+        "text_unit_ids": STR_LIST, "period": STR, "size": INT,
+    },
+    "community_reports": {
+        "id": STR, "human_readable_id": INT, "community": INT, "level": INT, "parent": INT,
+        "children": INT_LIST, "title": STR, "summary": STR, "full_content": STR, "rank": FLOAT,
+        "rating_explanation": STR, "findings": FINDING, "full_content_json": STR, "period": STR, "size": INT,
+    },
+    "covariates": {
+        "id": STR, "human_readable_id": INT, "covariate_type": STR, "type": STR, "description": STR,
+        "subject_id": STR, "object_id": STR, "status": STR, "start_date": STR, "end_date": STR,
+        "source_text": STR, "text_unit_id": STR,
+    },
+    "failures": {
+        "step": STR, "item_id": STR, "source": STR, "reason": STR,
+    },
+}
+
+# Tables a complete index must have (covariates only when claims are on).
+REQUIRED_TABLES = ("documents", "text_units", "entities", "relationships", "communities", "community_reports")
+SORT_KEYS = {name: ["id"] for name in SCHEMAS} | {"failures": ["step", "item_id", "reason"]}
+
+
+def empty(table: str) -> pl.DataFrame:
+    return pl.DataFrame(schema=SCHEMAS[table])
+
+
+def conform(df: pl.DataFrame, table: str) -> pl.DataFrame:
+    """Exactly the table's columns, in order, with its types; missing columns become nulls."""
+    schema = SCHEMAS[table]
+    missing = [pl.lit(None, dtype=dtype).alias(name) for name, dtype in schema.items() if name not in df.columns]
+    if missing:
+        df = df.with_columns(missing)
+    return df.select([pl.col(name).cast(dtype) for name, dtype in schema.items()])

@@ -1,0 +1,102 @@
+"""Parquet tables with Polars: atomic writes, hive partitions for large tables, atomic publish.
+
+Writers always write to a hidden temp name (`.name.tmp-*`) and rename; readers skip `.`/`_` names, so a
+crash never leaves a half-written table visible. A finished index is published by swapping the `output`
+symlink to a new version folder in one step; the previous version stays intact until then.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+import polars as pl
+
+from graphrag_ray.storage.schemas import SCHEMAS, SORT_KEYS, conform
+
+PART_COLUMN = "part"
+HIDDEN = [".", "_"]
+
+
+def write_table(df: pl.DataFrame, folder: str | Path, name: str, partition_rows: int | None = None,
+                schema_name: str | None = None) -> Path:
+    """Write `name` into `folder`, sorted and typed (when it is a known table), atomically."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    known = schema_name or (name if name in SCHEMAS else None)
+    if known:
+        df = conform(df, known).sort(SORT_KEYS[known], nulls_last=True, maintain_order=True)
+    tmp = folder / f".{name}.tmp-{uuid.uuid4().hex[:8]}"
+    if partition_rows and df.height > partition_rows:
+        buckets = max(2, -(-df.height // partition_rows))
+        parted = df.with_columns((pl.col("id").hash(seed=0) % buckets).cast(pl.Int32).alias(PART_COLUMN))
+        parted.write_parquet(tmp, partition_by=PART_COLUMN, mkdir=True)
+        target = folder / name
+        _remove(folder / f"{name}.parquet")
+    else:
+        df.write_parquet(tmp)
+        target = folder / f"{name}.parquet"
+        _remove(folder / name)
+    if target.is_dir():
+        _remove(target)
+    os.replace(tmp, target)
+    return target
+
+
+def table_path(folder: str | Path, name: str) -> Path | None:
+    folder = Path(folder)
+    for candidate in (folder / f"{name}.parquet", folder / name):
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def read_table(folder: str | Path, name: str) -> pl.DataFrame | None:
+    path = table_path(folder, name)
+    if path is None:
+        return None
+    if path.is_dir():
+        df = pl.scan_parquet(path, hive_partitioning=True, hidden_file_prefix=HIDDEN).collect()
+        df = df.drop(PART_COLUMN) if PART_COLUMN in df.columns else df
+        return df.sort(SORT_KEYS.get(name, df.columns[:1]), nulls_last=True) if name in SORT_KEYS else df
+    return pl.read_parquet(path)
+
+
+def write_atomic_bytes(path: str | Path, data: bytes) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
+
+
+def versions_dir(output: Path) -> Path:
+    return output.parent / f".{output.name}-versions"
+
+
+def publish(staged: Path, output: str | Path, keep: int = 2) -> Path:
+    """Make `staged` (a finished index folder) the published `output`, in one atomic step."""
+    output = Path(output)
+    versions = versions_dir(output)
+    versions.mkdir(parents=True, exist_ok=True)
+    version = versions / f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    os.replace(staged, version)
+    if output.exists() and not output.is_symlink():  # a plain folder from elsewhere: keep it as a version
+        os.replace(output, versions / f"previous-{uuid.uuid4().hex[:6]}")
+    link_tmp = output.parent / f".{output.name}.link-{uuid.uuid4().hex[:6]}"
+    os.symlink(os.path.relpath(version, output.parent), link_tmp)
+    os.replace(link_tmp, output)  # readers see the old index or the new one, never a mix
+    old = sorted((p for p in versions.iterdir() if p.is_dir() and p != version), key=lambda p: p.stat().st_mtime)
+    for stale in old[:-max(0, keep - 1)] if keep > 1 else old:
+        shutil.rmtree(stale, ignore_errors=True)
+    return version

@@ -1,0 +1,32 @@
+"""LanceDB vector tables (embedded, under the index folder): one per embedded field, as Microsoft GraphRAG
+names them (entity_description, text_unit_text, community_full_content)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+
+VECTOR_TABLES = ("entity_description", "text_unit_text", "community_full_content")
+
+
+def write_vectors(folder: str | Path, name: str, ids: list[str], texts: list[str], vectors: list[list[float]],
+                  ann_index_rows: int) -> None:
+    import lancedb
+
+    if not ids:
+        return
+    dim = len(vectors[0])
+    table = pa.table({"id": pa.array(ids, pa.string()), "text": pa.array(texts, pa.string()),
+                      "vector": pa.array(vectors, pa.list_(pa.float32(), dim))})
+    db = lancedb.connect(str(folder))
+    tbl = db.create_table(name, data=table, mode="overwrite")
+    if len(ids) >= ann_index_rows:
+        tbl.create_index(metric="cosine", vector_column_name="vector")
+
+
+def open_vectors(folder: str | Path, name: str):
+    import lancedb
+
+    db = lancedb.connect(str(folder))
+    return db.open_table(name) if name in db.table_names() else None
