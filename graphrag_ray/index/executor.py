@@ -8,6 +8,7 @@ already recorded are never recomputed, and calls already answered come from the 
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections import Counter, deque
 from contextlib import nullcontext
@@ -25,6 +26,10 @@ from graphrag_ray.storage.schemas import SCHEMAS
 
 FAILURE_SCHEMA = SCHEMAS["failures"]
 PARTITIONS_PER_ACTOR = 2  # in flight per actor: one running, one queued, so no actor idles between partitions
+
+
+def fingerprint(items: list[dict]) -> str:
+    return hashlib.sha256("\n".join(it["item_id"] for it in items).encode()).hexdigest()
 
 
 class Executor:
@@ -67,6 +72,8 @@ class Executor:
                              ledger=self.ledger.minus(before).to_dict())
                 self.run.save_tables(out)
                 self.run.mark_step(name, stats)
+                # continue from what is on disk, so a fresh run and a resumed one take the same path
+                out = {w: self.run.load_table(w) for w in step.writes}
             tables.update(out)
             failed = self.run.load_table(f"failures__{name}")
             if failed is not None:
@@ -94,7 +101,8 @@ class Executor:
         rounds = step.rounds(self.ctx, inputs)
         task = self._task(step.name, 0)
         for round_index in range(rounds):
-            items = step.items(self.ctx, inputs, round_index, earlier)
+            # partitions are cut from items sorted by id: the same work gets the same partitions every run
+            items = sorted(step.items(self.ctx, inputs, round_index, earlier), key=lambda it: it["item_id"])
             parts = [items[i:i + size] for i in range(0, len(items), size)]
             counts["items"] += len(items)
             counts["partitions"] += len(parts)
@@ -104,7 +112,7 @@ class Executor:
             round_frames: dict[str, list[pl.DataFrame]] = {n: [] for n in names}
             todo = []
             for p, part in enumerate(parts):
-                if self.run.partition_done(step.name, round_index, p):
+                if self.run.partition_done(step.name, round_index, p, fingerprint(part)):
                     frames, _ = self.run.load_partition(step.name, round_index, p, names)
                     for n, df in frames.items():
                         round_frames[n].append(df)
@@ -149,6 +157,7 @@ class Executor:
         load = [0] * len(actors)
         queue = deque(todo)
         in_flight: dict[Any, tuple[int, int, int]] = {}
+        partition_items = dict(todo)
         done: list[tuple[int, dict]] = []
         progress = self.progress.update if self.progress else None
         while queue or in_flight:
@@ -171,7 +180,8 @@ class Executor:
                         raise cause from None
                     raise
                 frames = self._frames(step, result["rows"])
-                self.run.save_partition(step.name, round_index, p, frames, result["ledger"])
+                self.run.save_partition(step.name, round_index, p, frames, result["ledger"],
+                                        fingerprint(partition_items[p]))
                 self.ledger.merge(result["ledger"])
                 self.node_ids[result["node_id"]] += 1
                 done.append((p, frames))

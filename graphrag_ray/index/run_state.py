@@ -39,7 +39,7 @@ class RunState:
 
     def save_tables(self, tables: dict[str, pl.DataFrame]) -> None:
         for name, df in tables.items():
-            write_table(df, self.tables_dir, name, schema_name="failures" if name == "failures" else "")
+            write_table(df, self.tables_dir, name, typed=False)
 
     def load_table(self, name: str) -> pl.DataFrame | None:
         return read_table(self.tables_dir, name)
@@ -51,16 +51,18 @@ class RunState:
     def _marker(self, step: str, round_index: int, part: int) -> Path:
         return self.dir / "_done" / step / f"r{round_index}-p{part:05d}"
 
-    def partition_done(self, step: str, round_index: int, part: int) -> bool:
-        return self._marker(step, round_index, part).exists()
+    def partition_done(self, step: str, round_index: int, part: int, fingerprint: str) -> bool:
+        """Done, and done for exactly these items (the marker holds a fingerprint of the item ids)."""
+        marker = self._marker(step, round_index, part)
+        return marker.exists() and marker.read_text() == fingerprint
 
     def save_partition(self, step: str, round_index: int, part: int, frames: dict[str, pl.DataFrame],
-                       ledger: dict) -> None:
+                       ledger: dict, fingerprint: str) -> None:
         folder = self._part_dir(step, round_index, part)
         for name, df in frames.items():
-            write_table(df, folder, name, schema_name="")
+            write_table(df, folder, name, schema_name=None, typed=False)
         write_atomic_bytes(folder / "ledger.json", json.dumps(ledger).encode())
-        write_atomic_bytes(self._marker(step, round_index, part), b"")
+        write_atomic_bytes(self._marker(step, round_index, part), fingerprint.encode())
 
     def load_partition(self, step: str, round_index: int, part: int, names) -> tuple[dict, dict]:
         folder = self._part_dir(step, round_index, part)

@@ -9,6 +9,7 @@ import importlib
 import ray
 
 from graphrag_ray.index.step import StepContext
+from graphrag_ray.llm.ledger import UsageLedger, recording_into
 from graphrag_ray.llm.model import Models
 
 
@@ -26,14 +27,14 @@ class StepWorker:
 
     async def run_partition(self, step_name: str, items: list[dict]) -> dict:
         step = load_step(step_name)
-        before = self.models.ledger.snapshot()
-        if step.process_batch is not None:
-            results = [await step.process_batch(self.ctx, items, self.models)]
-        else:
-            results = await asyncio.gather(*(step.process(self.ctx, item, self.models) for item in items))
+        with recording_into(UsageLedger()) as ledger:
+            if step.process_batch is not None:
+                results = [await step.process_batch(self.ctx, items, self.models)]
+            else:
+                results = await asyncio.gather(*(step.process(self.ctx, item, self.models) for item in items))
         rows: dict[str, list] = {}
         for result in results:
             for table, table_rows in result.items():
                 rows.setdefault(table, []).extend(table_rows)
-        return {"rows": rows, "ledger": self.models.ledger.minus(before).to_dict(),
+        return {"rows": rows, "ledger": ledger.to_dict(),
                 "node_id": ray.get_runtime_context().get_node_id()}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -103,3 +104,26 @@ class UsageLedger:
                           f"{u.cache_hits:,}", f"{u.retries:,}", f"{u.rate_limited:,}", f"{u.failures:,}",
                           f"{u.cost:.4f}")
         return table
+
+
+_ACTIVE: ContextVar["UsageLedger | None"] = ContextVar("graphrag_ray_active_ledger", default=None)
+
+
+def active_ledger(default: UsageLedger) -> UsageLedger:
+    """The ledger of the unit of work running in this async context (a partition), else `default`."""
+    return _ACTIVE.get() or default
+
+
+class recording_into:
+    """`with recording_into(ledger):` - calls made in this context (and tasks it starts) are recorded there,
+    so concurrent partitions on one worker each get exactly their own usage."""
+
+    def __init__(self, ledger: UsageLedger):
+        self.ledger = ledger
+
+    def __enter__(self) -> UsageLedger:
+        self._token = _ACTIVE.set(self.ledger)
+        return self.ledger
+
+    def __exit__(self, *exc) -> None:
+        _ACTIVE.reset(self._token)

@@ -20,7 +20,7 @@ from graphrag_ray.errors import LLMUnavailableError
 from graphrag_ray.llm.cache import ResponseCache, cache_key
 from graphrag_ray.llm.client import (Completion, MalformedResponseError, OpenAIClient, RateLimitedError,
                                      TransientLLMError)
-from graphrag_ray.llm.ledger import UsageLedger
+from graphrag_ray.llm.ledger import UsageLedger, active_ledger
 from graphrag_ray.llm.ratelimit import LocalRateLimiter
 from graphrag_ray.llm.retry import retrying
 from graphrag_ray.llm.tokens import tokenizer_for
@@ -47,6 +47,10 @@ class _ModelBase:
         self.tokenizer = tokenizer_for(config.model, config.encoding)
         self._clients: dict[int, OpenAIClient] = {}
         self._semaphores: dict[int, asyncio.Semaphore] = {}
+
+    @property
+    def usage(self) -> UsageLedger:
+        return active_ledger(self.ledger)
 
     @property
     def client(self) -> OpenAIClient:
@@ -79,7 +83,7 @@ class _ModelBase:
             try:
                 result, used = await call()
             except RateLimitedError as exc:
-                self.ledger.record(stage, self.config.model, rate_limited=1)
+                self.usage.record(stage, self.config.model, rate_limited=1)
                 self.limiter.reconcile(key, reserve, 0)
                 self.limiter.pause(key, exc.retry_after if exc.retry_after is not None else DEFAULT_429_PAUSE,
                                    rpm, tpm)
@@ -92,16 +96,16 @@ class _ModelBase:
             return result
 
     def _retrying(self, stage: str):
-        return retrying(self.config.retry, lambda exc: self.ledger.record(stage, self.config.model, retries=1))
+        return retrying(self.config.retry, lambda exc: self.usage.record(stage, self.config.model, retries=1))
 
     def _fail(self, stage: str, exc: Exception) -> LLMUnavailableError:
-        self.ledger.record(stage, self.config.model, failures=1)
+        self.usage.record(stage, self.config.model, failures=1)
         return LLMUnavailableError(f"{self.client.where}: gave up after {self.config.retry.max_attempts} attempts "
                                    f"({exc})")
 
     def _record(self, stage: str, prompt_tokens: int, completion_tokens: int) -> None:
         p = self.config.price
-        self.ledger.record_call(stage, self.config.model, prompt_tokens, completion_tokens,
+        self.usage.record_call(stage, self.config.model, prompt_tokens, completion_tokens,
                                 p.input_per_1m, p.output_per_1m)
 
     def __getstate__(self):
@@ -134,7 +138,7 @@ class ChatModel(_ModelBase):
         params = self._params(json_mode, response_format, max_tokens, temperature, extra)
         key = cache_key("chat", self.config.model, {"messages": messages, "params": params})
         if use_cache and (hit := self.cache.get(key)) is not None:
-            self.ledger.record(stage, self.config.model, cache_hits=1)
+            self.usage.record(stage, self.config.model, cache_hits=1)
             return ChatResult(hit["content"], hit.get("prompt_tokens", 0), hit.get("completion_tokens", 0), True)
         wants_json = "response_format" in params
         reserve = self.count(messages) + params["max_tokens"]
@@ -169,7 +173,7 @@ class ChatModel(_ModelBase):
         params = self._params(False, None, max_tokens, temperature, extra)
         key = cache_key("chat", self.config.model, {"messages": messages, "params": params})
         if use_cache and (hit := self.cache.get(key)) is not None:
-            self.ledger.record(stage, self.config.model, cache_hits=1)
+            self.usage.record(stage, self.config.model, cache_hits=1)
             result.content, result.cached = hit["content"], True
             for piece in _pieces(hit["content"]):
                 yield piece
@@ -188,7 +192,7 @@ class ChatModel(_ModelBase):
                                 parts.append(delta)
                                 yield delta
                         except RateLimitedError as exc:
-                            self.ledger.record(stage, self.config.model, rate_limited=1)
+                            self.usage.record(stage, self.config.model, rate_limited=1)
                             self.limiter.pause(key_, exc.retry_after or DEFAULT_429_PAUSE, rpm, tpm)
                             raise
                         except TransientLLMError as exc:
@@ -234,7 +238,7 @@ class EmbeddingModel(_ModelBase):
         key = cache_key("embedding", self.config.model, {"input": batch, "dimensions": self.config.dimensions})
         hit = self.cache.get(key)
         if hit is not None:
-            self.ledger.record(stage, self.config.model, cache_hits=1)
+            self.usage.record(stage, self.config.model, cache_hits=1)
             result = hit["vectors"]
         else:
             reserve = sum(self.tokenizer.count(t) for t in batch)

@@ -22,11 +22,12 @@ HIDDEN = [".", "_"]
 
 
 def write_table(df: pl.DataFrame, folder: str | Path, name: str, partition_rows: int | None = None,
-                schema_name: str | None = None) -> Path:
-    """Write `name` into `folder`, sorted and typed (when it is a known table), atomically."""
+                schema_name: str | None = None, typed: bool = True) -> Path:
+    """Write `name` into `folder` atomically. A published table (typed) gets exactly its schema's columns,
+    types and sort order; intermediate tables (typed=False) are written as they are."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    known = schema_name or (name if name in SCHEMAS else None)
+    known = (schema_name or (name if name in SCHEMAS else None)) if typed else None
     if known:
         df = conform(df, known).sort(SORT_KEYS[known], nulls_last=True, maintain_order=True)
     tmp = folder / f".{name}.tmp-{uuid.uuid4().hex[:8]}"

@@ -3,9 +3,12 @@ names them (entity_description, text_unit_text, community_full_content)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pyarrow as pa
+
+os.environ.setdefault("LANCE_LOG", "error")  # lance warns on every new table otherwise
 
 VECTOR_TABLES = ("entity_description", "text_unit_text", "community_full_content")
 
@@ -28,5 +31,7 @@ def write_vectors(folder: str | Path, name: str, ids: list[str], texts: list[str
 def open_vectors(folder: str | Path, name: str):
     import lancedb
 
-    db = lancedb.connect(str(folder))
-    return db.open_table(name) if name in db.table_names() else None
+    try:
+        return lancedb.connect(str(folder)).open_table(name)
+    except (FileNotFoundError, ValueError):
+        return None
