@@ -72,19 +72,54 @@ def check(root: Path = RootOpt, config: Optional[Path] = ConfigOpt) -> None:
 def index(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
           method: str = typer.Option("standard", help="index method: standard"),
           resume: bool = typer.Option(True, "--resume/--no-resume", help="continue an interrupted run"),
+          dry_run: bool = typer.Option(False, "--dry-run", help="count and price the work; call nothing"),
+          rehearse: bool = typer.Option(False, "--rehearse", help="run against a simulator that enforces the "
+                                        "configured RPM/TPM, and report what the real run would cost and take"),
+          latency: float = typer.Option(0.5, help="simulated seconds per call, with --rehearse"),
           ) -> None:
     """Build the index: documents -> text units -> graph -> communities -> reports -> embeddings."""
-    from rich.console import Console
+    if dry_run:
+        return estimate(root=root, config=config)
+    console = _console()
+    progress = sys.stderr.isatty()
+    if rehearse:
+        from graphrag_ray.index.rehearse import rehearse as run_rehearsal
 
+        outcome = run_rehearsal(root, config, method=method, latency=latency, show_progress=progress,
+                                verbose=_STATE["verbose"])
+        console.print(outcome.result.ledger.rich_table("Rehearsal: LLM usage the real run would have"))
+        console.print(outcome.summary())
+        return
     from graphrag_ray.api import build_index
 
-    result = build_index(root=root, config_file=config, method=method, resume=resume,
-                         show_progress=sys.stderr.isatty(), verbose=_STATE["verbose"])
-    console = Console()
+    result = build_index(root=root, config_file=config, method=method, resume=resume, show_progress=progress,
+                         verbose=_STATE["verbose"])
     console.print(result.ledger.rich_table(f"LLM usage (run {result.run_id})"))
     rows = ", ".join(f"{k} {v:,}" for k, v in result.stats["rows"].items())
     console.print(f"index published to {result.output}: {rows}; failures {result.stats['total']['failures']}; "
                   f"{result.stats['wall_s']:.1f}s")
+
+
+@app.command()
+def estimate(root: Path = RootOpt, config: Optional[Path] = ConfigOpt) -> None:
+    """Count documents, text units and prompt tokens; print expected calls, tokens and cost. Spends nothing."""
+    from graphrag_ray.config.load import load_settings
+    from graphrag_ray.index.estimate import estimate as run_estimate
+    from graphrag_ray.index.step import StepContext
+
+    result = run_estimate(StepContext(load_settings(root, config), Path(root).resolve()))
+    console = _console()
+    console.print(result.rich_table())
+    if result.failures:
+        console.print(f"{result.failures} input documents would be skipped (see failures after indexing)")
+    console.print(f"expected: {result.total_calls:,} calls, about ${result.total_cost:.4f} "
+                  "(extraction counted exactly; later stages projected)")
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(width=None if sys.stdout.isatty() else 140)
 
 
 @app.command("simulate-llm")

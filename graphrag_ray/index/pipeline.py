@@ -17,7 +17,7 @@ from graphrag_ray.index.executor import Executor, progress_bar
 from graphrag_ray.index.lock import RunLock
 from graphrag_ray.index.run_state import RunState
 from graphrag_ray.index.step import StepContext
-from graphrag_ray.index.steps.load_documents import discover
+from graphrag_ray.index.steps.load_documents import check_columns, discover
 from graphrag_ray.llm.ledger import UsageLedger
 from graphrag_ray.llm.ratelimit import RayRateLimiter
 from graphrag_ray.storage.schemas import REQUIRED_TABLES
@@ -66,7 +66,7 @@ def ensure_ray(verbose: bool = False) -> None:
     if not ray.is_initialized():
         # no address: a submitted job joins its cluster, a plain local run starts one
         ray.init(include_dashboard=False, log_to_driver=verbose, logging_level=logging.INFO if verbose
-                 else logging.WARNING)
+                 else logging.ERROR)
 
 
 def build_index(root: str | Path = ".", config_file: str | Path | None = None, method: str = "standard",
@@ -81,6 +81,7 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
     ctx = StepContext(settings, root)
     for path in _prompt_paths(settings):
         ctx.prompt(path)  # a missing prompt file fails now, before any work
+    check_columns(ctx)
     with RunLock(root):
         run_id = run_id_for(ctx, method)
         run = RunState(root / settings.output.runs_dir / run_id)

@@ -75,6 +75,14 @@ class _ModelBase:
         rl = self.config.rate_limit
         return self.model_id, rl.rpm, rl.tpm
 
+    @property
+    def _limited_model(self) -> bool:
+        return bool(self.config.rate_limit.rpm or self.config.rate_limit.tpm)
+
+    def _reconcile(self, key: str, reserved: int, used: int) -> None:
+        if self._limited_model:  # with no limits there is nothing to give back: no call to the limiter at all
+            self.limiter.reconcile(key, reserved, used)
+
     async def _limited(self, reserve: int, stage: str, call):
         """One attempt under the concurrency slots and the job-wide limiter."""
         key, rpm, tpm = self._limits()
@@ -84,15 +92,15 @@ class _ModelBase:
                 result, used = await call()
             except RateLimitedError as exc:
                 self.usage.record(stage, self.config.model, rate_limited=1)
-                self.limiter.reconcile(key, reserve, 0)
+                self._reconcile(key, reserve, 0)
                 self.limiter.pause(key, exc.retry_after if exc.retry_after is not None else DEFAULT_429_PAUSE,
                                    rpm, tpm)
                 raise
             except TransientLLMError as exc:
                 if not isinstance(exc, MalformedResponseError):
-                    self.limiter.reconcile(key, reserve, 0)
+                    self._reconcile(key, reserve, 0)
                 raise
-            self.limiter.reconcile(key, reserve, used)
+            self._reconcile(key, reserve, used)
             return result
 
     def _retrying(self, stage: str):
@@ -129,6 +137,10 @@ class ChatModel(_ModelBase):
     def count(self, messages: list[dict]) -> int:
         return self.tokenizer.count_messages(messages)
 
+    def _reservation(self, messages: list[dict], max_tokens: int) -> int:
+        """Tokens to reserve against the TPM limit (not counted at all when there is no TPM limit)."""
+        return self.count(messages) + max_tokens if self.config.rate_limit.tpm else 0
+
     async def chat(self, messages: list[dict], *, stage: str, json_mode: bool = False,
                    response_format: dict | None = None, max_tokens: int | None = None,
                    temperature: float | None = None, use_cache: bool = True,
@@ -141,7 +153,7 @@ class ChatModel(_ModelBase):
             self.usage.record(stage, self.config.model, cache_hits=1)
             return ChatResult(hit["content"], hit.get("prompt_tokens", 0), hit.get("completion_tokens", 0), True)
         wants_json = "response_format" in params
-        reserve = self.count(messages) + params["max_tokens"]
+        reserve = self._reservation(messages, params["max_tokens"])
 
         async def call():
             completion: Completion = await self.client.chat(messages, params)
@@ -178,7 +190,7 @@ class ChatModel(_ModelBase):
             for piece in _pieces(hit["content"]):
                 yield piece
             return
-        reserve = self.count(messages) + params["max_tokens"]
+        reserve = self._reservation(messages, params["max_tokens"])
         key_, rpm, tpm = self._limits()
         parts: list[str] = []
         usage: dict[str, int] = {}
@@ -203,7 +215,7 @@ class ChatModel(_ModelBase):
             raise self._fail(stage, exc) from None
         content = "".join(parts)
         prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
-        self.limiter.reconcile(key_, reserve, prompt + completion)
+        self._reconcile(key_, reserve, prompt + completion)
         self._record(stage, prompt, completion)
         self.cache.put(key, {"content": content, "prompt_tokens": prompt, "completion_tokens": completion})
         result.content, result.prompt_tokens, result.completion_tokens = content, prompt, completion
@@ -241,7 +253,7 @@ class EmbeddingModel(_ModelBase):
             self.usage.record(stage, self.config.model, cache_hits=1)
             result = hit["vectors"]
         else:
-            reserve = sum(self.tokenizer.count(t) for t in batch)
+            reserve = sum(self.tokenizer.count(t) for t in batch) if self.config.rate_limit.tpm else 0
 
             async def call():
                 vecs, used = await self.client.embed(batch)

@@ -15,11 +15,11 @@ FINDING = pl.List(pl.Struct({"summary": pl.String, "explanation": pl.String}))
 SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "documents": {
         "id": STR, "human_readable_id": INT, "title": STR, "text": STR, "text_unit_ids": STR_LIST,
-        "creation_date": STR, "metadata": STR,  # metadata: JSON of the input row's other columns
+        "creation_date": STR, "raw_data": STR,  # raw_data: JSON of the input row's other columns
     },
     "text_units": {
         "id": STR, "human_readable_id": INT, "text": STR, "n_tokens": INT, "document_id": STR,
-        "document_ids": STR_LIST, "entity_ids": STR_LIST, "relationship_ids": STR_LIST, "covariate_ids": STR_LIST,
+        "entity_ids": STR_LIST, "relationship_ids": STR_LIST, "covariate_ids": STR_LIST,
     },
     "entities": {
         "id": STR, "human_readable_id": INT, "title": STR, "type": STR, "description": STR,

@@ -58,8 +58,7 @@ class Chunk(ItemStep):
 
     def finish(self, ctx: StepContext, tables: Tables, partial: Tables) -> Tables:
         units = partial["text_units"].sort(["doc_order", "chunk_index"])
-        units = units.with_columns(pl.int_range(pl.len()).cast(pl.Int64).alias("human_readable_id"),
-                                   pl.concat_list(pl.col("document_id")).alias("document_ids"))
+        units = units.with_columns(pl.int_range(pl.len()).cast(pl.Int64).alias("human_readable_id"))
         return {"text_units": units.drop("doc_order", "chunk_index")}
 
 

@@ -41,6 +41,25 @@ def discover(ctx: StepContext) -> list[Path]:
     return files
 
 
+def check_columns(ctx: StepContext) -> None:
+    """Fail before any work (Ray, LLM) when a table-like input lacks the text column: read headers only."""
+    cfg = ctx.settings.input
+    for path in discover(ctx):
+        kind = cfg.file_type if cfg.file_type != "auto" else SUPPORTED[path.suffix.lower()]
+        try:
+            if kind == "csv":
+                columns = pl.read_csv(path, n_rows=0, infer_schema=False, encoding="utf8-lossy").columns
+            elif kind == "parquet":
+                columns = pl.read_parquet_schema(path).keys()
+            else:
+                continue
+        except (OSError, pl.exceptions.PolarsError):
+            continue  # unreadable: recorded in failures by the step itself
+        if cfg.text_column not in columns:
+            raise InputError(f"{path}: no '{cfg.text_column}' column (input.text_column); it has: "
+                             f"{', '.join(columns) or 'no columns'}")
+
+
 class LoadDocuments(BatchStep):
     name = "load_documents"
     writes = ("documents", "failures")
@@ -131,12 +150,12 @@ def _finish(docs: list[dict], failures: list[dict], ctx: StepContext) -> pl.Data
         out.append({"id": content_id("document", key, doc["title"], text), "human_readable_id": len(out),
                     "title": doc["title"], "text": str(text), "text_unit_ids": [],
                     "creation_date": doc["creation_date"],
-                    "metadata": json.dumps({**doc["meta"], "source": doc["source"],
+                    "raw_data": json.dumps({**doc["meta"], "source": doc["source"],
                                             **({"input_id": given} if given not in (None, "") else {})},
                                            ensure_ascii=False, default=str)})
     return pl.DataFrame(out, schema={"id": pl.String, "human_readable_id": pl.Int64, "title": pl.String,
                                      "text": pl.String, "text_unit_ids": pl.List(pl.String),
-                                     "creation_date": pl.String, "metadata": pl.String})
+                                     "creation_date": pl.String, "raw_data": pl.String})
 
 
 STEP = LoadDocuments()

@@ -1,0 +1,52 @@
+"""Benchmark corpora: real English text found on the machine (Debian package docs and changelogs), cut into
+documents, up to a token budget; a generated corpus when the machine has too little text."""
+
+from __future__ import annotations
+
+import gzip
+import re
+from pathlib import Path
+
+from graphrag_ray.llm.tokens import Tokenizer
+
+DOC_ROOTS = [Path("/usr/share/doc"), Path("/usr/share/common-licenses")]
+
+
+def _texts():
+    for root in DOC_ROOTS:
+        if not root.exists():
+            continue
+        for path in sorted(root.rglob("*")):
+            if not path.is_file() or path.is_symlink():
+                continue
+            try:
+                raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+                text = raw.decode("utf-8")
+            except (OSError, UnicodeDecodeError, gzip.BadGzipFile, EOFError):
+                continue
+            text = re.sub(r"[ \t]+", " ", text).strip()
+            if len(text) > 400 and "\x00" not in text:
+                yield path, text
+
+
+def build_corpus(folder: Path, target_tokens: int, doc_tokens: int = 3000) -> int:
+    """Write .txt documents of about `doc_tokens` each into `folder` until `target_tokens`; return the total."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tok = Tokenizer("cl100k_base")
+    total, n = 0, 0
+    for _, text in _texts():
+        tokens = tok.encode(text)
+        for start in range(0, len(tokens), doc_tokens):
+            piece = tok.decode(tokens[start:start + doc_tokens])
+            (folder / f"doc{n:05d}.txt").write_text(piece, encoding="utf-8")
+            total += min(doc_tokens, len(tokens) - start)
+            n += 1
+            if total >= target_tokens:
+                return total
+    while total < target_tokens:  # not enough text here: generated prose fills the rest
+        words = " ".join(f"Company{n % 97} hired Person{(n * 7) % 211} in City{n % 31} during project {n}."
+                         for _ in range(120))
+        (folder / f"gen{n:05d}.txt").write_text(words, encoding="utf-8")
+        total += tok.count(words)
+        n += 1
+    return total

@@ -1,0 +1,39 @@
+"""Ray job entrypoint for indexing.
+
+    ray job submit --working-dir . -- python jobs/index.py --root /shared/project
+
+`ray.init()` is called with no address: a submitted job joins its cluster, a plain local run starts one.
+Settings come from ROOT/settings.yaml with ${VAR}s filled from the job's environment (runtime_env env_vars or
+the cluster's secrets), so no key ever travels in the working dir.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from graphrag_ray.errors import GraphRagRayError
+from graphrag_ray.index.pipeline import METHODS, build_index, ensure_ray
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="graphrag-ray index job")
+    parser.add_argument("--root", required=True, help="project root (on shared storage for multi-node runs)")
+    parser.add_argument("--config", default=None, help="settings file (default ROOT/settings.yaml)")
+    parser.add_argument("--method", default="standard", choices=sorted(METHODS))
+    parser.add_argument("--no-resume", action="store_true", help="start over instead of continuing")
+    args = parser.parse_args(argv)
+    try:
+        ensure_ray()
+        result = build_index(args.root, args.config, method=args.method, resume=not args.no_resume)
+    except GraphRagRayError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    print(json.dumps({"output": str(result.output), "run_id": result.run_id, "rows": result.stats["rows"],
+                      "total": result.stats["total"], "nodes": result.node_ids}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

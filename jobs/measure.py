@@ -1,0 +1,83 @@
+"""Benchmark helpers: engine CPU seconds (machine CPU minus the simulator's) and peak RSS of the engine
+(this process and every process it started - Ray's included - except the simulator), read from /proc."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+CLOCK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def machine_cpu_seconds() -> float:
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, idle, iowait, irq, softirq = (int(x) for x in fields[:7])
+    return (user + nice + system + irq + softirq) / CLOCK
+
+
+def process_cpu_seconds(pid: int) -> float:
+    try:
+        parts = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(parts[11]) + int(parts[12]) + int(parts[13]) + int(parts[14])) / CLOCK
+    except (OSError, IndexError):
+        return 0.0
+
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError):
+                continue
+            tree.setdefault(ppid, []).append(int(entry.name))
+    return tree
+
+
+def engine_rss_bytes(exclude: set[int]) -> int:
+    tree, total, stack = _children(), 0, [os.getpid()]
+    while stack:
+        pid = stack.pop()
+        if pid in exclude:
+            continue
+        try:
+            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+        except (OSError, IndexError):
+            pass
+        stack.extend(tree.get(pid, []))
+    return total
+
+
+class Meter:
+    """with Meter(exclude_pids={sim.pid()}) as m: ... ; m.cpu_s, m.peak_rss_gb, m.wall_s"""
+
+    def __init__(self, exclude_pids: set[int] | None = None, interval: float = 0.5):
+        self.exclude = set(exclude_pids or ())
+        self.interval = interval
+        self.peak_rss = 0
+        self._stop = threading.Event()
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self.peak_rss = max(self.peak_rss, engine_rss_bytes(self.exclude))
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> "Meter":
+        self._cpu0 = machine_cpu_seconds()
+        self._excluded0 = sum(process_cpu_seconds(p) for p in self.exclude)
+        self._t0 = time.perf_counter()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.wall_s = time.perf_counter() - self._t0
+        excluded = sum(process_cpu_seconds(p) for p in self.exclude) - self._excluded0
+        self.cpu_s = machine_cpu_seconds() - self._cpu0 - excluded
+        self._stop.set()
+        self._thread.join()
+        self.peak_rss_gb = self.peak_rss / 2**30

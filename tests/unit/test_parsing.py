@@ -1,0 +1,52 @@
+from hypothesis import given, settings, strategies as st
+
+from graphrag_ray.index.parsing import looks_complete, parse_json_object, parse_tuples
+from graphrag_ray.index.step import fill
+
+GOOD = ('("entity"<|>李明<|>PERSON<|>李明在杭州开了一家咖啡店)\n##\n'
+        '("entity"<|>ACME CORP<|>ORGANIZATION<|>A company)\n##\n'
+        '("relationship"<|>李明<|>ACME CORP<|>李明 works with Acme<|>7)\n<|COMPLETE|>')
+
+
+def test_parses_graphrag_tuple_format():
+    out = parse_tuples(GOOD)
+    assert [e["title"] for e in out.entities] == ["李明", "ACME CORP"]
+    assert out.entities[0]["type"] == "PERSON"
+    assert out.relationships == [{"source": "李明", "target": "ACME CORP", "description": "李明 works with Acme",
+                                  "weight": 7.0}]
+    assert out.unparsed == 0
+
+
+def test_counts_what_it_cannot_parse_and_keeps_the_rest():
+    messy = GOOD.replace("<|COMPLETE|>", "") + '\n##\n("entity"<|>BROKEN\n##\nrandom prose here\n##\n' \
+        '("relationship"<|>A<|>A<|>self loop<|>3)'
+    out = parse_tuples(messy)
+    assert len(out.entities) == 2 and len(out.relationships) == 1
+    assert out.unparsed == 3
+    assert not looks_complete('("entity"<|>A<|>PERSON<|>cut mid')
+    assert looks_complete(GOOD)
+
+
+def test_relationship_without_numeric_strength_defaults_to_one():
+    out = parse_tuples('("relationship"<|>A<|>B<|>linked<|>strong)')
+    assert out.relationships[0]["weight"] == 1.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_parser_never_raises(text):
+    parse_tuples(text)
+    parse_json_object(text)
+    looks_complete(text)
+
+
+def test_json_object_tolerates_fences_and_prose():
+    assert parse_json_object('```json\n{"a": 1}\n```') == {"a": 1}
+    assert parse_json_object('Here you go: {"title": "x"} thanks') == {"title": "x"}
+    assert parse_json_object("[1, 2]") is None and parse_json_object("nope") is None
+
+
+def test_fill_is_single_pass_and_keeps_literal_braces():
+    template = 'Text: {input_text}\nTypes: {entity_types}\nJSON: {{"a": 1}} {unknown}'
+    out = fill(template, input_text="evil {entity_types} text", entity_types="PERSON")
+    assert out == 'Text: evil {entity_types} text\nTypes: PERSON\nJSON: {"a": 1} {unknown}'

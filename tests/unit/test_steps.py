@@ -1,0 +1,94 @@
+"""Index steps that need no LLM, run directly."""
+
+import asyncio
+import json
+from pathlib import Path
+
+import igraph as ig
+import polars as pl
+import pytest
+
+from graphrag_ray.config.settings import Settings
+from graphrag_ray.errors import InputError
+from graphrag_ray.index.ids import normalize_name
+from graphrag_ray.index.step import StepContext
+from graphrag_ray.index.steps.chunk import STEP as CHUNK, windows
+from graphrag_ray.index.steps.communities import hierarchical_leiden
+from graphrag_ray.index.steps.load_documents import STEP as LOAD
+
+
+def ctx_for(root: Path, **input_cfg) -> StepContext:
+    settings = Settings.model_validate({"input": input_cfg} if input_cfg else {})
+    return StepContext(settings, root)
+
+
+def test_windows_overlap_and_cover_everything():
+    spans = windows(list(range(2500)), 1200, 100)
+    assert spans == [(0, 1200), (1100, 2300), (2200, 2500)]
+    assert windows([], 1200, 100) == []
+
+
+def test_identical_text_in_two_documents_gives_distinct_units(tmp_path):
+    ctx = ctx_for(tmp_path)
+    same = "李明在杭州开了一家咖啡店。" * 50
+    rows = [asyncio.run(CHUNK.process(ctx, {"item_id": doc, "text": same, "order": i}, None))["text_units"]
+            for i, doc in enumerate(["doc-a", "doc-b"])]
+    assert rows[0][0]["text"] == rows[1][0]["text"]
+    assert rows[0][0]["id"] != rows[1][0]["id"]
+    assert "\ufffd" not in "".join(u["text"] for u in rows[0])  # no broken CJK characters at window edges
+
+
+def test_load_csv_txt_jsonl_with_failures(tmp_path):
+    inp = tmp_path / "input"
+    inp.mkdir()
+    (inp / "a.csv").write_text("id,title,text,author\n1,First,hello world,ann\n2,Empty,,bob\n1,Dup,again,cy\n")
+    (inp / "b.txt").write_text("咖啡店的故事", encoding="utf-8")
+    (inp / "c.jsonl").write_text(json.dumps({"title": "J", "text": "json text", "tags": ["x"]}) + "\n")
+    (inp / "d.txt").write_bytes(b"\xff\xfe\x00\x01binary")
+    (inp / "e.txt").write_bytes("ok".encode() + b"\xc3\x28 bad utf8")
+    out = LOAD.run(ctx_for(tmp_path), {})
+    docs, failures = out["documents"], out["failures"]
+    assert docs["title"].to_list() == ["First", "b.txt", "J"]
+    assert json.loads(docs["raw_data"][0])["author"] == "ann"
+    reasons = " | ".join(failures["reason"].to_list())
+    assert "no text" in reasons and "duplicate document id '1'" in reasons
+    assert "binary file" in reasons and "UnicodeDecodeError" in reasons
+    assert failures.height == 4
+
+
+def test_csv_without_text_column_names_its_columns(tmp_path):
+    (tmp_path / "input").mkdir()
+    (tmp_path / "input" / "x.csv").write_text("id,body\n1,hello\n")
+    with pytest.raises(InputError, match="no 'text' column.*it has: id, body"):
+        LOAD.run(ctx_for(tmp_path), {})
+
+
+def test_empty_input_folder_is_a_clear_error(tmp_path):
+    (tmp_path / "input").mkdir()
+    with pytest.raises(InputError, match="no input files"):
+        LOAD.run(ctx_for(tmp_path), {})
+
+
+def test_name_normalisation_folds_case_width_space_but_keeps_chinese():
+    assert normalize_name("  Acme   Corp ") == normalize_name("ACME CORP") == normalize_name("ＡＣＭＥ　Ｃｏｒｐ")
+    assert normalize_name("李明") == "李明" and normalize_name("李明") != normalize_name("李 明")
+
+
+def test_hierarchical_leiden_covers_every_component_and_is_deterministic():
+    g = ig.Graph()
+    names = [f"n{i}" for i in range(40)]
+    g.add_vertices(names)
+    edges = [(f"n{i}", f"n{j}") for block in (range(0, 25), range(25, 40)) for i in block for j in block
+             if i < j and (i + j) % 3 == 0]
+    g.add_edges(edges)
+    g.es["weight"] = [1.0] * len(edges)
+    first = hierarchical_leiden(g, max_size=10, seed=42, max_levels=5)
+    second = hierarchical_leiden(g, max_size=10, seed=42, max_levels=5)
+    assert [c["members"] for c in first] == [c["members"] for c in second]
+    level0 = [c for c in first if c["level"] == 0]
+    covered = {m for c in level0 for m in c["members"]}
+    assert covered == set(names)  # both components, every vertex
+    assert any(c["level"] > 0 for c in first)  # big communities were split
+    for c in first:
+        if c["parent"] is not None:
+            assert set(c["members"]) <= set(c["parent"]["members"])
