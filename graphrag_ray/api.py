@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import time
-from importlib import resources
 from pathlib import Path
 
 from graphrag_ray.config.load import SETTINGS_FILE, load_settings
+from graphrag_ray.config.prompts import default_prompts
 from graphrag_ray.config.render import render_settings
 from graphrag_ray.config.settings import RetryConfig, Settings
 from graphrag_ray.llm.model import Models
-
-
-def default_prompts() -> dict[str, str]:
-    folder = resources.files("graphrag_ray._configs") / "prompts"
-    return {p.name: p.read_text(encoding="utf-8") for p in folder.iterdir() if p.name.endswith(".txt")}
 
 
 def init_project(root: str | Path, force: bool = False) -> list[Path]:
@@ -77,3 +72,116 @@ def build_index(config=None, root: str | Path = ".", config_file: str | Path | N
 
     return run(root, config_file, method=method, resume=resume, show_progress=show_progress, verbose=verbose,
                settings=config)
+
+
+# ----------------------------------------------------------------------------------------------- query
+def open_index(root: str | Path = ".", config_file: str | Path | None = None, data: str | Path | None = None,
+               settings: Settings | None = None):
+    """(settings, IndexData, models) for queries against ROOT/output (or `data`)."""
+    from graphrag_ray.query.index_data import IndexData
+
+    settings = settings or load_settings(root, config_file)
+    folder = Path(data) if data else Path(root) / settings.output.base_dir
+    return settings, IndexData.load(folder), Models.create(settings, root)
+
+
+async def search(query: str, method: str = "local", root: str | Path = ".", config_file: str | Path | None = None,
+                 data: str | Path | None = None, community_level: int | None = None,
+                 dynamic_community_selection: bool = False, response_type: str | None = None,
+                 conversation_history=None, context_only: bool = False, settings: Settings | None = None):
+    """Any method, `auto` included; returns a SearchResult (its details say the route taken)."""
+    from graphrag_ray.query.factory import check_query, make_engine
+    from graphrag_ray.query.router import route
+
+    settings, index, models = open_index(root, config_file, data, settings)
+    # the default level is capped at the index's depth; a level the user asks for must exist
+    level = min(settings.query.community_level, index.max_level) if community_level is None else community_level
+    check_query(query, method, index, level)
+    chosen, why = (method, "") if method != "auto" else await route(query, index, models, settings, Path(root))
+    engine = make_engine(chosen, index, models, settings, Path(root), response_type,
+                         min(level, index.max_level), dynamic_community_selection)
+    result = await (engine.context_only(query, conversation_history) if context_only
+                    else engine.search(query, conversation_history))
+    if method == "auto":
+        result.details["route"], result.details["route_reason"] = chosen, why
+    return result
+
+
+def _frames_engine(method: str, config, root, community_level, response_type, dynamic=False, **frames):
+    from graphrag_ray.query.factory import make_engine
+    from graphrag_ray.query.index_data import IndexData
+
+    settings = config or load_settings(root)
+    vectors = Path(root) / settings.output.base_dir / "lancedb" if root else None
+    index = IndexData.from_frames(vectors_dir=vectors, **frames)
+    return make_engine(method, index, Models.create(settings, root or "."), settings, Path(root) if root else None,
+                       response_type, community_level, dynamic)
+
+
+async def local_search(config=None, entities=None, communities=None, community_reports=None, text_units=None,
+                       relationships=None, covariates=None, community_level: int = 2,
+                       response_type: str = "Multiple Paragraphs", query: str = "", conversation_history=None,
+                       root: str | Path | None = None):
+    """Microsoft GraphRAG's signature: returns (response, context_data)."""
+    engine = _frames_engine("local", config, root, community_level, response_type, entities=entities,
+                            communities=communities, community_reports=community_reports, text_units=text_units,
+                            relationships=relationships)
+    result = await engine.search(query, conversation_history)
+    return result.response, result.context_data
+
+
+async def global_search(config=None, entities=None, communities=None, community_reports=None,
+                        community_level: int | None = 2, dynamic_community_selection: bool = False,
+                        response_type: str = "Multiple Paragraphs", query: str = "", root: str | Path | None = None):
+    engine = _frames_engine("global", config, root, community_level, response_type, dynamic_community_selection,
+                            entities=entities, communities=communities, community_reports=community_reports)
+    result = await engine.search(query)
+    return result.response, result.context_data
+
+
+async def drift_search(config=None, entities=None, communities=None, community_reports=None, text_units=None,
+                       relationships=None, community_level: int = 2, response_type: str = "Multiple Paragraphs",
+                       query: str = "", root: str | Path | None = None):
+    engine = _frames_engine("drift", config, root, community_level, response_type, entities=entities,
+                            communities=communities, community_reports=community_reports, text_units=text_units,
+                            relationships=relationships)
+    result = await engine.search(query)
+    return result.response, result.context_data
+
+
+async def basic_search(config=None, text_units=None, query: str = "", response_type: str = "Multiple Paragraphs",
+                       root: str | Path | None = None):
+    engine = _frames_engine("basic", config, root, None, response_type, text_units=text_units)
+    result = await engine.search(query)
+    return result.response, result.context_data
+
+
+async def search_streaming(query: str, method: str = "local", root: str | Path = ".", **kwargs):
+    """Yield answer chunks of any method but auto (`local_search_streaming` etc. are this with a method)."""
+    from graphrag_ray.query.factory import check_query, make_engine
+
+    settings, index, models = open_index(root, kwargs.pop("config_file", None), kwargs.pop("data", None),
+                                         kwargs.pop("settings", None))
+    level = kwargs.pop("community_level", None)
+    level = min(settings.query.community_level, index.max_level) if level is None else level
+    check_query(query, method, index, level)
+    history = kwargs.pop("conversation_history", None)
+    engine = make_engine(method, index, models, settings, Path(root), community_level=level, **kwargs)
+    async for chunk in engine.stream_search(query, history):
+        yield chunk
+
+
+def local_search_streaming(query: str, root: str | Path = ".", **kwargs):
+    return search_streaming(query, "local", root, **kwargs)
+
+
+def global_search_streaming(query: str, root: str | Path = ".", **kwargs):
+    return search_streaming(query, "global", root, **kwargs)
+
+
+def drift_search_streaming(query: str, root: str | Path = ".", **kwargs):
+    return search_streaming(query, "drift", root, **kwargs)
+
+
+def basic_search_streaming(query: str, root: str | Path = ".", **kwargs):
+    return search_streaming(query, "basic", root, **kwargs)

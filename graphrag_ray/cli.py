@@ -122,6 +122,73 @@ def _console():
     return Console(width=None if sys.stdout.isatty() else 140)
 
 
+@app.command()
+def query(question: Optional[str] = typer.Argument(None, help="the question (or use --query)"),
+          query_opt: Optional[str] = typer.Option(None, "--query", "-q", help="the question"),
+          method: str = typer.Option("local", "--method", "-m",
+                                     help="local | global | drift | basic | hybrid | auto"),
+          root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
+          data: Optional[Path] = typer.Option(None, "--data", help="index folder (default ROOT/output)"),
+          community_level: Optional[int] = typer.Option(None, "--community-level",
+                                                        help="Leiden level of the reports (default 2)"),
+          dynamic_community_selection: bool = typer.Option(False, "--dynamic-community-selection/"
+                                                           "--no-dynamic-community-selection",
+                                                           help="global search rates reports from the root down"),
+          response_type: Optional[str] = typer.Option(None, "--response-type",
+                                                      help="e.g. 'Multiple Paragraphs', 'Single Sentence'"),
+          streaming: bool = typer.Option(False, "--streaming/--no-streaming", help="print the answer as it comes"),
+          context_only: bool = typer.Option(False, "--context-only", help="print the context; no answer call"),
+          ) -> None:
+    """Ask the index a question."""
+    import asyncio
+
+    from graphrag_ray import api
+
+    text = query_opt or question or ""
+    if streaming and not context_only and method != "auto":
+        async def stream():
+            from graphrag_ray.query.factory import check_query, make_engine
+
+            settings, index, models = api.open_index(root, config, data)
+            level = min(settings.query.community_level, index.max_level) if community_level is None \
+                else community_level
+            check_query(text, method, index, level)
+            engine = make_engine(method, index, models, settings, root, response_type, level,
+                                 dynamic_community_selection)
+            async for piece in engine.stream_search(text):
+                sys.stdout.write(piece)
+                sys.stdout.flush()
+            sys.stdout.write("\n")
+            return engine.last_result
+
+        result = asyncio.run(stream())
+    else:
+        result = asyncio.run(api.search(text, method, root, config, data, community_level,
+                                        dynamic_community_selection, response_type, context_only=context_only))
+        if "route" in result.details:
+            typer.echo(f"route: {result.details['route']} ({result.details['route_reason']})")
+        typer.echo(result.context_text if context_only else result.response)
+    sys.stderr.write(result.usage_line() + "\n")
+
+
+@app.command()
+def chat(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
+         data: Optional[Path] = typer.Option(None, "--data", help="index folder (default ROOT/output)"),
+         questions: int = typer.Option(3, help="follow-up questions suggested after each answer"),
+         response_type: str = typer.Option("Single Paragraph", "--response-type")) -> None:
+    """A conversation with the index: local search, streaming, history and numbered follow-ups."""
+    import asyncio
+
+    from graphrag_ray import api
+    from graphrag_ray.query.chat import chat_loop
+    from graphrag_ray.query.local import LocalSearch
+    from graphrag_ray.query.question_gen import LocalQuestionGen
+
+    settings, index, models = api.open_index(root, config, data)
+    local = LocalSearch(index, models, settings, root=root, response_type=response_type)
+    asyncio.run(chat_loop(local, LocalQuestionGen(local, {"temperature": 0.5}), question_count=questions))
+
+
 @app.command("simulate-llm")
 def simulate_llm(
     host: str = typer.Option("127.0.0.1", help="address to bind (loopback unless told otherwise)"),

@@ -12,13 +12,13 @@ A step has a name, the tables it reads and the tables it writes, and either
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from graphrag_ray.config.prompts import fill, load_prompt  # noqa: F401  (fill: steps import it from here)
 from graphrag_ray.config.settings import Settings
 
 Tables = dict[str, pl.DataFrame]
@@ -35,16 +35,7 @@ class StepContext:
 
     def prompt(self, relative_path: str) -> str:
         if relative_path not in self.prompts:
-            from graphrag_ray.api import default_prompts
-            from graphrag_ray.errors import ConfigError
-
-            path = self.root / relative_path
-            if path.exists():
-                self.prompts[relative_path] = path.read_text(encoding="utf-8")
-            elif Path(relative_path).name in default_prompts():
-                self.prompts[relative_path] = default_prompts()[Path(relative_path).name]
-            else:
-                raise ConfigError(f"prompt file {path} not found")
+            self.prompts[relative_path] = load_prompt(self.root, relative_path)
         return self.prompts[relative_path]
 
 
@@ -78,21 +69,3 @@ class ItemStep:
 
     def finish(self, ctx: StepContext, tables: Tables, partial: Tables) -> Tables:
         raise NotImplementedError
-
-
-_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{(\w+)\}")
-
-
-def fill(template: str, **values: Any) -> str:
-    """Fill `{name}` placeholders in one pass (values are never re-scanned, so text containing `{x}` is safe);
-    `{{`/`}}` become literal braces, as with str.format; unknown placeholders stay as they are."""
-    def replace(match: re.Match) -> str:
-        token = match.group(0)
-        if token == "{{":
-            return "{"
-        if token == "}}":
-            return "}"
-        name = match.group(1)
-        return str(values[name]) if name in values else token
-
-    return _PLACEHOLDER.sub(replace, template)

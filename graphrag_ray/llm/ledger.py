@@ -122,8 +122,11 @@ class recording_into:
         self.ledger = ledger
 
     def __enter__(self) -> UsageLedger:
+        self._outer = _ACTIVE.get()
         self._token = _ACTIVE.set(self.ledger)
         return self.ledger
 
     def __exit__(self, *exc) -> None:
         _ACTIVE.reset(self._token)
+        if self._outer is not None:  # nested recordings roll up (a hybrid search holds a local and a global one)
+            self._outer.merge(self.ledger)

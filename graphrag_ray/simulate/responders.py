@@ -29,6 +29,12 @@ def respond(body: dict[str, Any]) -> tuple[str, str]:
     last = texts[-1] if texts else ""
     everything = "\n".join(texts)
     schema = _json_schema(body)
+    from graphrag_ray.simulate.query_responders import query_kind, respond_query
+    system = texts[0] if messages and messages[0].get("role") == "system" else ""
+    query_kind_ = query_kind(system or last)
+    if query_kind_ is not None:
+        question = last if system else _question(last)
+        return f"query_{query_kind_}", respond_query(query_kind_, system or last, question)
     if "Answer Y if there are still entities" in last:
         return "extract_loop", "N"
     if "-Goal-" in everything and "-Real Data-" in everything and "Entity_types:" in everything:
@@ -145,14 +151,36 @@ def summarize(prompt: str) -> str:
 
 # ----------------------------------------------------------------------------------------- reports
 def _tables(text: str) -> dict[str, list[dict[str, str]]]:
-    """Parse `-----Name-----` CSV sections (comma or pipe separated) of a context."""
+    """Parse `-----Name-----` sections of a context: CSV (report contexts) or pipe tables (query contexts,
+    whose cells may span lines: a record starts at a line beginning with `<id>|`)."""
     tables: dict[str, list[dict[str, str]]] = {}
     for match in re.finditer(r"-----(\w[\w ]*)-----\n(.*?)(?=\n-----\w|\Z)", text, re.S):
-        block = match.group(2).strip()
-        if not block:
+        block = match.group(2).strip("\n")
+        if not block.strip():
             continue
-        delimiter = "|" if block.splitlines()[0].count("|") > block.splitlines()[0].count(",") else ","
-        tables[match.group(1).strip().lower()] = list(csv.DictReader(io.StringIO(block), delimiter=delimiter))
+        lines = block.split("\n")
+        header = lines[0]
+        if header.count("|") >= header.count(",") and "|" in header:
+            columns = header.split("|")
+            records: list[str] = []
+            for line in lines[1:]:
+                if re.match(r"^[^|\n]{1,40}\|", line) and (not records or line.split("|", 1)[0].strip().isdigit()
+                                                           or columns[0] != "id"):
+                    records.append(line)
+                elif records:
+                    records[-1] += "\n" + line
+            rows = []
+            for record in records:
+                cells = record.split("|")
+                if len(cells) > len(columns):  # stray pipes end up in the widest (text) column
+                    widest = max(range(len(columns)), key=lambda i: columns[i] in ("text", "content", "description"))
+                    extra = len(cells) - len(columns)
+                    cells = cells[:widest] + ["|".join(cells[widest:widest + extra + 1])] + cells[widest + extra + 1:]
+                rows.append({c: (cells[i] if i < len(cells) else "") for i, c in enumerate(columns)})
+        else:
+            rows = [{k: v or "" for k, v in row.items() if k is not None}
+                    for row in csv.DictReader(io.StringIO(block))]
+        tables[match.group(1).strip().lower()] = rows
     return tables
 
 
@@ -215,6 +243,7 @@ def _question(text: str) -> str:
 
 
 def _terms(text: str) -> set[str]:
+    text = text or ""
     words = {w.lower() for w in re.findall(r"[A-Za-z]{3,}", text)}
     cjk = re.findall(r"[\u3400-\u9fff]", text)
     words.update(a + b for a, b in zip(cjk, cjk[1:]))

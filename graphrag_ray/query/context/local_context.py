@@ -1,0 +1,143 @@
+"""The local (entity-centred) mixed context, shared by local search, DRIFT follow-ups, hybrid and QGen.
+
+Budget: conversation history first, then community reports (community_prop), text units (text_unit_prop)
+and the rest for entities and relationships, as Microsoft GraphRAG's LocalSearchMixedContext does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from graphrag_ray.config.settings import LocalSearchConfig
+from graphrag_ray.query.context.budget import pack_table
+from graphrag_ray.query.context.history import ConversationHistory
+from graphrag_ray.query.index_data import IndexData
+
+
+@dataclass
+class LocalContext:
+    text: str
+    records: dict[str, list[dict]] = field(default_factory=dict)
+    selected: list[dict] = field(default_factory=list)   # matched entities, best first
+
+
+async def map_query_to_entities(query: str, data: IndexData, embed: Callable | None, k: int, oversample: int,
+                                exclude: set[str] | None = None) -> list[dict]:
+    """Entities for a query: titles named in the query first, then nearest entity descriptions in LanceDB."""
+    exclude = {e.casefold() for e in (exclude or set())}
+    picked: list[dict] = []
+    seen: set[str] = set()
+
+    def take(row: dict | None) -> None:
+        if row and row["id"] not in seen and row["title"].casefold() not in exclude and len(picked) < k:
+            seen.add(row["id"])
+            picked.append(row)
+
+    lowered = query.casefold()
+    named = [row for title, row in data.entity_by_title.items() if len(title) >= 2 and title.casefold() in lowered]
+    for row in sorted(named, key=lambda r: (-len(r["title"]), -r["degree"])):
+        take(row)
+    table = data.vectors("entity_description")
+    if embed is not None and table is not None and len(picked) < k:
+        vector = (await embed([query]))[0]
+        hits = table.search(vector).metric("cosine").limit(k * oversample).select(["id", "_distance"]).to_list()
+        for hit in hits:
+            take(data.entity_rows.get(hit["id"]))
+    return picked
+
+
+def build_local_context(data: IndexData, selected: list[dict], cfg: LocalSearchConfig, count: Callable[[str], int],
+                        history: ConversationHistory | None = None, max_tokens: int | None = None,
+                        community_level: int | None = None) -> LocalContext:
+    budget = max_tokens or cfg.max_context_tokens
+    parts: list[str] = []
+    records: dict[str, list[dict]] = {}
+    used = 0
+
+    if history and cfg.conversation_history_max_turns:
+        turns = history.recent(cfg.conversation_history_max_turns)
+        text, kept = pack_table("Conversation History", ["role", "content"],
+                                [[t.role.value, t.content] for t in turns], count, budget // 4)
+        if kept:
+            parts.append(text)
+            used += count(text)
+            records["history"] = [{"role": t.role.value, "content": t.content} for t in turns[:kept]]
+
+    community_budget = int(budget * cfg.community_prop)
+    unit_budget = int(budget * cfg.text_unit_prop)
+    local_budget = max(0, budget - used - community_budget - unit_budget)
+
+    # community reports: ranked by how many selected entities they hold, then by rank
+    matches: dict[int, int] = {}
+    for entity in selected:
+        for community in data.communities_of_entity.get(entity["id"], []):
+            if community_level is None or data.community_rows[community]["level"] <= community_level:
+                matches[community] = matches.get(community, 0) + 1
+    reports = [data.report_by_community[c] for c in matches if c in data.report_by_community]
+    reports.sort(key=lambda r: (-matches[r["community"]], -(r["rank"] or 0), r["community"]))
+    text, kept = pack_table("Reports", ["id", "title", "content"],
+                            [[r["human_readable_id"], r["title"], r["full_content"]] for r in reports],
+                            count, community_budget)
+    if kept:
+        parts.append(text)
+        records["reports"] = [{"id": r["human_readable_id"], "title": r["title"]} for r in reports[:kept]]
+
+    # entities, then relationships: in-network first, then out-of-network by links and combined degree
+    titles = {e["title"] for e in selected}
+    text_e, kept_e = pack_table("Entities", ["id", "entity", "description", "number of relationships"],
+                                [[e["human_readable_id"], e["title"], e["description"], e["degree"]]
+                                 for e in selected], count, local_budget)
+    if kept_e:
+        parts.append(text_e)
+        records["entities"] = [{"id": e["human_readable_id"], "entity": e["title"]} for e in selected[:kept_e]]
+    rels = _ranked_relationships(data, selected, titles, cfg.top_k_relationships)
+    text_r, kept_r = pack_table("Relationships", ["id", "source", "target", "description", "weight", "rank", "links"],
+                                [[r["human_readable_id"], r["source"], r["target"], r["description"], r["weight"],
+                                  r["combined_degree"], links] for r, links in rels], count,
+                                max(0, local_budget - count(text_e)))
+    if kept_r:
+        parts.append(text_r)
+        records["relationships"] = [{"id": r["human_readable_id"], "source": r["source"], "target": r["target"]}
+                                    for r, _ in rels[:kept_r]]
+
+    # text units: by entity order, then by how many of the selected relationships they hold
+    chosen_rel_ids = {r["id"] for r, _ in rels[:kept_r]}
+    units: list[tuple[int, int, dict]] = []
+    seen_units: set[str] = set()
+    for order, entity in enumerate(selected):
+        for unit_id in entity["text_unit_ids"]:
+            unit = data.text_unit_rows.get(unit_id)
+            if unit and unit_id not in seen_units:
+                seen_units.add(unit_id)
+                n_rel = len(chosen_rel_ids.intersection(unit["relationship_ids"] or []))
+                units.append((order, -n_rel, unit))
+    units.sort(key=lambda t: (t[0], t[1], t[2]["human_readable_id"]))
+    text_u, kept_u = pack_table("Sources", ["id", "text"], [[u["human_readable_id"], u["text"]] for *_, u in units],
+                                count, unit_budget)
+    if kept_u:
+        parts.append(text_u)
+        records["sources"] = [{"id": u["human_readable_id"], "text": u["text"]} for *_, u in units[:kept_u]]
+    return LocalContext("\n".join(parts), records, selected)
+
+
+def _ranked_relationships(data: IndexData, selected: list[dict], titles: set[str], top_k: int):
+    in_network: dict[str, dict] = {}
+    out_network: dict[str, dict] = {}
+    for entity in selected:
+        for rel in data.relationships_by_title.get(entity["title"], []):
+            if rel["source"] in titles and rel["target"] in titles:
+                in_network[rel["id"]] = rel
+            else:
+                out_network[rel["id"]] = rel
+    links: dict[str, int] = {}
+    for rel in out_network.values():
+        other = rel["target"] if rel["source"] in titles else rel["source"]
+        links[other] = links.get(other, 0) + 1
+    ranked_in = sorted(in_network.values(), key=lambda r: (-r["combined_degree"], -r["weight"], r["human_readable_id"]))
+    ranked_out = sorted(out_network.values(), key=lambda r: (
+        -links[r["target"] if r["source"] in titles else r["source"]], -r["combined_degree"], r["human_readable_id"]))
+    out = [(r, 2) for r in ranked_in]
+    out += [(r, links[r["target"] if r["source"] in titles else r["source"]])
+            for r in ranked_out[: top_k * max(1, len(selected))]]
+    return out

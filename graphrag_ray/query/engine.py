@@ -1,0 +1,98 @@
+"""What every query method shares: the index, the models, prompts, and search / stream_search / context-only
+built on one `prepare` step, so a streamed answer and a plain one are the same call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import AsyncIterator
+
+from graphrag_ray.config.prompts import load_prompt
+from graphrag_ray.config.settings import Settings
+from graphrag_ray.llm.model import ChatResult, Models
+from graphrag_ray.query.context.history import ConversationHistory
+from graphrag_ray.query.index_data import IndexData
+from graphrag_ray.query.result import Accounting, SearchResult
+
+
+@dataclass
+class Prepared:
+    """The final call to make (or the answer already known), and the result it belongs to."""
+
+    result: SearchResult
+    messages: list[dict] = field(default_factory=list)
+    model_id: str = "default_chat"
+    max_tokens: int | None = None
+    answer: str | None = None       # set when no final call is needed (e.g. no data)
+    json_mode: bool = False
+
+
+class QueryEngine:
+    method = ""
+
+    def __init__(self, data: IndexData, models: Models, settings: Settings | None = None, root: Path | None = None,
+                 response_type: str | None = None, community_level: int | None = None):
+        self.data = data
+        self.models = models
+        self.settings = settings or models.settings
+        self.root = Path(root) if root else None
+        self.response_type = response_type or self.settings.query.response_type
+        self.community_level = self.settings.query.community_level if community_level is None else community_level
+        self.last_result: SearchResult | None = None
+
+    def prompt(self, relative_path: str) -> str:
+        return load_prompt(self.root, relative_path)
+
+    def chat(self, model_id: str):
+        return self.models.chat(model_id)
+
+    async def embed(self, model_id: str, texts: list[str]) -> list[list[float]]:
+        return await self.models.embedding(model_id).embed(texts, stage=f"query_{self.method}")
+
+    @property
+    def stage(self) -> str:
+        return f"query_{self.method}"
+
+    async def prepare(self, query: str, history: ConversationHistory | None) -> Prepared:
+        raise NotImplementedError
+
+    async def search(self, query: str, conversation_history: ConversationHistory | None = None) -> SearchResult:
+        with Accounting() as acc:
+            prepared = await self.prepare(query, conversation_history)
+            if prepared.answer is not None:
+                prepared.result.response = prepared.answer
+            else:
+                answer = await self.chat(prepared.model_id).chat(prepared.messages, stage=self.stage,
+                                                                 max_tokens=prepared.max_tokens,
+                                                                 json_mode=prepared.json_mode)
+                prepared.result.response = answer.content
+        self.last_result = acc.fill(prepared.result)
+        return self.last_result
+
+    async def stream_search(self, query: str,
+                            conversation_history: ConversationHistory | None = None) -> AsyncIterator[str]:
+        """Yield the answer as it arrives; `last_result` holds the full result afterwards."""
+        with Accounting() as acc:
+            prepared = await self.prepare(query, conversation_history)
+            if prepared.answer is not None:
+                prepared.result.response = prepared.answer
+                yield prepared.answer
+            else:
+                final = ChatResult("")
+                async for piece in self.chat(prepared.model_id).stream(prepared.messages, stage=self.stage,
+                                                                       max_tokens=prepared.max_tokens, result=final):
+                    yield piece
+                prepared.result.response = final.content
+        self.last_result = acc.fill(prepared.result)
+
+    async def context_only(self, query: str, conversation_history: ConversationHistory | None = None) -> SearchResult:
+        """The context that would be sent; no answer call. (Global search still makes its map calls, and DRIFT its
+        primer, because their final context is made of LLM answers.)"""
+        with Accounting() as acc:
+            prepared = await self.prepare(query, conversation_history)
+        prepared.result.response = ""
+        return acc.fill(prepared.result)
+
+
+def system_and_user(system: str, query: str) -> list[dict]:
+    return [{"role": "system", "content": system}, {"role": "user", "content": query}]

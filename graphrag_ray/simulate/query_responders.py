@@ -1,0 +1,169 @@
+"""Simulator answers to query-time prompts (this project's and Microsoft GraphRAG's): map points, reduce,
+relevance ratings, DRIFT primer and follow-ups, question lists, routing, and cited answers from the context."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from graphrag_ray.nlp.entities import sentences
+from graphrag_ray.simulate.responders import _tables, _terms
+
+
+def query_kind(system: str) -> str | None:
+    markers = [
+        ("question_gen", "generating a bulleted list of"),
+        ("rating", "Rate how relevant the report is"),
+        ("router", "Classify the user's question"),
+        ("hyde", "Write a short community report"),
+        ("drift_primer", "reason over a knowledge graph in response to a user query"),
+        ("drift_local", "follow_up_queries"),
+        ("global_reduce", "multiple analysts"),
+        ("global_map", "Importance Score"),
+        ("answer", "---Data tables---"),
+        ("answer", "---Data Reports---"),
+        ("answer", "---Local answer---"),
+    ]
+    for kind, marker in markers:
+        if marker in system:
+            return kind
+    return None
+
+
+def respond_query(kind: str, system: str, question: str) -> str:
+    return {"question_gen": question_gen, "rating": rating, "router": router, "hyde": hyde,
+            "drift_primer": drift_primer, "drift_local": drift_local, "global_map": global_map,
+            "global_reduce": global_reduce, "answer": answer}[kind](system, question)
+
+
+def _overlap(question: str, text: str) -> int:
+    return len(_terms(question) & _terms(text))
+
+
+def _ids(rows: list[dict], limit: int = 5) -> str:
+    ids = [r.get("id", "") for r in rows if r.get("id", "") != ""]
+    return ", ".join(ids[:limit]) + (", +more" if len(ids) > limit else "")
+
+
+def _best_sentences(question: str, texts: list[str], n: int = 3) -> list[str]:
+    scored = []
+    for order, text in enumerate(texts):
+        for _, sentence in sentences(text.replace("|", " ")):
+            if len(sentence) >= 6 and not sentence.startswith(("#", "-----", "id")):
+                scored.append((-_overlap(question, sentence), order, sentence))
+    scored.sort()
+    picked = []
+    for _, _, sentence in scored:
+        if sentence not in picked:
+            picked.append(sentence)
+        if len(picked) == n:
+            break
+    return picked
+
+
+def answer(system: str, question: str) -> str:
+    tables = _tables(system)
+    parts = []
+    refs = []
+    for name, label, text_col in (("sources", "Sources", "text"), ("reports", "Reports", "content"),
+                                  ("entities", "Entities", "description"),
+                                  ("relationships", "Relationships", "description")):
+        rows = [r for r in tables.get(name, []) if _overlap(question, " ".join(str(v) for v in r.values()))]
+        if rows:
+            refs.append(f"{label} ({_ids(rows)})")
+            parts += [str(r.get(text_col) or "") for r in rows[:3]]
+    if not parts:  # other tables (e.g. DRIFT's intermediate answers): every cell is evidence
+        for name, rows in tables.items():
+            parts += [" ".join(str(v) for k, v in r.items() if k not in ("id", "score")) for r in rows]
+    analysts = re.findall(r"----Analyst \d+----\nImportance Score: [\d.]+\n(.+)", system)
+    for section in ("---Local answer---", "---Global answer---"):
+        if section in system:
+            parts.append(system.split(section, 1)[1].split("---", 1)[0])
+    parts += analysts
+    best = _best_sentences(question, parts) if parts else []
+    if not best:
+        return "I do not know: the data provided does not answer this question."
+    text = " ".join(best)
+    if refs and "[Data:" not in text:
+        text += f" [Data: {'; '.join(refs)}]"
+    return text
+
+
+def global_map(system: str, question: str) -> str:
+    points = []
+    for report in _tables(system).get("reports", []):
+        content = report.get("content", "")
+        score = _overlap(question, content)
+        if score:
+            lead = " ".join(_best_sentences(question, [content], 2))
+            points.append({"description": f"{lead} [Data: Reports ({report.get('id', '')})]",
+                           "score": min(100, 10 * score)})
+    return json.dumps({"points": points}, ensure_ascii=False)
+
+
+def global_reduce(system: str, question: str) -> str:
+    return answer(system, question)
+
+
+def rating(system: str, question: str) -> str:
+    q = system.split("---Question---", 1)[1].split("---Community report---", 1)[0]
+    report = system.split("---Community report---", 1)[1]
+    score = min(5, _overlap(q, report))
+    return json.dumps({"reason": f"{score} terms of the question appear in the report", "rating": score})
+
+
+def router(system: str, question: str) -> str:
+    q = system.split("Question:", 1)[1].split("\n", 1)[0]
+    route = "global" if re.search(r"theme|overall|trend|主题|总体", q, re.I) else "local"
+    return json.dumps({"route": route, "reason": "simulated classification"})
+
+
+def hyde(system: str, question: str) -> str:
+    q = system.split("Question:", 1)[1].strip()
+    return f"# {q}\n\nA report about {q}"
+
+
+def _follow_ups(text: str, asked: str, n: int = 3) -> list[str]:
+    names = []
+    for row in _tables(text).get("entities", []):
+        name = row.get("entity") or row.get("title")
+        if name and name not in asked and name not in names:
+            names.append(name)
+    if not names:
+        names = [w for w in re.findall(r"[\u3400-\u9fff]{2,4}|[A-Z][a-z]+(?: [A-Z][a-z]+)*", text)
+                 if w not in asked][:n]
+    cjk = bool(re.search(r"[\u3400-\u9fff]", asked))
+    return [(f"{name}的情况如何？" if cjk else f"What else is known about {name}?") for name in names[:n]]
+
+
+def drift_primer(system: str, question: str) -> str:
+    query = system.split("For the query:", 1)[1].split("The top-ranked community summaries:", 1)[0].strip()
+    reports = system.split("The top-ranked community summaries:", 1)[1]
+    best = _best_sentences(query, [reports], 3)
+    score = min(100, 10 * _overlap(query, reports))
+    return json.dumps({"intermediate_answer": "# " + query + "\n\n" + " ".join(best), "score": score,
+                       "follow_up_queries": _follow_ups(reports, query)}, ensure_ascii=False)
+
+
+def drift_local(system: str, question: str) -> str:
+    text = answer(system, question)
+    score = min(100, 10 * _overlap(question, system))
+    return json.dumps({"response": text, "score": score, "follow_up_queries": _follow_ups(system, question, 2)},
+                      ensure_ascii=False)
+
+
+def question_gen(system: str, question: str) -> str:
+    count = int(re.search(r"bulleted list of (\d+)", system).group(1))
+    asked = question
+    names = []
+    for row in _tables(system).get("entities", []):
+        name = row.get("entity")
+        if name and name not in names:
+            names.append(name)
+    cjk = bool(re.search(r"[\u3400-\u9fff]", asked))
+    subjects = names or ["the data"]
+    lines = []
+    for i in range(count):
+        name = subjects[i % len(subjects)]
+        lines.append(f"- {name}在其中扮演了什么角色？" if cjk else f"- What role does {name} play?")
+    return "\n".join(lines)
