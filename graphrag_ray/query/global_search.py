@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from typing import Any
 
 import polars as pl
 
@@ -53,26 +52,32 @@ async def map_call(chat, messages: list[dict], max_tokens: int, stage: str) -> t
     return (points if points is not None else []), points is None
 
 
-_TASK_MODELS: dict[int, Any] = {}
+class MapWorker:
+    """Ray actor for map calls: async, so every batch of a query is in flight at once in one process, and
+    kept alive (named per settings) so later queries - an eval run's thousands - reuse it warm."""
 
+    def __init__(self, settings, root, limiter):
+        from graphrag_ray.llm.model import Models
 
-def _map_task(settings, root, limiter, model_id: str, messages: list[dict], max_tokens: int, stage: str):
-    """Body of a map Ray task: builds (once per worker process) the models and runs one map call."""
-    from graphrag_ray.llm.ledger import recording_into
-    from graphrag_ray.llm.model import Models
+        self.models = Models.create(settings, root, limiter=limiter)
 
-    key = id(settings)
-    if key not in _TASK_MODELS:
-        _TASK_MODELS.clear()
-        _TASK_MODELS[key] = Models.create(settings, root, limiter=limiter)
-    chat = _TASK_MODELS[key].chat(model_id)
+    async def map(self, model_id: str, messages: list[dict], max_tokens: int, stage: str):
+        from graphrag_ray.llm.ledger import recording_into
 
-    async def run():
         with recording_into(UsageLedger()) as ledger:
-            points, failed = await map_call(chat, messages, max_tokens, stage)
+            points, failed = await map_call(self.models.chat(model_id), messages, max_tokens, stage)
         return points, failed, ledger.to_dict()
 
-    return asyncio.run(run())
+
+def map_worker(settings, root, limiter):
+    import hashlib
+    import pickle
+
+    import ray
+
+    name = "map-worker-" + hashlib.sha256(pickle.dumps((settings, str(root)))).hexdigest()[:12]
+    return ray.remote(MapWorker).options(name=name, namespace="graphrag_ray", get_if_exists=True, num_cpus=0,
+                                         max_concurrency=1000, lifetime=None).remote(settings, root, limiter)
 
 
 class GlobalSearch(QueryEngine):
@@ -176,29 +181,17 @@ class GlobalSearch(QueryEngine):
         return ray.is_initialized()
 
     async def _maps_on_ray(self, messages: list[list[dict]]) -> tuple[list[list[dict]], int]:
-        import ray
-
         from graphrag_ray.llm.ratelimit import RayRateLimiter
 
         limiter = self.models.limiter if isinstance(self.models.limiter, RayRateLimiter) \
             else RayRateLimiter.for_job(f"query-{os.getpid()}")
-        task = ray.remote(num_cpus=0)(_map_task)
-        settings_ref = ray.put(self.settings)
-        refs = [task.remote(settings_ref, self.root or ".", limiter, self.cfg.chat_model_id, m, self.cfg.map_max_length,
-                            "query_global_map") for m in messages]
-        outcomes = await asyncio.gather(*refs)
+        worker = map_worker(self.settings, str(self.root or "."), limiter)
+        outcomes = await asyncio.gather(*(worker.map.remote(self.cfg.chat_model_id, m, self.cfg.map_max_length,
+                                                            "query_global_map") for m in messages))
         ledger = active_ledger(self.models.ledger)
         for _, _, spent in outcomes:
             ledger.merge(spent)
         return [p for p, _, _ in outcomes], sum(1 for _, failed, _ in outcomes if failed)
-
-    async def context_only(self, query: str, conversation_history: ConversationHistory | None = None) -> SearchResult:
-        """The map batches that would be sent (no rating, map or reduce call)."""
-        reports = self.data.reports_at_level(self.community_level)
-        batches = self.batches(reports)
-        text = "\n\n".join(f"=== map batch {i + 1} of {len(batches)} ===\n{t}" for i, (t, _) in enumerate(batches))
-        records = {"reports": [{"id": r["human_readable_id"], "title": r["title"]} for _, rows in batches for r in rows]}
-        return SearchResult("", records, text, method=self.method, details={"map_calls": len(batches)})
 
     # -- reduce ----------------------------------------------------------------------------------------
     def reduce_context(self, points_per_batch: list[list[dict]]) -> tuple[str, list[dict]]:
