@@ -113,6 +113,15 @@ class CommunityReportsConfig(Section):
     max_input_length: int = doc(8000, "max tokens of a community's context; larger ones use sub-reports", gt=0)
 
 
+class ExtractClaimsConfig(Section):
+    enabled: bool = doc(False, "extract claims (covariates) about entities; off by default, as in GraphRAG")
+    model_id: str = doc("default_chat", "chat model entry used for claims")
+    prompt: str = doc("prompts/extract_claims.txt", "claims prompt, relative to the root")
+    description: str = doc("Any claims or facts that could be relevant to information discovery.",
+                           "what counts as a claim")
+    max_gleanings: int = doc(1, "extra rounds asking for missed claims", ge=0)
+
+
 class EmbedConfig(Section):
     model_id: str = doc("default_embedding", "embedding model entry")
     enabled: bool = doc(True, "embed entity descriptions, text units and reports into LanceDB")
@@ -211,6 +220,7 @@ class Settings(Section):
     summarize_descriptions: SummarizeConfig = doc(SummarizeConfig(), "merging repeated descriptions")
     cluster_graph: ClusterConfig = doc(ClusterConfig(), "hierarchical Leiden communities")
     community_reports: CommunityReportsConfig = doc(CommunityReportsConfig(), "community reports")
+    extract_claims: ExtractClaimsConfig = doc(ExtractClaimsConfig(), "claims (covariates)")
     embed_text: EmbedConfig = doc(EmbedConfig(), "vector embeddings in LanceDB")
     workers: WorkersConfig = doc(WorkersConfig(), "Ray workers")
     query: QueryConfig = doc(QueryConfig(), "defaults for every query method")

@@ -27,8 +27,8 @@ from graphrag_ray.storage.vectors import VECTOR_TABLES, write_vectors
 log = logging.getLogger(__name__)
 
 METHODS: dict[str, list[str]] = {
-    "standard": ["load_documents", "chunk", "extract_graph", "merge_graph", "summarize_descriptions",
-                 "communities", "community_reports", "embed", "finalize"],
+    "standard": ["load_documents", "chunk", "extract_graph", "extract_claims", "merge_graph",
+                 "summarize_descriptions", "communities", "community_reports", "embed", "finalize"],
 }
 
 # Settings that change what is computed (and so the run id); workers, limits, prices and keys do not.
@@ -59,7 +59,7 @@ def run_id_for(ctx: StepContext, method: str) -> str:
 
 def _prompt_paths(settings: Settings) -> list[str]:
     return [settings.extract_graph.prompt, settings.extract_graph.continue_prompt,
-            settings.summarize_descriptions.prompt, settings.community_reports.prompt]
+            settings.summarize_descriptions.prompt, settings.community_reports.prompt, settings.extract_claims.prompt]
 
 
 def ensure_ray(verbose: bool = False) -> None:
@@ -112,6 +112,8 @@ def _write_index(staged: Path, tables, settings: Settings, executor: Executor, r
     for name in REQUIRED_TABLES:
         write_table(tables[name], staged, name, settings.output.partition_rows)
     write_table(tables["failures"], staged, "failures")
+    if settings.extract_claims.enabled:
+        write_table(tables["covariates"], staged, "covariates", settings.output.partition_rows)
     embeddings = tables.get("embeddings")
     if embeddings is not None and embeddings.height:
         for target in VECTOR_TABLES:

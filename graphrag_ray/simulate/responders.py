@@ -41,6 +41,10 @@ def respond(body: dict[str, Any]) -> tuple[str, str]:
         source = next(t for t in texts if "-Real Data-" in t)
         first_round = "entities and relationships were missed" not in last
         return ("extract_graph" if first_round else "extract_glean"), extract_graph(source, first_round)
+    if "-Target activity-" in everything and "Claim description:" in everything:
+        source = next(t for t in texts if "Claim description:" in t)
+        first_round = "claims were missed" not in last
+        return ("extract_claims" if first_round else "extract_claims_glean"), claims(source, first_round)
     if "Description List:" in last:
         return "summarize", summarize(last)
     if "information discovery" in everything and "findings" in everything:
@@ -134,6 +138,17 @@ def _in_sentence(text: str, sentence: str):
 
 def _clean(sentence: str) -> str:
     return sentence.replace(TUPLE, " ").replace(COMPLETE, " ").replace("\n", " ")[:300]
+
+
+def claims(prompt: str, first_round: bool) -> str:
+    """A claim per sentence that names two entities: subject, object, the sentence as evidence."""
+    if not first_round:
+        return COMPLETE
+    text = _section(prompt[prompt.rfind("-Real Data-"):], "Text:", "\nOutput:").strip()
+    entities, relationships = graph_of(text, ["ORGANIZATION", "PERSON", "GEO", "EVENT"])
+    records = [f"({a}{TUPLE}{b}{TUPLE}FACT{TUPLE}TRUE{TUPLE}NONE{TUPLE}NONE{TUPLE}{desc}{TUPLE}{desc})"
+               for (a, b), (desc, _) in list(relationships.items())[:3]]
+    return f"\n{RECORD}\n".join(records) + f"\n{COMPLETE}"
 
 
 # ----------------------------------------------------------------------------------------- summaries

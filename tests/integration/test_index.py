@@ -84,3 +84,19 @@ def test_second_run_is_identical_and_makes_no_calls(coffee, simulator):
     assert second.ledger.total().calls == 0 and second.ledger.total().cache_hits > 0
     for name in REQUIRED_TABLES:
         assert read_table(second.output, name).equals(tables[name]), name
+
+
+def test_claims_when_enabled_land_in_covariates(tmp_path, simulator, ray_session):
+    root = coffee_root(tmp_path / "claims", simulator.base_url)
+    import yaml
+
+    settings = yaml.safe_load((root / "settings.yaml").read_text())
+    settings["extract_claims"] = {"enabled": True}
+    (root / "settings.yaml").write_text(yaml.safe_dump(settings, allow_unicode=True))
+    result = build_index(root=root)
+    claims = read_table(result.output, "covariates")
+    units = read_table(result.output, "text_units")
+    assert claims is not None and claims.height > 0 and dict(claims.schema) == SCHEMAS["covariates"]
+    assert set(claims["text_unit_id"].to_list()) <= set(units["id"].to_list())
+    assert sum(units["covariate_ids"].list.len().to_list()) == claims.height
+    assert result.stats["steps"]["extract_claims"]["ledger"]["total"]["calls"] > 0

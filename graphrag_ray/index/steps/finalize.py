@@ -12,8 +12,9 @@ from graphrag_ray.storage.schemas import conform
 class Finalize(BatchStep):
     name = "finalize"
     reads = ("documents", "text_units", "entities_summarized", "relationships_summarized", "communities",
-             "community_reports")
-    writes = ("documents", "text_units", "entities", "relationships", "communities", "community_reports")
+             "community_reports", "covariates")
+    writes = ("documents", "text_units", "entities", "relationships", "communities", "community_reports",
+              "covariates")
 
     def run(self, ctx: StepContext, tables: Tables) -> Tables:
         units = tables["text_units"].drop("entity_ids", "relationship_ids", "covariate_ids", strict=False)
@@ -25,10 +26,14 @@ class Finalize(BatchStep):
                     .group_by("text_unit_ids").agg(pl.col("id").sort().alias(column))
                     .rename({"text_unit_ids": "unit"}))
 
+        claims = tables["covariates"]
+        claims_per_unit = (claims.group_by("text_unit_id").agg(pl.col("id").sort().alias("covariate_ids"))
+                           .rename({"text_unit_id": "unit"}))
         units = (units.join(ids_per_unit(ents, "entity_ids"), left_on="id", right_on="unit", how="left")
                  .join(ids_per_unit(rels, "relationship_ids"), left_on="id", right_on="unit", how="left")
+                 .join(claims_per_unit, left_on="id", right_on="unit", how="left")
                  .with_columns(pl.col("entity_ids").fill_null([]), pl.col("relationship_ids").fill_null([]),
-                               pl.lit([], dtype=pl.List(pl.String)).alias("covariate_ids")))
+                               pl.col("covariate_ids").fill_null([])))
         doc_units = (units.sort("human_readable_id").group_by("document_id", maintain_order=True)
                      .agg(pl.col("id").alias("unit_ids")))
         docs = (tables["documents"].drop("text_unit_ids")
@@ -41,6 +46,7 @@ class Finalize(BatchStep):
             "relationships": conform(rels, "relationships"),
             "communities": conform(tables["communities"], "communities"),
             "community_reports": conform(tables["community_reports"], "community_reports"),
+            "covariates": conform(claims, "covariates"),
         }
 
 

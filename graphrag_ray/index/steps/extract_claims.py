@@ -1,0 +1,97 @@
+"""Claims (covariates) about entities, per text unit; optional and off by default (as in GraphRAG).
+
+Same robustness as graph extraction: a cut-short answer is retried, a text unit whose claims cannot be had is
+listed in `failures`, unparseable records are counted and logged."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import polars as pl
+
+from graphrag_ray.errors import LLMUnavailableError
+from graphrag_ray.index.ids import content_id
+from graphrag_ray.index.parsing import COMPLETION_DELIMITER, RECORD_DELIMITER, TUPLE_DELIMITER, looks_complete
+from graphrag_ray.index.step import ItemStep, Rows, StepContext, Tables, fill
+
+log = logging.getLogger(__name__)
+STAGE = "extract_claims"
+CLAIM_FIELDS = ("subject_id", "object_id", "type", "status", "start_date", "end_date", "description", "source_text")
+PARTIAL = {"claims": {"subject_id": pl.String, "object_id": pl.String, "type": pl.String, "status": pl.String,
+                      "start_date": pl.String, "end_date": pl.String, "description": pl.String,
+                      "source_text": pl.String, "text_unit_id": pl.String, "order": pl.Int64}}
+
+
+def parse_claims(output: str) -> tuple[list[dict], int]:
+    claims, unparsed = [], 0
+    for raw in re.split(re.escape(RECORD_DELIMITER), output.replace(COMPLETION_DELIMITER, "")):
+        record = raw.strip().strip("()").strip()
+        if not record:
+            continue
+        fields = [f.strip().strip("\"'") for f in record.split(TUPLE_DELIMITER)]
+        if len(fields) < 7 or not fields[0]:
+            unparsed += 1
+            continue
+        fields = (fields + [""])[:8]
+        claim = dict(zip(CLAIM_FIELDS, fields))
+        for key in ("object_id", "start_date", "end_date"):
+            if claim[key].upper() == "NONE":
+                claim[key] = None
+        claims.append(claim)
+    return claims, unparsed
+
+
+class ExtractClaims(ItemStep):
+    name = "extract_claims"
+    reads = ("text_units",)
+    writes = ("covariates",)
+    partial = PARTIAL
+
+    def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
+        if not ctx.settings.extract_claims.enabled:
+            return []
+        return [{"item_id": r["id"], "text": r["text"], "document_id": r["document_id"]}
+                for r in tables["text_units"].select("id", "text", "document_id").iter_rows(named=True)]
+
+    async def process(self, ctx: StepContext, item: dict, models) -> Rows:
+        cfg = ctx.settings.extract_claims
+        chat = models.chat(cfg.model_id)
+        prompt = fill(ctx.prompt(cfg.prompt), entity_specs=", ".join(ctx.settings.extract_graph.entity_types),
+                      claim_description=cfg.description, input_text=item["text"], tuple_delimiter=TUPLE_DELIMITER,
+                      record_delimiter=RECORD_DELIMITER, completion_delimiter=COMPLETION_DELIMITER)
+        first = [{"role": "user", "content": prompt}]
+        try:
+            answer = await chat.chat(first, stage=STAGE, validate=looks_complete)
+            claims, unparsed = parse_claims(answer.content)
+            for _ in range(cfg.max_gleanings):
+                more = [{"role": "user", "content": "MANY claims were missed in the last extraction. Add only the "
+                         f"missed ones below using the same format, then {COMPLETION_DELIMITER}."}]
+                glean = await chat.chat(first + more, stage=STAGE, validate=looks_complete)
+                extra, bad = parse_claims(glean.content)
+                claims, unparsed = claims + extra, unparsed + bad
+                if not extra:
+                    break
+        except LLMUnavailableError as exc:
+            return {"failures": [{"step": self.name, "item_id": item["item_id"], "source": item["document_id"],
+                                  "reason": str(exc)}]}
+        if unparsed:
+            log.warning("text unit %s: %d unparseable claim records", item["item_id"], unparsed)
+        return {"claims": [{**c, "text_unit_id": item["item_id"], "order": i} for i, c in enumerate(claims)]}
+
+    def finish(self, ctx: StepContext, tables: Tables, partial: Tables) -> Tables:
+        claims = partial["claims"].unique(subset=["text_unit_id", "subject_id", "object_id", "type", "description"],
+                                          keep="first", maintain_order=True)
+        order = tables["text_units"].select(pl.col("id").alias("text_unit_id"), pl.col("human_readable_id").alias("u"))
+        claims = claims.join(order, on="text_unit_id").sort("u", "order").drop("u", "order")
+        claims = claims.with_columns(
+            pl.struct("text_unit_id", "subject_id", "object_id", "type", "description").map_elements(
+                lambda s: content_id("claim", *s.values()), return_dtype=pl.String).alias("id"),
+            pl.int_range(pl.len()).cast(pl.Int64).alias("human_readable_id"),
+            pl.lit("claim").alias("covariate_type"))
+        return {"covariates": claims.select("id", "human_readable_id", "covariate_type", "type", "description",
+                                            "subject_id", "object_id", "status", "start_date", "end_date",
+                                            "source_text", "text_unit_id")}
+
+
+STEP = ExtractClaims()
