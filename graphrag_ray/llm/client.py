@@ -74,10 +74,16 @@ class OpenAIClient:
     def where(self) -> str:
         return f"model '{self.config.model}' ({self.model_id}) at {self.config.api_base}"
 
+    @staticmethod
+    def _wire(messages: list[dict], params: dict[str, Any]) -> dict[str, Any]:
+        """Messages and parameters travel in extra_body: the same JSON on the wire, without the SDK's recursive
+        TypedDict transform of every message and JSON schema (a third of the engine's CPU per call)."""
+        return {"messages": [], "extra_body": {"messages": messages, **params}}
+
     async def chat(self, messages: list[dict], params: dict[str, Any]) -> Completion:
         try:
-            response = await self._sdk.chat.completions.create(model=self.config.model, messages=messages,
-                                                               **params)
+            response = await self._sdk.chat.completions.create(model=self.config.model,
+                                                               **self._wire(messages, params))
         except Exception as exc:
             raise self._translate(exc) from None
         choice = response.choices[0] if response.choices else None
@@ -91,8 +97,8 @@ class OpenAIClient:
         """Yield text deltas; fills usage_out with prompt/completion tokens from the final chunk."""
         try:
             stream = await self._sdk.chat.completions.create(
-                model=self.config.model, messages=messages, stream=True,
-                stream_options={"include_usage": True}, **params)
+                model=self.config.model, stream=True, stream_options={"include_usage": True},
+                **self._wire(messages, params))
             async for chunk in stream:
                 if chunk.usage is not None:
                     usage_out["prompt_tokens"] = chunk.usage.prompt_tokens or 0

@@ -9,6 +9,7 @@ Binds to 127.0.0.1 unless told otherwise.
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import json
 import math
@@ -17,6 +18,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 
+import numpy as np
 from aiohttp import web
 
 from graphrag_ray.llm.local_embedding import ngram_vector
@@ -195,9 +197,14 @@ class Simulator:
         self.counts["ok"] += 1
         self.counts["kind_embedding"] += 1
         self.counts["prompt_tokens"] += tokens
+        as_base64 = body.get("encoding_format") == "base64"  # what the openai SDK asks for by default
+
+        def encode(vector: list[float]):
+            return base64.b64encode(np.asarray(vector, dtype=np.float32).tobytes()).decode() if as_base64 else vector
+
         return web.json_response({
             "object": "list", "model": model,
-            "data": [{"object": "embedding", "index": i, "embedding": ngram_vector(str(t), dim)}
+            "data": [{"object": "embedding", "index": i, "embedding": encode(ngram_vector(str(t), dim))}
                      for i, t in enumerate(inputs)],
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
 

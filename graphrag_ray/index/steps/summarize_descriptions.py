@@ -39,14 +39,14 @@ class SummarizeDescriptions(ItemStep):
         chat = models.chat(cfg.model_id)
         template = ctx.prompt(cfg.prompt)
         budget = max(200, cfg.max_input_tokens - chat.tokenizer.count(template))
-        pending = sorted(item["descriptions"])
+        pending = [(d, chat.tokenizer.count(d)) for d in sorted(item["descriptions"])]
         summary: str | None = None
         try:
             while pending:
                 batch, used = ([summary] if summary else []), chat.tokenizer.count(summary or "")
-                while pending and (used + chat.tokenizer.count(pending[0]) <= budget or len(batch) < 2):
-                    used += chat.tokenizer.count(pending[0])
-                    batch.append(pending.pop(0))
+                while pending and (used + pending[0][1] <= budget or len(batch) < 2):
+                    used += pending[0][1]
+                    batch.append(pending.pop(0)[0])
                 prompt = fill(template, entity_name=item["names"], max_length=cfg.max_length,
                               description_list=json.dumps(batch, ensure_ascii=False))
                 answer = await chat.chat([{"role": "user", "content": prompt}], stage=STAGE)
