@@ -88,7 +88,8 @@ def open_index(root: str | Path = ".", config_file: str | Path | None = None, da
 async def search(query: str, method: str = "local", root: str | Path = ".", config_file: str | Path | None = None,
                  data: str | Path | None = None, community_level: int | None = None,
                  dynamic_community_selection: bool = False, response_type: str | None = None,
-                 conversation_history=None, context_only: bool = False, settings: Settings | None = None):
+                 conversation_history=None, context_only: bool = False, settings: Settings | None = None,
+                 no_llm: bool = False):
     """Any method, `auto` included; returns a SearchResult (its details say the route taken)."""
     from graphrag_ray.query.factory import check_query, make_engine
     from graphrag_ray.query.router import route
@@ -97,9 +98,11 @@ async def search(query: str, method: str = "local", root: str | Path = ".", conf
     # the default level is capped at the index's depth; a level the user asks for must exist
     level = min(settings.query.community_level, index.max_level) if community_level is None else community_level
     check_query(query, method, index, level)
-    chosen, why = (method, "") if method != "auto" else await route(query, index, models, settings, Path(root))
+    no_llm = no_llm or not models.has_chat(settings.global_search.chat_model_id)
+    chosen, why = (method, "") if method != "auto" else await route(query, index, models, settings, Path(root),
+                                                                     use_llm=not no_llm)
     engine = make_engine(chosen, index, models, settings, Path(root), response_type,
-                         min(level, index.max_level), dynamic_community_selection)
+                         min(level, index.max_level), dynamic_community_selection, no_llm)
     result = await (engine.context_only(query, conversation_history) if context_only
                     else engine.search(query, conversation_history))
     if method == "auto":

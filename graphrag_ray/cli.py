@@ -138,6 +138,8 @@ def query(question: Optional[str] = typer.Argument(None, help="the question (or 
                                                       help="e.g. 'Multiple Paragraphs', 'Single Sentence'"),
           streaming: bool = typer.Option(False, "--streaming/--no-streaming", help="print the answer as it comes"),
           context_only: bool = typer.Option(False, "--context-only", help="print the context; no answer call"),
+          no_llm: bool = typer.Option(False, "--no-llm", help="answer with evidence sentences; no LLM call "
+                                      "(automatic when the chat model has no API key)"),
           ) -> None:
     """Ask the index a question."""
     import asyncio
@@ -154,7 +156,7 @@ def query(question: Optional[str] = typer.Argument(None, help="the question (or 
                 else community_level
             check_query(text, method, index, level)
             engine = make_engine(method, index, models, settings, root, response_type, level,
-                                 dynamic_community_selection)
+                                 dynamic_community_selection, no_llm)
             async for piece in engine.stream_search(text):
                 sys.stdout.write(piece)
                 sys.stdout.flush()
@@ -164,7 +166,8 @@ def query(question: Optional[str] = typer.Argument(None, help="the question (or 
         result = asyncio.run(stream())
     else:
         result = asyncio.run(api.search(text, method, root, config, data, community_level,
-                                        dynamic_community_selection, response_type, context_only=context_only))
+                                        dynamic_community_selection, response_type, context_only=context_only,
+                                        no_llm=no_llm))
         if "route" in result.details:
             typer.echo(f"route: {result.details['route']} ({result.details['route_reason']})")
         typer.echo(result.context_text if context_only else result.response)
@@ -175,7 +178,9 @@ def query(question: Optional[str] = typer.Argument(None, help="the question (or 
 def chat(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
          data: Optional[Path] = typer.Option(None, "--data", help="index folder (default ROOT/output)"),
          questions: int = typer.Option(3, help="follow-up questions suggested after each answer"),
-         response_type: str = typer.Option("Single Paragraph", "--response-type")) -> None:
+         response_type: str = typer.Option("Single Paragraph", "--response-type"),
+         no_llm: bool = typer.Option(False, "--no-llm", help="extractive answers and follow-ups; no LLM call")
+         ) -> None:
     """A conversation with the index: local search, streaming, history and numbered follow-ups."""
     import asyncio
 
@@ -185,7 +190,7 @@ def chat(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
     from graphrag_ray.query.question_gen import LocalQuestionGen
 
     settings, index, models = api.open_index(root, config, data)
-    local = LocalSearch(index, models, settings, root=root, response_type=response_type)
+    local = LocalSearch(index, models, settings, root=root, response_type=response_type, no_llm=no_llm)
     asyncio.run(chat_loop(local, LocalQuestionGen(local, {"temperature": 0.5}), question_count=questions))
 
 

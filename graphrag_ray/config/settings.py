@@ -38,7 +38,9 @@ class PriceConfig(Section):
 
 
 class ModelConfig(Section):
-    type: Literal["chat", "embedding"] = doc("chat", "chat (completions) or embedding")
+    type: Literal["chat", "embedding", "local_embedding"] = doc(
+        "chat", "chat (completions), embedding (an endpoint), or local_embedding (hashed character n-grams "
+        "computed in-process: no endpoint, no download, suits Chinese and English)")
     api_type: Literal["openai", "azure"] = doc("openai", "openai: any OpenAI-compatible server; azure: Azure OpenAI")
     api_base: str = doc("https://api.openai.com/v1", "base URL of the OpenAI-compatible endpoint")
     api_version: str | None = doc(None, "Azure OpenAI api-version (azure only)")
@@ -49,7 +51,8 @@ class ModelConfig(Section):
     temperature: float = doc(0.0, "sampling temperature", ge=0, le=2)
     request_timeout: float = doc(180.0, "seconds before one request is abandoned and retried", gt=0)
     concurrency: int = doc(16, "requests in flight at once per worker process", gt=0)
-    dimensions: int | None = doc(None, "embedding size to request (embedding models that support it)", gt=0)
+    dimensions: int | None = doc(None, "embedding size (requested from endpoints that support it; local: 256)",
+                                 gt=0)
     batch_size: int = doc(16, "texts per embedding request", gt=0)
     batch_max_tokens: int = doc(8191, "max tokens per embedding request", gt=0)
     rate_limit: RateLimitConfig = doc(RateLimitConfig(), "limits shared by every worker on every node")
@@ -120,6 +123,17 @@ class ExtractClaimsConfig(Section):
     description: str = doc("Any claims or facts that could be relevant to information discovery.",
                            "what counts as a claim")
     max_gleanings: int = doc(1, "extra rounds asking for missed claims", ge=0)
+
+
+class FastConfig(Section):
+    concept_min_count: int = doc(2, "a common noun becomes an entity when a text unit repeats it this often", gt=0)
+    min_node_frequency: int = doc(1, "entities in fewer text units are pruned", gt=0)
+    edge_weight: Literal["count", "pmi"] = doc("count", "co-occurrence weight: text units shared, or PMI")
+    edge_percentile: float = doc(0.0, "pairs weighted below this percentile are pruned (0: keep all)", ge=0,
+                                 lt=100)
+    max_description_sentences: int = doc(3, "sentences kept as an entity's or relationship's description", gt=0)
+    report_sentences: int = doc(3, "most central sentences in an extractive report's summary", gt=0)
+    report_findings: int = doc(5, "strongest relationships listed as an extractive report's findings", gt=0)
 
 
 class EmbedConfig(Section):
@@ -221,6 +235,7 @@ class Settings(Section):
     cluster_graph: ClusterConfig = doc(ClusterConfig(), "hierarchical Leiden communities")
     community_reports: CommunityReportsConfig = doc(CommunityReportsConfig(), "community reports")
     extract_claims: ExtractClaimsConfig = doc(ExtractClaimsConfig(), "claims (covariates)")
+    fast: FastConfig = doc(FastConfig(), "the `fast` method: NLP graph and extractive reports, no LLM")
     embed_text: EmbedConfig = doc(EmbedConfig(), "vector embeddings in LanceDB")
     workers: WorkersConfig = doc(WorkersConfig(), "Ray workers")
     query: QueryConfig = doc(QueryConfig(), "defaults for every query method")

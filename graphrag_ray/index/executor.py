@@ -55,6 +55,10 @@ class Executor:
                 stats = {**self.run.step_stats(name), "resumed": True}
             else:
                 inputs = {r: tables[r] if r in tables else self.run.load_table(r) for r in step.reads}
+                for r in step.optional_reads:
+                    found = tables.get(r) if r in tables else self.run.load_table(r)
+                    if found is not None:
+                        inputs[r] = found
                 missing = [r for r, df in inputs.items() if df is None]
                 if missing:
                     raise GraphRagRayError(f"step {name}: input tables missing from the run: {', '.join(missing)}")

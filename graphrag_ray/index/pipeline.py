@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 METHODS: dict[str, list[str]] = {
     "standard": ["load_documents", "chunk", "extract_graph", "extract_claims", "merge_graph",
                  "summarize_descriptions", "communities", "community_reports", "embed", "finalize"],
+    # no LLM at index time: NLP graph, joined descriptions, extractive reports (LazyGraphRAG / FastGraphRAG's idea)
+    "fast": ["load_documents", "chunk", "nlp_graph", "merge_graph", "join_descriptions", "communities",
+             "extractive_reports", "embed", "finalize"],
 }
 
 # Settings that change what is computed (and so the run id); workers, limits, prices and keys do not.
@@ -112,7 +115,7 @@ def _write_index(staged: Path, tables, settings: Settings, executor: Executor, r
     for name in REQUIRED_TABLES:
         write_table(tables[name], staged, name, settings.output.partition_rows)
     write_table(tables["failures"], staged, "failures")
-    if settings.extract_claims.enabled:
+    if settings.extract_claims.enabled and "covariates" in tables:
         write_table(tables["covariates"], staged, "covariates", settings.output.partition_rows)
     embeddings = tables.get("embeddings")
     if embeddings is not None and embeddings.height:

@@ -42,6 +42,7 @@ class StepContext:
 class BatchStep:
     name: str = ""
     reads: tuple[str, ...] = ()
+    optional_reads: tuple[str, ...] = ()  # given when an earlier step of the method wrote them
     writes: tuple[str, ...] = ()
 
     def run(self, ctx: StepContext, tables: Tables) -> Tables:
@@ -51,6 +52,7 @@ class BatchStep:
 class ItemStep:
     name: str = ""
     reads: tuple[str, ...] = ()
+    optional_reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
     partial: dict[str, dict] = {}       # tables each partition yields (besides failures), with their schemas
     partition_size: int | None = None   # None: settings.workers.partition_size

@@ -271,6 +271,22 @@ class EmbeddingModel(_ModelBase):
             vectors[i] = vec
 
 
+class LocalEmbeddingModel:
+    """`type: local_embedding`: hashed character n-gram vectors computed here - no endpoint, key or download."""
+
+    def __init__(self, model_id: str, config: ModelConfig, **_):
+        self.model_id = model_id
+        self.config = config
+
+    def batches(self, texts: list[str]) -> list[list[int]]:
+        return [list(range(len(texts)))] if texts else []
+
+    async def embed(self, texts: list[str], *, stage: str) -> list[list[float]]:
+        from graphrag_ray.llm.local_embedding import ngram_vector
+
+        return [ngram_vector(text, self.config.dimensions or 256) for text in texts]
+
+
 def _truncate(tokenizer, text: str, max_tokens: int) -> str:
     tokens = tokenizer.encode(text)
     return text if len(tokens) <= max_tokens else tokenizer.decode(tokens[:max_tokens])
@@ -295,8 +311,16 @@ class Models:
     def chat(self, model_id: str) -> ChatModel:
         return self._get(model_id, ChatModel)
 
-    def embedding(self, model_id: str) -> EmbeddingModel:
-        return self._get(model_id, EmbeddingModel)
+    def embedding(self, model_id: str) -> "EmbeddingModel | LocalEmbeddingModel":
+        local = self.settings.model(model_id).type == "local_embedding"
+        return self._get(model_id, LocalEmbeddingModel if local else EmbeddingModel)
+
+    def has_chat(self, model_id: str) -> bool:
+        """A chat model is configured: its entry exists and has an API key (an empty ${VAR} means none)."""
+        if model_id not in self.settings.models:
+            return False
+        key = self.settings.models[model_id].api_key
+        return bool(key and key.get_secret_value())
 
     def _get(self, model_id: str, kind):
         if model_id not in self._built:

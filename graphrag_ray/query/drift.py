@@ -34,12 +34,14 @@ def _score(value) -> float:
 
 class DriftSearch(QueryEngine):
     method = "drift"
+    chat_model_key = "drift_search"
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.cfg = self.settings.drift_search
         self.local = LocalSearch(self.data, self.models, self.settings, self.root, self.response_type,
-                                 self.community_level, max_context_tokens=self.cfg.local_max_context_tokens)
+                                 self.community_level, max_context_tokens=self.cfg.local_max_context_tokens,
+                                 no_llm=self.no_llm)
 
     async def primer(self, query: str) -> tuple[dict, list[dict]]:
         chat = self.chat(self.cfg.chat_model_id)
@@ -76,7 +78,11 @@ class DriftSearch(QueryEngine):
         local = await self.local.context_only(query, conversation_history)
         top = sorted(self.data.report_by_community.values(),
                      key=lambda r: -(r["rank"] or 0))[: self.cfg.primer_top_k_reports]
-        text = "\n\n".join(r["full_content"] for r in top) + "\n\n" + local.context_text
+        count = self.chat(self.cfg.chat_model_id).tokenizer.count
+        reports, _ = pack_table("Reports", ["id", "title", "content"],
+                                [[r["human_readable_id"], r["title"], r["full_content"]] for r in top], count,
+                                self.settings.local_search.max_context_tokens)
+        text = reports + "\n" + local.context_text
         records = {**local.context_data, "primer_reports": [{"id": r["human_readable_id"], "title": r["title"]}
                                                             for r in top]}
         return SearchResult("", records, text, method=self.method, llm_calls=local.llm_calls)

@@ -11,6 +11,7 @@ from graphrag_ray.config.prompts import load_prompt
 from graphrag_ray.config.settings import Settings
 from graphrag_ray.llm.model import ChatResult, Models
 from graphrag_ray.query.context.history import ConversationHistory
+from graphrag_ray.query.extractive import extractive_answer
 from graphrag_ray.query.index_data import IndexData
 from graphrag_ray.query.result import Accounting, SearchResult
 
@@ -30,8 +31,10 @@ class Prepared:
 class QueryEngine:
     method = ""
 
+    chat_model_key = "local_search"  # the settings section whose chat_model_id this method answers with
+
     def __init__(self, data: IndexData, models: Models, settings: Settings | None = None, root: Path | None = None,
-                 response_type: str | None = None, community_level: int | None = None):
+                 response_type: str | None = None, community_level: int | None = None, no_llm: bool = False):
         self.data = data
         self.models = models
         self.settings = settings or models.settings
@@ -39,6 +42,9 @@ class QueryEngine:
         self.response_type = response_type or self.settings.query.response_type
         self.community_level = self.settings.query.community_level if community_level is None else community_level
         self.last_result: SearchResult | None = None
+        chat_id = getattr(self.settings, self.chat_model_key).chat_model_id
+        # no chat model configured (no key) or --no-llm: answer from the evidence, with no LLM call
+        self.no_llm = no_llm or not models.has_chat(chat_id)
 
     def prompt(self, relative_path: str) -> str:
         return load_prompt(self.root, relative_path)
@@ -56,7 +62,16 @@ class QueryEngine:
     async def prepare(self, query: str, history: ConversationHistory | None) -> Prepared:
         raise NotImplementedError
 
+    async def extractive(self, query: str, history: ConversationHistory | None = None) -> SearchResult:
+        result = await self.context_only(query, history)
+        result.response, used = extractive_answer(query, result.context_text)
+        result.details.update(extractive=True, evidence=used)
+        return result
+
     async def search(self, query: str, conversation_history: ConversationHistory | None = None) -> SearchResult:
+        if self.no_llm:
+            self.last_result = await self.extractive(query, conversation_history)
+            return self.last_result
         with Accounting() as acc:
             prepared = await self.prepare(query, conversation_history)
             if prepared.answer is not None:
@@ -72,6 +87,12 @@ class QueryEngine:
     async def stream_search(self, query: str,
                             conversation_history: ConversationHistory | None = None) -> AsyncIterator[str]:
         """Yield the answer as it arrives; `last_result` holds the full result afterwards."""
+        if self.no_llm:
+            result = await self.extractive(query, conversation_history)
+            for i in range(0, len(result.response), 24):
+                yield result.response[i:i + 24]
+            self.last_result = result
+            return
         with Accounting() as acc:
             prepared = await self.prepare(query, conversation_history)
             if prepared.answer is not None:

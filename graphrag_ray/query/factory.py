@@ -30,8 +30,8 @@ def check_query(query: str | None, method: str, data: IndexData, community_level
 
 def make_engine(method: str, data: IndexData, models: Models, settings: Settings, root: Path | None = None,
                 response_type: str | None = None, community_level: int | None = None,
-                dynamic_community_selection: bool = False):
-    kwargs = dict(root=root, response_type=response_type, community_level=community_level)
+                dynamic_community_selection: bool = False, no_llm: bool = False):
+    kwargs = dict(root=root, response_type=response_type, community_level=community_level, no_llm=no_llm)
     if method in ("global", "hybrid"):
         kwargs["dynamic_community_selection"] = dynamic_community_selection
     return ENGINES[method](data, models, settings, **kwargs)

@@ -82,6 +82,7 @@ def map_worker(settings, root, limiter):
 
 class GlobalSearch(QueryEngine):
     method = "global"
+    chat_model_key = "global_search"
 
     def __init__(self, *args, dynamic_community_selection: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
@@ -192,6 +193,14 @@ class GlobalSearch(QueryEngine):
         for _, _, spent in outcomes:
             ledger.merge(spent)
         return [p for p, _, _ in outcomes], sum(1 for _, failed, _ in outcomes if failed)
+
+    async def context_only(self, query: str, conversation_history: ConversationHistory | None = None) -> SearchResult:
+        """The map batches that would be sent (no rating, map or reduce call)."""
+        reports = self.data.reports_at_level(self.community_level)
+        batches = self.batches(reports)
+        text = "\n\n".join(f"=== map batch {i + 1} of {len(batches)} ===\n{t}" for i, (t, _) in enumerate(batches))
+        records = {"reports": [{"id": r["human_readable_id"], "title": r["title"]} for _, rows in batches for r in rows]}
+        return SearchResult("", records, text, method=self.method, details={"map_calls": len(batches)})
 
     # -- reduce ----------------------------------------------------------------------------------------
     def reduce_context(self, points_per_batch: list[list[dict]]) -> tuple[str, list[dict]]:

@@ -14,10 +14,12 @@ from graphrag_ray.query.result import SearchResult
 
 class HybridSearch(QueryEngine):
     method = "hybrid"
+    chat_model_key = "global_search"
 
     def __init__(self, *args, dynamic_community_selection: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
-        common = dict(root=self.root, response_type=self.response_type, community_level=self.community_level)
+        common = dict(root=self.root, response_type=self.response_type, community_level=self.community_level,
+                      no_llm=self.no_llm)
         self.local = LocalSearch(self.data, self.models, self.settings, **common)
         self.global_ = GlobalSearch(self.data, self.models, self.settings,
                                     dynamic_community_selection=dynamic_community_selection, **common)

@@ -43,6 +43,8 @@ class LocalQuestionGen:
     async def agenerate(self, question_history: list[str], context_data: str | None = None,
                         question_count: int = 3) -> QuestionResult:
         started = time.perf_counter()
+        if self.local.no_llm:
+            return await self._from_entities(question_history, question_count, started)
         with Accounting() as acc:
             records: dict = {}
             if context_data is None:
@@ -59,5 +61,14 @@ class LocalQuestionGen:
         return QuestionResult(clean_questions(answer.content, question_count), records or context_data,
                               time.perf_counter() - started, total.calls + total.cache_hits, total.prompt_tokens,
                               total.completion_tokens, total.cost)
+
+    async def _from_entities(self, history: list[str], count: int, started: float) -> QuestionResult:
+        """No LLM: questions about the entities nearest the last question that it did not name."""
+        context = await self.local.build_context(history[-1] if history else "")
+        asked = " ".join(history)
+        names = [e["title"] for e in context.selected if e["title"] not in asked]
+        cjk = any("\u3400" <= ch <= "\u9fff" for ch in asked)
+        questions = [(f"{name}和这件事有什么关系？" if cjk else f"How is {name} related to this?") for name in names]
+        return QuestionResult(questions[:count], context.records, time.perf_counter() - started)
 
     generate = agenerate

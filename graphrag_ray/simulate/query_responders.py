@@ -7,7 +7,8 @@ import json
 import re
 
 from graphrag_ray.nlp.entities import sentences
-from graphrag_ray.simulate.responders import _tables, _terms
+from graphrag_ray.nlp.relevance import best_sentences, overlap
+from graphrag_ray.simulate.responders import _tables
 
 
 def query_kind(system: str) -> str | None:
@@ -37,7 +38,7 @@ def respond_query(kind: str, system: str, question: str) -> str:
 
 
 def _overlap(question: str, text: str) -> int:
-    return len(_terms(question) & _terms(text))
+    return overlap(question, text)
 
 
 def _ids(rows: list[dict], limit: int = 5) -> str:
@@ -46,19 +47,7 @@ def _ids(rows: list[dict], limit: int = 5) -> str:
 
 
 def _best_sentences(question: str, texts: list[str], n: int = 3) -> list[str]:
-    scored = []
-    for order, text in enumerate(texts):
-        for _, sentence in sentences(text.replace("|", " ")):
-            if len(sentence) >= 6 and not sentence.startswith(("#", "-----", "id")):
-                scored.append((-_overlap(question, sentence), order, sentence))
-    scored.sort()
-    picked = []
-    for _, _, sentence in scored:
-        if sentence not in picked:
-            picked.append(sentence)
-        if len(picked) == n:
-            break
-    return picked
+    return [sentence for _, sentence, _ in best_sentences(question, texts, n)]
 
 
 def answer(system: str, question: str) -> str:

@@ -16,6 +16,8 @@ import re
 from typing import Any
 
 from graphrag_ray.nlp.entities import mentions, sentences
+from graphrag_ray.nlp.relevance import terms
+from graphrag_ray.query.context.tables import parse_context_tables
 
 TUPLE, RECORD, COMPLETE = "<|>", "##", "<|COMPLETE|>"
 _CORE_TYPES = {"PERSON": ("PERSON", "PEOPLE"), "GEO": ("GEO", "LOCATION", "PLACE", "GPE"),
@@ -166,37 +168,7 @@ def summarize(prompt: str) -> str:
 
 # ----------------------------------------------------------------------------------------- reports
 def _tables(text: str) -> dict[str, list[dict[str, str]]]:
-    """Parse `-----Name-----` sections of a context: CSV (report contexts) or pipe tables (query contexts,
-    whose cells may span lines: a record starts at a line beginning with `<id>|`)."""
-    tables: dict[str, list[dict[str, str]]] = {}
-    for match in re.finditer(r"-----(\w[\w ]*)-----\n(.*?)(?=\n-----\w|\Z)", text, re.S):
-        block = match.group(2).strip("\n")
-        if not block.strip():
-            continue
-        lines = block.split("\n")
-        header = lines[0]
-        if header.count("|") >= header.count(",") and "|" in header:
-            columns = header.split("|")
-            records: list[str] = []
-            for line in lines[1:]:
-                if re.match(r"^[^|\n]{1,40}\|", line) and (not records or line.split("|", 1)[0].strip().isdigit()
-                                                           or columns[0] != "id"):
-                    records.append(line)
-                elif records:
-                    records[-1] += "\n" + line
-            rows = []
-            for record in records:
-                cells = record.split("|")
-                if len(cells) > len(columns):  # stray pipes end up in the widest (text) column
-                    widest = max(range(len(columns)), key=lambda i: columns[i] in ("text", "content", "description"))
-                    extra = len(cells) - len(columns)
-                    cells = cells[:widest] + ["|".join(cells[widest:widest + extra + 1])] + cells[widest + extra + 1:]
-                rows.append({c: (cells[i] if i < len(cells) else "") for i, c in enumerate(columns)})
-        else:
-            rows = [{k: v or "" for k, v in row.items() if k is not None}
-                    for row in csv.DictReader(io.StringIO(block))]
-        tables[match.group(1).strip().lower()] = rows
-    return tables
+    return parse_context_tables(text)
 
 
 def community_report(prompt: str) -> str:
@@ -258,11 +230,7 @@ def _question(text: str) -> str:
 
 
 def _terms(text: str) -> set[str]:
-    text = text or ""
-    words = {w.lower() for w in re.findall(r"[A-Za-z]{3,}", text)}
-    cjk = re.findall(r"[\u3400-\u9fff]", text)
-    words.update(a + b for a, b in zip(cjk, cjk[1:]))
-    return words
+    return terms(text)
 
 
 def schema_instance(schema: dict, context: str, depth: int = 0) -> Any:

@@ -6,13 +6,14 @@ from __future__ import annotations
 import polars as pl
 
 from graphrag_ray.index.step import BatchStep, StepContext, Tables
-from graphrag_ray.storage.schemas import conform
+from graphrag_ray.storage.schemas import conform, empty
 
 
 class Finalize(BatchStep):
     name = "finalize"
     reads = ("documents", "text_units", "entities_summarized", "relationships_summarized", "communities",
-             "community_reports", "covariates")
+             "community_reports")
+    optional_reads = ("covariates",)
     writes = ("documents", "text_units", "entities", "relationships", "communities", "community_reports",
               "covariates")
 
@@ -26,7 +27,7 @@ class Finalize(BatchStep):
                     .group_by("text_unit_ids").agg(pl.col("id").sort().alias(column))
                     .rename({"text_unit_ids": "unit"}))
 
-        claims = tables["covariates"]
+        claims = tables.get("covariates", empty("covariates"))
         claims_per_unit = (claims.group_by("text_unit_id").agg(pl.col("id").sort().alias("covariate_ids"))
                            .rename({"text_unit_id": "unit"}))
         units = (units.join(ids_per_unit(ents, "entity_ids"), left_on="id", right_on="unit", how="left")

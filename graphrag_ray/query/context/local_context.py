@@ -6,13 +6,18 @@ and the rest for entities and relationships, as Microsoft GraphRAG's LocalSearch
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Callable
 
 from graphrag_ray.config.settings import LocalSearchConfig
+from graphrag_ray.errors import GraphRagRayError
 from graphrag_ray.query.context.budget import pack_table
 from graphrag_ray.query.context.history import ConversationHistory
 from graphrag_ray.query.index_data import IndexData
+
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -40,7 +45,11 @@ async def map_query_to_entities(query: str, data: IndexData, embed: Callable | N
         take(row)
     table = data.vectors("entity_description")
     if embed is not None and table is not None and len(picked) < k:
-        vector = (await embed([query]))[0]
+        try:
+            vector = (await embed([query]))[0]
+        except GraphRagRayError as exc:  # no usable embedding endpoint: the named entities are the match
+            log.warning("query embedding unavailable (%s); matching entities by name only", exc)
+            return picked
         hits = table.search(vector).metric("cosine").limit(k * oversample).select(["id", "_distance"]).to_list()
         for hit in hits:
             take(data.entity_rows.get(hit["id"]))

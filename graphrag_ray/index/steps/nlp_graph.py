@@ -1,0 +1,99 @@
+"""The `fast` method's graph, with no LLM: entities from an offline NLP extractor, relationships from
+co-occurrence within a text unit.
+
+Chinese: jieba word segmentation + part-of-speech tags (nr person, ns place, nt organisation, nz other proper
+noun), plus common nouns repeated in the unit; English: capitalised proper-noun phrases, typed where a cue says
+(organisation words, a place preposition); mixed-language text gets both. Nothing is downloaded at run time.
+A pair's weight is the number of text units it co-occurs in (or its PMI); entities below `min_node_frequency`
+text units and pairs below the `edge_percentile` of weights are pruned (both counted in the log).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import polars as pl
+
+from graphrag_ray.index.step import ItemStep, Rows, StepContext, Tables
+from graphrag_ray.index.steps.extract_graph import PARTIAL_SCHEMAS
+from graphrag_ray.nlp.entities import mentions, sentences
+
+log = logging.getLogger(__name__)
+MAX_PER_UNIT = 40   # most frequent mentions of a unit kept as nodes (co-occurrence grows with the square)
+
+
+class NlpGraph(ItemStep):
+    name = "nlp_graph"
+    reads = ("text_units",)
+    writes = ("extracted_entities", "extracted_relationships")
+    partial = PARTIAL_SCHEMAS
+    uses_llm = False
+    partition_size = 64
+
+    def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
+        return [{"item_id": r["id"], "text": r["text"]} for r in tables["text_units"].select("id", "text").iter_rows(
+            named=True)]
+
+    async def process(self, ctx: StepContext, item: dict, models) -> Rows:
+        cfg = ctx.settings.fast
+        found = mentions(item["text"], concept_min_count=cfg.concept_min_count)
+        counts: dict[str, int] = {}
+        kinds: dict[str, str] = {}
+        for m in found:
+            name = m.name.upper() if m.name.isascii() else m.name
+            counts[name] = counts.get(name, 0) + 1
+            kinds.setdefault(name, m.type)
+        names = sorted(counts, key=lambda n: (-counts[n], n))[:MAX_PER_UNIT]
+        spans = sentences(item["text"])
+        described = {}
+        for name in names:
+            plain = name if not name.isascii() else None
+            described[name] = next((s for _, s in spans if (plain or name) in (s if plain else s.upper())), "")[:300]
+        entities = [{"title": n, "type": kinds[n], "description": described[n], "text_unit_id": item["item_id"],
+                     "order": i} for i, n in enumerate(names)]
+        relationships = []
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                together = next((s for _, s in spans if _contains(s, a) and _contains(s, b)), "")
+                relationships.append({"source": a, "target": b, "weight": 1.0, "text_unit_id": item["item_id"],
+                                      "description": together[:300] or f"{a} and {b} appear in the same passage",
+                                      "order": len(relationships)})
+        return {"extracted_entities": entities, "extracted_relationships": relationships}
+
+    def finish(self, ctx: StepContext, tables: Tables, partial: Tables) -> Tables:
+        cfg = ctx.settings.fast
+        ents, rels = partial["extracted_entities"], partial["extracted_relationships"]
+        freq = ents.group_by("title").agg(pl.col("text_unit_id").n_unique().alias("n"))
+        keep = freq.filter(pl.col("n") >= cfg.min_node_frequency)["title"]
+        dropped_nodes = freq.height - keep.len()
+        ents = ents.filter(pl.col("title").is_in(keep.implode()))
+        rels = rels.filter(pl.col("source").is_in(keep.implode()) & pl.col("target").is_in(keep.implode()))
+        pairs = rels.group_by("source", "target").agg(pl.len().alias("count"))
+        if cfg.edge_weight == "pmi" and pairs.height:
+            n_units = max(1, tables["text_units"].height)
+            f = dict(zip(freq["title"].to_list(), freq["n"].to_list()))
+            pairs = pairs.with_columns(pl.struct("source", "target", "count").map_elements(
+                lambda s: max(0.01, math.log(s["count"] * n_units / (f[s["source"]] * f[s["target"]]))),
+                return_dtype=pl.Float64).alias("score"))
+        else:
+            pairs = pairs.with_columns(pl.col("count").cast(pl.Float64).alias("score"))
+        if cfg.edge_percentile > 0 and pairs.height:
+            threshold = pairs["score"].quantile(cfg.edge_percentile / 100, interpolation="lower")
+            strong = pairs.filter(pl.col("score") >= threshold)
+        else:
+            strong = pairs
+        log.info("nlp_graph: pruned %d entities below %d text units and %d of %d pairs below the %g percentile",
+                 dropped_nodes, cfg.min_node_frequency, pairs.height - strong.height, pairs.height,
+                 cfg.edge_percentile)
+        # each co-occurrence contributes its share of the pair's score, so merge_graph's sum is the score
+        rels = (rels.join(strong.select("source", "target", "score", "count"), on=["source", "target"])
+                .with_columns((pl.col("score") / pl.col("count")).alias("weight")).drop("score", "count"))
+        return {"extracted_entities": ents, "extracted_relationships": rels}
+
+
+def _contains(sentence: str, name: str) -> bool:
+    return name in sentence if not name.isascii() else name in sentence.upper()
+
+
+STEP = NlpGraph()

@@ -1,0 +1,101 @@
+"""The offline `fast` method (no LLM at index time) and no-LLM answers, on Chinese and English corpora."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from graphrag_ray import api
+from graphrag_ray.storage.tables import read_table
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def example_root(tmp: Path, name: str) -> Path:
+    root = tmp / name
+    shutil.copytree(EXAMPLES / name, root, ignore=shutil.ignore_patterns("output", ".output-versions", "cache",
+                                                                         "runs"))
+    return root
+
+
+@pytest.fixture(scope="module")
+def no_key():
+    saved = os.environ.pop("GRAPHRAG_API_KEY", None)
+    yield
+    if saved is not None:
+        os.environ["GRAPHRAG_API_KEY"] = saved
+
+
+@pytest.fixture(scope="module")
+def coffee(tmp_path_factory, ray_session, no_key):
+    root = example_root(tmp_path_factory.mktemp("fast"), "coffee_shop")
+    return root, api.build_index(root=root, method="fast")
+
+
+@pytest.fixture(scope="module")
+def english(tmp_path_factory, ray_session, no_key):
+    root = example_root(tmp_path_factory.mktemp("fast"), "english")
+    return root, api.build_index(root=root, method="fast")
+
+
+def top_titles(output: Path, n: int) -> list[str]:
+    ents = read_table(output, "entities")
+    return ents.sort(["frequency", "degree", "title"], descending=[True, True, False])["title"].head(n).to_list()
+
+
+def test_fast_index_of_chinese_corpus_needs_no_llm(coffee):
+    root, result = coffee
+    assert result.ledger.total().calls == 0 and result.ledger.total().cache_hits == 0
+    top = top_titles(result.output, 8)
+    assert top[0] == "李明" and {"王芳", "杭州", "张伟"} <= set(read_table(result.output, "entities")["title"])
+    types = dict(read_table(result.output, "entities").select("title", "type").iter_rows())
+    assert types["李明"] == "PERSON" and types["王芳"] == "PERSON" and types["杭州"] == "GEO"
+    communities = read_table(result.output, "communities")
+    reports = read_table(result.output, "community_reports")
+    assert communities.height >= 2 and reports.height == communities.height
+    assert all(r.startswith("# ") and "[Data: " in r for r in reports["full_content"].to_list())
+    assert reports["rank"].min() > 0
+
+
+def test_no_llm_local_answer_cites_the_right_source(coffee):
+    root, result = coffee
+    units = read_table(result.output, "text_units")
+    supplier_unit = units.filter(pl.col("text").str.contains("张伟"))["human_readable_id"].item()
+    answer = asyncio.run(api.search("李明的咖啡豆供应商张伟在哪里？", "local", root)).response
+    assert answer.startswith("[Extractive answer")
+    assert "张伟" in answer and f"Sources ({supplier_unit}" in answer
+
+
+@pytest.mark.parametrize("method", ["global", "drift", "basic", "hybrid", "auto"])
+def test_every_method_answers_without_an_llm(coffee, method):
+    root, _ = coffee
+    result = asyncio.run(api.search("李明如何降低获客成本？", method, root))
+    assert result.response.startswith("[Extractive answer") and "[Data: " in result.response
+    assert result.details.get("paid_calls", 0) == 0 and result.cost == 0
+
+
+def test_fast_index_of_english_corpus(english):
+    root, result = english
+    titles = set(read_table(result.output, "entities")["title"])
+    assert {"MARIA LOPEZ", "TOM BECKER", "HARBOR BREAD", "PORTSMOUTH"} <= titles
+    assert top_titles(result.output, 3)[0] in {"MARIA LOPEZ", "HARBOR BREAD", "PORTSMOUTH"}
+    answer = asyncio.run(api.search("Where did Tom Becker train?", "local", root)).response
+    assert "Paris Culinary Institute" in answer and "Sources (" in answer
+
+
+def test_readme_quickstart_runs_end_to_end(tmp_path, no_key):
+    root = example_root(tmp_path, "coffee_shop")
+    env = {k: v for k, v in os.environ.items() if k != "GRAPHRAG_API_KEY"}
+    env["GR"] = str(Path(sys.executable).parent / "graphrag-ray")
+    out = subprocess.run(["bash", str(EXAMPLES / "quickstart.sh"), str(root)], capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "index published to" in out.stdout
+    assert out.stdout.count("[Extractive answer") == 2 and "李明" in out.stdout
