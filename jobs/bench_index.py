@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from corpus import build_corpus  # noqa: E402
+from corpus import fresh_project  # noqa: E402
 from measure import Meter  # noqa: E402
 
 from graphrag_ray.api import build_index  # noqa: E402
@@ -42,10 +40,7 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--workdir", type=Path, default=None)
     args = parser.parse_args()
-    work = args.workdir or Path(tempfile.mkdtemp(prefix="bench-index-"))
-    shutil.rmtree(work / "project", ignore_errors=True)
-    root = work / "project"
-    corpus_tokens = build_corpus(root / "input", args.tokens)
+    root, corpus_tokens = fresh_project(args.workdir, args.tokens, "bench-index-")
     ensure_ray()
     with SimulatorProcess(latency=args.latency) as sim:
         (root / "settings.yaml").write_text(yaml.safe_dump(settings_for(sim.base_url, args.actors)))

@@ -50,3 +50,14 @@ def build_corpus(folder: Path, target_tokens: int, doc_tokens: int = 3000) -> in
         total += tok.count(words)
         n += 1
     return total
+
+
+def fresh_project(workdir: Path | None, tokens: int, prefix: str) -> tuple[Path, int]:
+    """An empty project under `workdir` (a new temp folder if None) whose input is a ~`tokens` corpus."""
+    import shutil
+    import tempfile
+
+    work = workdir or Path(tempfile.mkdtemp(prefix=prefix))
+    shutil.rmtree(work / "project", ignore_errors=True)
+    root = work / "project"
+    return root, build_corpus(root / "input", tokens)

@@ -148,9 +148,12 @@ class WorkersConfig(Section):
     partition_size: int = doc(16, "work items per partition (the unit of resume and of scheduling)", gt=0)
 
 
-class LocalSearchConfig(Section):
-    chat_model_id: str = doc("default_chat", "chat model entry for answers")
+class QueryModels(Section):
+    chat_model_id: str = doc("default_chat", "chat model entry for this method's calls")
     embedding_model_id: str = doc("default_embedding", "embedding model entry for the query")
+
+
+class LocalSearchConfig(QueryModels):
     prompt: str = doc("prompts/local_search_system.txt", "system prompt, relative to the root")
     top_k_entities: int = doc(10, "entities matched to the query", gt=0)
     oversample: int = doc(2, "vector candidates fetched per wanted entity (before the exclude list)", gt=0)
@@ -181,9 +184,7 @@ class GlobalSearchConfig(Section):
         "auto", "map calls as Ray tasks (ray), in-process tasks (local), or ray when a cluster is up (auto)")
 
 
-class DriftSearchConfig(Section):
-    chat_model_id: str = doc("default_chat", "chat model entry")
-    embedding_model_id: str = doc("default_embedding", "embedding model entry")
+class DriftSearchConfig(QueryModels):
     primer_prompt: str = doc("prompts/drift_search_primer.txt", "primer prompt, relative to the root")
     local_prompt: str = doc("prompts/drift_search_local.txt", "follow-up local search prompt (JSON answer)")
     reduce_prompt: str = doc("prompts/drift_search_reduce.txt", "reduce prompt, relative to the root")
@@ -194,9 +195,7 @@ class DriftSearchConfig(Section):
     local_max_context_tokens: int = doc(6000, "context budget of each follow-up local search", gt=0)
 
 
-class BasicSearchConfig(Section):
-    chat_model_id: str = doc("default_chat", "chat model entry")
-    embedding_model_id: str = doc("default_embedding", "embedding model entry")
+class BasicSearchConfig(QueryModels):
     prompt: str = doc("prompts/basic_search_system.txt", "system prompt, relative to the root")
     k: int = doc(10, "text units retrieved", gt=0)
     max_context_tokens: int = doc(12000, "token budget of the context", gt=0)
