@@ -17,7 +17,7 @@ from graphrag_ray.secrets import redact
     ({"models": {"default_chat": {"rate_limt": {}}}}, "models.default_chat.rate_limt: unknown key"),
     ({"cache": {"enabled": "maybe"}}, "cache.enabled: expected true or false, got 'maybe'"),
     ({"models": {"default_chat": {"type": "vision"}}},
-     "models.default_chat.type: expected one of 'chat' or 'embedding', got 'vision'"),
+     "models.default_chat.type: expected one of 'chat', 'embedding' or 'local_embedding', got 'vision'"),
     ({"nonsense": 1}, "nonsense: unknown key"),
 ])
 def test_bad_settings_name_the_key_and_value(raw, message):
