@@ -15,9 +15,8 @@ from graphrag_ray.storage.tables import read_table
 from graphrag_ray.storage.vectors import VECTOR_TABLES, open_vectors
 from tests.helpers import make_root
 
-COFFEE = Path(__file__).parents[3] / "shared" / "data" / "coffee_shop.csv"
-if not COFFEE.exists():  # CI clones next to shared/
-    COFFEE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "coffee_shop.csv"
+# the seeds' example corpus (four Chinese documents), shipped with the repository
+COFFEE = Path(__file__).resolve().parents[2] / "examples" / "coffee_shop" / "input" / "coffee_shop.csv"
 
 
 def coffee_root(tmp: Path, base_url: str) -> Path:
