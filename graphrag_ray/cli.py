@@ -194,6 +194,27 @@ def chat(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
     asyncio.run(chat_loop(local, LocalQuestionGen(local, {"temperature": 0.5}), question_count=questions))
 
 
+@app.command("eval")
+def eval_(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
+          questions: Optional[Path] = typer.Option(None, "--questions", help="csv/jsonl: question, id, gold_answer, "
+                                                   "gold_evidence (text-unit ids)"),
+          generate: Optional[int] = typer.Option(None, "--generate", help="make N questions from the index"),
+          methods: str = typer.Option("local,global", help="comma-separated: local, global, drift, basic, hybrid, "
+                                      "evidence (the no-LLM baseline)"),
+          judge: bool = typer.Option(True, "--judge/--no-judge", help="pairwise LLM-as-judge between the methods"),
+          out: Optional[Path] = typer.Option(None, "--out", help="output folder (default ROOT/eval/<id>)"),
+          data: Optional[Path] = typer.Option(None, "--data", help="index folder (default ROOT/output)")) -> None:
+    """Bulk evaluation: every question through every method (Ray, resumable), judged pairwise, reported."""
+    from graphrag_ray.eval.run import run_eval
+    from graphrag_ray.index.executor import progress_bar
+
+    with progress_bar(sys.stderr.isatty()) as progress:
+        result = run_eval(root, config, questions, generate, [m.strip() for m in methods.split(",") if m.strip()],
+                          judge, out, data, progress)
+    typer.echo(result.report.read_text(encoding="utf-8"))
+    typer.echo(f"tables and charts in {result.out}")
+
+
 @app.command("simulate-llm")
 def simulate_llm(
     host: str = typer.Option("127.0.0.1", help="address to bind (loopback unless told otherwise)"),

@@ -1,0 +1,1 @@
+"""Bulk evaluation: questions -> answers per method (Ray, resumable) -> pairwise judging -> report."""

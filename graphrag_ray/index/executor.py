@@ -215,5 +215,6 @@ def progress_bar(enabled: bool):
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     return Progress(TextColumn("[bold]{task.description:<24}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                    TextColumn("calls {task.fields[calls]:,}  tokens {task.fields[tokens]:,}  ${task.fields[cost]:.4f}"),
-                    TimeElapsedColumn(), TimeRemainingColumn(), transient=False)
+                    TextColumn("calls {task.fields[calls]:,}  tokens {task.fields[tokens]:,}  "
+                               "${task.fields[cost]:.4f}"), TimeElapsedColumn(), TimeRemainingColumn(),
+                    transient=False)

@@ -69,6 +69,9 @@ class MapWorker:
         return points, failed, ledger.to_dict()
 
 
+_MAP_WORKERS: dict[str, object] = {}  # handles held for the process's life: a named actor dies with its last handle
+
+
 def map_worker(settings, root, limiter):
     import hashlib
     import pickle
@@ -76,8 +79,11 @@ def map_worker(settings, root, limiter):
     import ray
 
     name = "map-worker-" + hashlib.sha256(pickle.dumps((settings, str(root)))).hexdigest()[:12]
-    return ray.remote(MapWorker).options(name=name, namespace="graphrag_ray", get_if_exists=True, num_cpus=0,
-                                         max_concurrency=1000, lifetime=None).remote(settings, root, limiter)
+    if name not in _MAP_WORKERS:
+        _MAP_WORKERS[name] = ray.remote(MapWorker).options(
+            name=name, namespace="graphrag_ray", get_if_exists=True, num_cpus=0, max_concurrency=1000
+        ).remote(settings, root, limiter)
+    return _MAP_WORKERS[name]
 
 
 class GlobalSearch(QueryEngine):

@@ -13,6 +13,7 @@ from graphrag_ray.simulate.responders import _tables
 
 def query_kind(system: str) -> str | None:
     markers = [
+        ("judge", "evaluating two answers to the same question"),
         ("question_gen", "generating a bulleted list of"),
         ("rating", "Rate how relevant the report is"),
         ("router", "Classify the user's question"),
@@ -32,7 +33,7 @@ def query_kind(system: str) -> str | None:
 
 
 def respond_query(kind: str, system: str, question: str) -> str:
-    return {"question_gen": question_gen, "rating": rating, "router": router, "hyde": hyde,
+    return {"judge": judge, "question_gen": question_gen, "rating": rating, "router": router, "hyde": hyde,
             "drift_primer": drift_primer, "drift_local": drift_local, "global_map": global_map,
             "global_reduce": global_reduce, "answer": answer}[kind](system, question)
 
@@ -156,3 +157,21 @@ def question_gen(system: str, question: str) -> str:
         name = subjects[i % len(subjects)]
         lines.append(f"- {name}在其中扮演了什么角色？" if cjk else f"- What role does {name} play?")
     return "\n".join(lines)
+
+
+def judge(system: str, question: str) -> str:
+    """Deterministic verdicts: more content wins comprehensiveness, more distinct terms diversity, more
+    citations empowerment, the shorter answer directness; near-equal answers tie."""
+    one = system.split("---Answer 1---", 1)[1].split("---Answer 2---", 1)[0]
+    two = system.split("---Answer 2---", 1)[1].split("---Goal---", 1)[0]
+
+    def pick(a: float, b: float, higher: bool = True) -> int:
+        if abs(a - b) <= 0.05 * max(a, b, 1):
+            return 0
+        return 1 if (a > b) == higher else 2
+
+    from graphrag_ray.nlp.relevance import terms
+    verdict = {"comprehensiveness": pick(len(one), len(two)), "diversity": pick(len(terms(one)), len(terms(two))),
+               "empowerment": pick(one.count("Data:") + one.count("("), two.count("Data:") + two.count("(")),
+               "directness": pick(len(one), len(two), higher=False)}
+    return json.dumps({k: {"winner": v, "reason": "simulated judgment"} for k, v in verdict.items()})
