@@ -215,6 +215,15 @@ def eval_(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
     typer.echo(f"tables and charts in {result.out}")
 
 
+@app.command("submission-id")
+def submission_id_cmd(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
+                      method: str = typer.Option("standard", help="index method")) -> None:
+    """Print a deterministic Ray job submission id for this root's settings and input (no duplicate submits)."""
+    from graphrag_ray.index.pipeline import submission_id
+
+    typer.echo(submission_id(root, config, method))
+
+
 @app.command("simulate-llm")
 def simulate_llm(
     host: str = typer.Option("127.0.0.1", help="address to bind (loopback unless told otherwise)"),

@@ -60,6 +60,13 @@ def run_id_for(ctx: StepContext, method: str) -> str:
     return hashlib.sha256(material.encode()).hexdigest()[:16]
 
 
+def submission_id(root: str | Path, config_file: str | Path | None = None, method: str = "standard") -> str:
+    """`ray job submit --submission-id $(graphrag-ray submission-id --root R)`: the same settings and input give
+    the same id, and Ray refuses a second job with an id it already has - no duplicate submits."""
+    root = Path(root).resolve()
+    return f"graphrag-ray-{method}-{run_id_for(StepContext(load_settings(root, config_file), root), method)}"
+
+
 def _prompt_paths(settings: Settings) -> list[str]:
     return [settings.extract_graph.prompt, settings.extract_graph.continue_prompt,
             settings.summarize_descriptions.prompt, settings.community_reports.prompt, settings.extract_claims.prompt]
