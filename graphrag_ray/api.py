@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
@@ -55,6 +56,38 @@ async def preflight(models: Models, model_ids: list[str]) -> list[str]:
         lines.append(f"ok: {probe.client.where} answered in {1000 * (time.perf_counter() - started):.0f} ms")
         await probe.client.close()
     return lines
+
+
+async def preflight_endpoints(settings: Settings, model_ids: list[str]) -> None:
+    """Before a run spends anything: each endpoint answers, accepts its key and knows the model (GET /models -
+    no tokens, so a fully cached re-run still makes zero LLM calls). Raises a one-line error otherwise."""
+    from graphrag_ray.errors import LLMFatalError, LLMUnavailableError
+    from graphrag_ray.llm.client import OpenAIClient, TransientLLMError
+
+    for model_id in dict.fromkeys(model_ids):
+        cfg = settings.model(model_id)
+        if cfg.type == "local_embedding":
+            continue
+        quick = cfg.model_copy(update={"request_timeout": min(cfg.request_timeout, 15.0)})
+        client = OpenAIClient(model_id, quick)
+        try:
+            for attempt in range(3):
+                try:
+                    names = await client.list_models()
+                    break
+                except TransientLLMError as exc:
+                    if attempt == 2:
+                        raise LLMUnavailableError(f"{client.where} is unreachable or failing ({exc})") from None
+                    await asyncio.sleep(0.5 * (attempt + 1))
+            if cfg.api_type == "openai" and names and cfg.model not in names:
+                raise LLMFatalError(f"{client.where}: model not found (the endpoint serves: "
+                                    f"{', '.join(sorted(names)[:8])}{', ...' if len(names) > 8 else ''})")
+        except LLMFatalError as exc:
+            if "not found (404)" in str(exc):  # servers without /models: the first real call will tell
+                continue
+            raise
+        finally:
+            await client.close()
 
 
 async def check_models(root: str | Path, config_file: str | Path | None = None) -> list[str]:

@@ -92,6 +92,16 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
     for path in _prompt_paths(settings):
         ctx.prompt(path)  # a missing prompt file fails now, before any work
     check_columns(ctx)
+    if METHODS[method] != METHODS.get("fast"):
+        import asyncio
+
+        from graphrag_ray.api import preflight_endpoints
+
+        needed = [settings.extract_graph.model_id, settings.summarize_descriptions.model_id,
+                  settings.community_reports.model_id]
+        if settings.embed_text.enabled:
+            needed.append(settings.embed_text.model_id)
+        asyncio.run(preflight_endpoints(settings, needed))
     with RunLock(root):
         run_id = run_id_for(ctx, method)
         run = RunState(root / settings.output.runs_dir / run_id)

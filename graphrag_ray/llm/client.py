@@ -144,6 +144,14 @@ class OpenAIClient:
             return TransientLLMError(f"{type(exc).__name__} from {self.where}")
         return exc
 
+    async def list_models(self) -> list[str]:
+        """GET /models: proves the endpoint and key work without spending a token."""
+        try:
+            page = await self._sdk.models.list()
+        except Exception as exc:
+            raise self._translate(exc) from None
+        return [m.id for m in page.data]
+
     async def close(self) -> None:
         await self._sdk.close()
 

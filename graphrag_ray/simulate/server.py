@@ -211,7 +211,7 @@ class Simulator:
     async def models(self, request: web.Request) -> web.Response:
         if (denied := self._check_auth(request)) is not None:
             return denied
-        names = self.config.models or ["simulated-chat", "simulated-embedding"]
+        names = self.config.models  # empty when it accepts any model name
         return web.json_response({"object": "list", "data": [{"id": n, "object": "model", "owned_by": "simulator"}
                                                              for n in names]})
 

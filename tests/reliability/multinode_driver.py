@@ -40,14 +40,16 @@ def main() -> None:
         threading.Thread(target=remove_one_when_busy, daemon=True).start()
     from graphrag_ray.api import build_index
 
-    result = build_index(root=root)
-    print(json.dumps({"worker_node_ids": sorted(worker_ids), "partition_nodes": result.node_ids,
-                      "removed": removed, "rows": result.stats["rows"],
-                      "failures": result.stats["total"]["failures"],
-                      "extract_partitions": result.stats["steps"]["extract_graph"]["partitions"],
-                      "calls": result.ledger.total().calls}))
-    ray.shutdown()
-    cluster.shutdown()
+    try:
+        result = build_index(root=root)
+        print(json.dumps({"worker_node_ids": sorted(worker_ids), "partition_nodes": result.node_ids,
+                          "removed": removed, "rows": result.stats["rows"],
+                          "failures": result.stats["total"]["failures"],
+                          "extract_partitions": result.stats["steps"]["extract_graph"]["partitions"],
+                          "calls": result.ledger.total().calls}))
+    finally:  # never leave a cluster behind: a later ray.init() would join it
+        ray.shutdown()
+        cluster.shutdown()
 
 
 if __name__ == "__main__":

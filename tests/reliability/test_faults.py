@@ -1,0 +1,137 @@
+"""Injected faults, concurrent runs, secrets and endpoint errors: nothing lost, clear errors."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from graphrag_ray import api
+from graphrag_ray.simulate.process import SimulatorProcess
+from graphrag_ray.storage.schemas import REQUIRED_TABLES
+from graphrag_ray.storage.tables import read_table
+from tests.helpers import TEST_KEY, files_containing, make_root
+from tests.integration.test_resume import copy_input, write_corpus
+
+pytestmark = pytest.mark.reliability
+SECTIONS = dict(workers={"num_actors": 2, "partition_size": 2, "actor_cpus": 0},
+                chunks={"size": 300, "overlap": 30})
+TRANSPORT = dict(fault_429=0.10, fault_500=0.025, fault_503=0.025, fault_hang=0.02, fault_drop=0.02,
+                 retry_after=0.05, hang_seconds=30, seed=3)
+
+
+def faulty_root(tmp: Path, base_url: str, corpus: Path, name: str) -> Path:
+    root = make_root(tmp / name, base_url, **SECTIONS)
+    text = (root / "settings.yaml").read_text().replace("request_timeout: 10", "request_timeout: 1.5")
+    (root / "settings.yaml").write_text(text)
+    copy_input(corpus, root / "input")
+    return root
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("corpus")
+    write_corpus(folder, n_docs=8)
+    return folder
+
+
+def test_faulty_endpoint_index_and_every_query_method_complete(tmp_path, corpus, ray_session):
+    with SimulatorProcess(**TRANSPORT, fault_malformed=0.05) as sim:
+        root = faulty_root(tmp_path, sim.base_url, corpus, "faulty")
+        result = api.build_index(root=root)
+        for method in ("local", "global", "drift", "basic", "hybrid"):
+            answer = asyncio.run(api.search("What did Alice Martin plan with Bob Chen?", method, root))
+            assert answer.response, method
+        served = sim.stats()
+    assert all(served.get(f"fault_{k}", 0) for k in ("429", "hang", "drop", "malformed"))
+    units = set(read_table(result.output, "text_units")["id"].to_list())
+    extracted = {u for ids in read_table(result.output, "entities")["text_unit_ids"].to_list() for u in ids}
+    failures = read_table(result.output, "failures")
+    failed_units = set(failures.filter(pl.col("step") == "extract_graph")["item_id"].to_list())
+    assert units == extracted | failed_units, "every text unit is extracted or listed in failures"
+    assert all(failures["reason"].str.len_chars() > 0)
+
+
+def test_transport_faults_leave_the_tables_unchanged(tmp_path, corpus, ray_session):
+    with SimulatorProcess() as clean_sim:
+        clean = api.build_index(root=faulty_root(tmp_path, clean_sim.base_url, corpus, "clean"))
+    with SimulatorProcess(**TRANSPORT) as sim:
+        faulty = api.build_index(root=faulty_root(tmp_path, sim.base_url, corpus, "transport"))
+        served = sim.stats()
+    assert sum(served.get(f"fault_{k}", 0) for k in ("429", "500", "503", "hang", "drop")) > 5
+    assert faulty.ledger.total().retries > 0
+    for name in REQUIRED_TABLES:
+        assert read_table(faulty.output, name).equals(read_table(clean.output, name)), name
+
+
+def cli(*args: str, env: dict | None = None, timeout: int = 300):
+    return subprocess.run([sys.executable, "-m", "graphrag_ray.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def test_second_concurrent_run_refuses_and_a_stale_lock_is_taken_over(tmp_path, corpus):
+    with SimulatorProcess(latency=0.3) as sim:
+        root = faulty_root(tmp_path, sim.base_url, corpus, "locked")
+        first = subprocess.Popen([sys.executable, "-m", "graphrag_ray.cli", "index", "--root", str(root)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 60
+        while not (root / ".graphrag-ray.lock").exists() and time.time() < deadline:
+            time.sleep(0.05)
+        second = cli("index", "--root", str(root))
+        out, err = first.communicate(timeout=600)
+    assert second.returncode != 0 and len(second.stderr.strip().splitlines()) == 1
+    assert "another index run" in second.stderr
+    assert first.returncode == 0, err[-2000:]
+    assert not (root / ".graphrag-ray.lock").exists()
+    # a lock left by a crashed run (its process is gone) does not block the next run
+    (root / ".graphrag-ray.lock").write_text('{"pid": 999999, "host": "%s", "started": 0}' % os.uname().nodename)
+    with SimulatorProcess() as sim2:
+        (root / "settings.yaml").write_text((root / "settings.yaml").read_text().replace(sim.base_url, sim2.base_url))
+        assert cli("index", "--root", str(root)).returncode == 0
+
+
+def test_the_api_key_appears_in_no_file_and_no_output(tmp_path, corpus):
+    secret = "sk-live-very-secret-key-0987654321"
+    with SimulatorProcess(api_key=secret) as sim:
+        root = make_root(tmp_path / "secret", sim.base_url, key=secret, **SECTIONS)
+        copy_input(corpus, root / "input")
+        runs = [cli("--verbose", "index", "--root", str(root)),
+                cli("query", "Who is Alice Martin?", "--root", str(root)),
+                cli("query", "--method", "global", "themes?", "--root", str(root))]
+    assert all(r.returncode == 0 for r in runs), runs[0].stderr[-2000:]
+    assert all(secret not in r.stdout + r.stderr for r in runs)
+    assert files_containing(root, secret) == [], "not in cache, Parquet, LanceDB, stats, ledger or logs"
+
+
+@pytest.mark.parametrize("case", ["missing key", "unreachable", "model not found", "unauthorised"])
+def test_endpoint_errors_stop_with_one_line_and_keep_the_published_index(tmp_path, corpus, case):
+    with SimulatorProcess(api_key=TEST_KEY, models=["gpt-4o-mini", "text-embedding-3-small"]) as sim:
+        root = make_root(tmp_path / "p", sim.base_url, **SECTIONS)
+        copy_input(corpus, root / "input")
+        assert cli("index", "--root", str(root)).returncode == 0
+        published = os.readlink(root / "output")
+        settings = (root / "settings.yaml").read_text()
+        env = dict(os.environ)
+        if case == "missing key":
+            (root / ".env").write_text("GRAPHRAG_API_KEY=\n")
+        elif case == "unreachable":
+            settings = settings.replace(sim.base_url, "http://127.0.0.1:9/v1")
+        elif case == "model not found":
+            settings = settings.replace("model: gpt-4o-mini", "model: gpt-nope")
+        else:
+            (root / ".env").write_text("GRAPHRAG_API_KEY=sk-wrong-key-1234\n")
+        (root / "settings.yaml").write_text(settings)
+        (root / "input" / "new.txt").write_text("A new document about Carol Diaz in Lima.")
+        run = cli("index", "--root", str(root), env=env)
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: "), run.stderr[-1500:]
+    expected = {"missing key": "api_key is empty", "unreachable": "unreachable",
+                "model not found": "model not found", "unauthorised": "401"}[case]
+    assert expected in lines[0]
+    assert os.readlink(root / "output") == published, "the published index is untouched"
