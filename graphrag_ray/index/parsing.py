@@ -51,18 +51,20 @@ def parse_tuples(output: str) -> Extraction:
         match = _RECORD.search(record)
         fields = [_clean(f) for f in match.group(2).split(TUPLE_DELIMITER)] if match else []
         kind = match.group(1).lower() if match else ""
+        if any("<|" in f or "|>" in f for f in fields[:2]):  # a name carrying delimiters is not a name
+            fields = []
         if kind == "entity" and len(fields) >= 3 and fields[0]:
             result.entities.append({"title": fields[0], "type": fields[1].upper(),
-                                    "description": TUPLE_DELIMITER.join(fields[2:]).strip()})
+                                    "description": " ".join(fields[2:]).strip()})
         elif kind == "relationship" and len(fields) >= 3 and fields[0] and fields[1] and fields[0] != fields[1]:
             strength = 1.0
             description = fields[2]
             if len(fields) >= 4:
                 try:
                     strength = float(re.findall(r"-?\d+(?:\.\d+)?", fields[-1])[0])
-                    description = TUPLE_DELIMITER.join(fields[2:-1]).strip()
+                    description = " ".join(fields[2:-1]).strip()
                 except IndexError:
-                    description = TUPLE_DELIMITER.join(fields[2:]).strip()
+                    description = " ".join(fields[2:]).strip()
             result.relationships.append({"source": fields[0], "target": fields[1], "description": description,
                                          "weight": strength})
         else:

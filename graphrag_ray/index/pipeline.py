@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -13,6 +14,7 @@ import ray
 
 from graphrag_ray.config.load import load_settings
 from graphrag_ray.config.settings import Settings
+from graphrag_ray.errors import GraphRagRayError
 from graphrag_ray.index.executor import Executor, progress_bar
 from graphrag_ray.index.lock import RunLock
 from graphrag_ray.index.run_state import RunState
@@ -117,7 +119,13 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
             finally:
                 executor.close()
         staged = run.dir / "final"
-        stats = _write_index(staged, tables, settings, executor, run_id, time.perf_counter() - started)
+        try:
+            stats = _write_index(staged, tables, settings, executor, run_id, time.perf_counter() - started)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            raise GraphRagRayError(f"no space left on the device while writing the index under {staged}; the "
+                                   f"published index is unchanged and the run resumes once there is room") from None
         output = root / settings.output.base_dir
         publish(staged, output)
         run.reset()

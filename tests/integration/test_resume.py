@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from graphrag_ray.api import build_index
 from graphrag_ray.index.executor import PARTITIONS_PER_ACTOR
 from graphrag_ray.simulate.process import SimulatorProcess
@@ -41,7 +43,9 @@ def copy_input(src: Path, dst: Path) -> None:
         shutil.copy2(f, dst / f.name)  # keep mtimes: creation_date is part of the tables
 
 
-def test_kill_minus_9_mid_extraction_then_resume(tmp_path, ray_session):
+@pytest.mark.parametrize("step, markers, calls_per_item", [("extract_graph", 2, 2), ("summarize_descriptions", 2, 1),
+                                                          ("community_reports", 1, 1)])
+def test_kill_minus_9_then_resume(tmp_path, ray_session, step, markers, calls_per_item):
     corpus = tmp_path / "corpus"
     write_corpus(corpus)
     with SimulatorProcess(latency=0.4) as sim:
@@ -55,14 +59,14 @@ def test_kill_minus_9_mid_extraction_then_resume(tmp_path, ray_session):
         copy_input(corpus, root / "input")
         driver = subprocess.Popen([sys.executable, "-m", "graphrag_ray.cli", "index", "--root", str(root)],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 120
-        markers: list = []
+        deadline = time.time() + 180
+        found: list = []
         while time.time() < deadline and driver.poll() is None:
-            markers = list(root.glob("runs/*/_done/extract_graph/*"))
-            if len(markers) >= 2:
+            found = list(root.glob(f"runs/*/_done/{step}/*"))
+            if len(found) >= markers:
                 break
-            time.sleep(0.05)
-        assert driver.poll() is None and len(markers) >= 2, "the driver should be mid-extraction"
+            time.sleep(0.02)
+        assert driver.poll() is None and len(found) >= markers, f"the driver should be in {step}"
         os.kill(driver.pid, signal.SIGKILL)
         driver.wait()
         time.sleep(1.0)  # let requests already sent finish server-side
@@ -71,11 +75,11 @@ def test_kill_minus_9_mid_extraction_then_resume(tmp_path, ray_session):
 
         resumed = build_index(root=root)  # the dead driver's lock is stale and taken over
         paid = sim.stats()["ok"] - clean_calls
-    extraction_calls_per_unit = 2  # first pass + one gleaning
-    in_flight_bound = 2 * PARTITIONS_PER_ACTOR * SECTIONS["workers"]["partition_size"] * extraction_calls_per_unit
-    print(f"reference calls {clean_calls}, paid before kill {calls_before_resume}, total paid {paid}, "
+    # calls that can be in flight at the kill: every actor's partitions (extraction: first pass + one gleaning)
+    in_flight_bound = 2 * PARTITIONS_PER_ACTOR * SECTIONS["workers"]["partition_size"] * calls_per_item
+    print(f"{step}: reference calls {clean_calls}, paid before kill {calls_before_resume}, total paid {paid}, "
           f"paid twice {paid - clean_calls} (bound {in_flight_bound})")
-    assert resumed.stats["steps"]["extract_graph"]["resumed_partitions"] >= 2
+    assert resumed.stats["steps"][step]["resumed_partitions"] >= markers
     assert paid - clean_calls <= in_flight_bound
     for name in REQUIRED_TABLES:
         assert read_table(resumed.output, name).equals(read_table(clean.output, name)), name
