@@ -43,6 +43,7 @@ def copy_input(src: Path, dst: Path) -> None:
         shutil.copy2(f, dst / f.name)  # keep mtimes: creation_date is part of the tables
 
 
+@pytest.mark.reliability
 @pytest.mark.parametrize("step, markers, calls_per_item", [("extract_graph", 2, 2), ("summarize_descriptions", 2, 1),
                                                           ("community_reports", 1, 1)])
 def test_kill_minus_9_then_resume(tmp_path, ray_session, step, markers, calls_per_item):

@@ -109,32 +109,56 @@ def test_the_api_key_appears_in_no_file_and_no_output(tmp_path, corpus):
     assert files_containing(root, secret) == [], "not in cache, Parquet, LanceDB, stats, ledger or logs"
 
 
-@pytest.mark.parametrize("case", ["missing key", "unreachable", "model not found", "unauthorised"])
-def test_endpoint_errors_stop_with_one_line_and_keep_the_published_index(tmp_path, corpus, case):
+@pytest.fixture(scope="module")
+def published(tmp_path_factory, corpus, ray_session):
+    """One published index behind a key-checking simulator; each case below works on a copy of it."""
     with SimulatorProcess(api_key=TEST_KEY, models=["gpt-4o-mini", "text-embedding-3-small"]) as sim:
-        root = make_root(tmp_path / "p", sim.base_url, **SECTIONS)
+        root = make_root(tmp_path_factory.mktemp("published") / "p", sim.base_url, **SECTIONS)
         copy_input(corpus, root / "input")
-        assert cli("index", "--root", str(root)).returncode == 0
-        published = os.readlink(root / "output")
-        settings = (root / "settings.yaml").read_text()
-        env = dict(os.environ)
-        if case == "missing key":
-            (root / ".env").write_text("GRAPHRAG_API_KEY=\n")
-        elif case == "unreachable":
-            settings = settings.replace(sim.base_url, "http://127.0.0.1:9/v1")
-        elif case == "model not found":
-            settings = settings.replace("model: gpt-4o-mini", "model: gpt-nope")
-        else:
-            (root / ".env").write_text("GRAPHRAG_API_KEY=sk-wrong-key-1234\n")
-        (root / "settings.yaml").write_text(settings)
+        api.build_index(root=root)
+        yield root, sim
+
+
+@pytest.mark.parametrize("case", ["missing key", "unreachable", "model not found", "unauthorised", "empty input",
+                                  "unknown key", "wrong type", "csv without text"])
+def test_bad_input_and_endpoint_errors_stop_with_one_line_and_keep_the_published_index(tmp_path, published, case):
+    import shutil
+
+    source, sim = published
+    root = tmp_path / "p"
+    shutil.copytree(source, root, symlinks=True)
+    published_version = os.readlink(root / "output")
+    settings = (root / "settings.yaml").read_text()
+    if case == "missing key":
+        (root / ".env").write_text("GRAPHRAG_API_KEY=\n")
+    elif case == "unreachable":
+        settings = settings.replace(sim.base_url, "http://127.0.0.1:9/v1")
+    elif case == "model not found":
+        settings = settings.replace("model: gpt-4o-mini", "model: gpt-nope")
+    elif case == "unauthorised":
+        (root / ".env").write_text("GRAPHRAG_API_KEY=sk-wrong-key-1234\n")
+    elif case == "empty input":
+        for f in (root / "input").iterdir():
+            f.unlink()
+    elif case == "unknown key":
+        settings += "\nchunks:\n  sise: 300\n"
+    elif case == "wrong type":
+        settings = settings.replace("partition_size: 2", "partition_size: many")
+    else:
+        (root / "input" / "table.csv").write_text("id,body\n1,hello\n")
+    (root / "settings.yaml").write_text(settings)
+    if case != "empty input":
         (root / "input" / "new.txt").write_text("A new document about Carol Diaz in Lima.")
-        run = cli("index", "--root", str(root), env=env)
+    run = cli("index", "--root", str(root))
     lines = run.stderr.strip().splitlines()
     assert run.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: "), run.stderr[-1500:]
     expected = {"missing key": "api_key is empty", "unreachable": "unreachable",
-                "model not found": "model not found", "unauthorised": "401"}[case]
+                "model not found": "model not found", "unauthorised": "401", "empty input": "no input files",
+                "unknown key": "chunks.sise: unknown key", "wrong type": "workers.partition_size: expected",
+                "csv without text": "no 'text' column"}[case]
     assert expected in lines[0]
-    assert os.readlink(root / "output") == published, "the published index is untouched"
+    assert os.readlink(root / "output") == published_version, "the published index is untouched"
+    assert read_table(root / "output", "entities").height > 0
 
 
 def test_killing_a_worker_process_mid_step_loses_nothing(tmp_path, corpus):
