@@ -12,6 +12,7 @@ A step has a name, the tables it reads and the tables it writes, and either
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,17 +40,18 @@ class StepContext:
         return self.prompts[relative_path]
 
 
-class BatchStep:
+class BatchStep(ABC):
     name: str = ""
     reads: tuple[str, ...] = ()
     optional_reads: tuple[str, ...] = ()  # given when an earlier step of the method wrote them
     writes: tuple[str, ...] = ()
 
+    @abstractmethod
     def run(self, ctx: StepContext, tables: Tables) -> Tables:
-        raise NotImplementedError
+        """The step's output tables from its input tables."""
 
 
-class ItemStep:
+class ItemStep(ABC):
     name: str = ""
     reads: tuple[str, ...] = ()
     optional_reads: tuple[str, ...] = ()
@@ -61,13 +63,16 @@ class ItemStep:
     def rounds(self, ctx: StepContext, tables: Tables) -> int:
         return 1
 
+    @abstractmethod
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
-        raise NotImplementedError
+        """The work items of one round."""
 
     async def process(self, ctx: StepContext, item: dict, models: Any) -> Rows:
-        raise NotImplementedError
+        """Rows for one item. A step that batches its own calls defines process_batch instead."""
+        raise TypeError(f"step {self.name} defines neither process nor process_batch")
 
     process_batch = None  # optional: async (ctx, items, models) -> Rows
 
+    @abstractmethod
     def finish(self, ctx: StepContext, tables: Tables, partial: Tables) -> Tables:
-        raise NotImplementedError
+        """The step's output tables from every partition's rows."""

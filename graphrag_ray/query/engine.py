@@ -3,6 +3,7 @@ built on one `prepare` step, so a streamed answer and a plain one are the same c
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import AsyncIterator
@@ -28,7 +29,7 @@ class Prepared:
     json_mode: bool = False
 
 
-class QueryEngine:
+class QueryEngine(ABC):
     method = ""
 
     chat_model_key = "local_search"  # the settings section whose chat_model_id this method answers with
@@ -59,8 +60,9 @@ class QueryEngine:
     def stage(self) -> str:
         return f"query_{self.method}"
 
+    @abstractmethod
     async def prepare(self, query: str, history: ConversationHistory | None) -> Prepared:
-        raise NotImplementedError
+        """Build the context and the final call (or the answer already known)."""
 
     async def extractive(self, query: str, history: ConversationHistory | None = None) -> SearchResult:
         result = await self.context_only(query, history)
