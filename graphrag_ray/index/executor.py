@@ -101,7 +101,7 @@ class Executor:
         names = list(step.partial) + ["failures"]
         collected: dict[str, list[pl.DataFrame]] = {n: [] for n in names}
         earlier: Tables = {}
-        counts = Counter()
+        counts = Counter(items=0, partitions=0, resumed_partitions=0)  # zeros recorded too
         rounds = step.rounds(self.ctx, inputs)
         task = self._task(step.name, 0)
         for round_index in range(rounds):

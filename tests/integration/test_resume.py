@@ -80,7 +80,9 @@ def test_kill_minus_9_then_resume(tmp_path, ray_session, step, markers, calls_pe
     in_flight_bound = 2 * PARTITIONS_PER_ACTOR * SECTIONS["workers"]["partition_size"] * calls_per_item
     print(f"{step}: reference calls {clean_calls}, paid before kill {calls_before_resume}, total paid {paid}, "
           f"paid twice {paid - clean_calls} (bound {in_flight_bound})")
-    assert resumed.stats["steps"][step]["resumed_partitions"] >= markers
+    stats = resumed.stats["steps"][step]
+    # the kill may land after the step's last partition: then the whole step is taken from the run
+    assert stats.get("resumed") is True or stats["resumed_partitions"] >= markers
     assert paid - clean_calls <= in_flight_bound
     for name in REQUIRED_TABLES:
         assert read_table(resumed.output, name).equals(read_table(clean.output, name)), name
