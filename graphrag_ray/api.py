@@ -11,6 +11,8 @@ from graphrag_ray.config.prompts import default_prompts
 from graphrag_ray.config.render import render_settings
 from graphrag_ray.config.settings import RetryConfig, Settings
 from graphrag_ray.llm.model import Models
+from graphrag_ray.storage.location import as_location, resolve
+from graphrag_ray.storage.tables import current_index
 
 
 def init_project(root: str | Path, force: bool = False) -> list[Path]:
@@ -114,7 +116,7 @@ def open_index(root: str | Path = ".", config_file: str | Path | None = None, da
     from graphrag_ray.query.index_data import IndexData
 
     settings = settings or load_settings(root, config_file)
-    folder = Path(data) if data else Path(root) / settings.output.base_dir
+    folder = as_location(data) if data else resolve(root, settings.output.base_dir)
     return settings, IndexData.load(folder), Models.create(settings, root)
 
 
@@ -148,7 +150,8 @@ def _frames_engine(method: str, config, root, community_level, response_type, dy
     from graphrag_ray.query.index_data import IndexData
 
     settings = config or load_settings(root)
-    vectors = Path(root) / settings.output.base_dir / "lancedb" if root else None
+    published = current_index(resolve(root, settings.output.base_dir)) if root else None
+    vectors = f"{published}/lancedb" if published else None
     index = IndexData.from_frames(vectors_dir=vectors, **frames)
     return make_engine(method, index, Models.create(settings, root or "."), settings, Path(root) if root else None,
                        response_type, community_level, dynamic)

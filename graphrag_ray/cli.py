@@ -27,6 +27,7 @@ _STATE = {"verbose": False}
 
 RootOpt = typer.Option(Path("."), "--root", "-r", help="project root (settings.yaml, input/, output/)")
 ConfigOpt = typer.Option(None, "--config", "-c", help="settings file (default: ROOT/settings.yaml)")
+DataOpt = typer.Option(None, "--data", help="index folder or s3:// / gs:// URI (default: output.base_dir)")
 
 
 def _version(value: bool) -> None:
@@ -60,11 +61,11 @@ def init(root: Path = RootOpt, force: bool = typer.Option(False, help="overwrite
 @app.command()
 def check(root: Path = RootOpt, config: Optional[Path] = ConfigOpt) -> None:
     """Validate the settings and send one tiny request to every configured model."""
-    import asyncio
+    from graphrag_ray.llm.client import run as run_async
 
     from graphrag_ray.api import check_models
 
-    for line in asyncio.run(check_models(root, config)):
+    for line in run_async(check_models(root, config)):
         typer.echo(line)
 
 
@@ -128,7 +129,7 @@ def query(question: Optional[str] = typer.Argument(None, help="the question (or 
           method: str = typer.Option("local", "--method", "-m",
                                      help="local | global | drift | basic | hybrid | auto"),
           root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
-          data: Optional[Path] = typer.Option(None, "--data", help="index folder (default ROOT/output)"),
+          data: Optional[str] = DataOpt,
           community_level: Optional[int] = typer.Option(None, "--community-level",
                                                         help="Leiden level of the reports (default 2)"),
           dynamic_community_selection: bool = typer.Option(False, "--dynamic-community-selection/"
@@ -142,7 +143,7 @@ def query(question: Optional[str] = typer.Argument(None, help="the question (or 
                                       "(automatic when the chat model has no API key)"),
           ) -> None:
     """Ask the index a question."""
-    import asyncio
+    from graphrag_ray.llm.client import run as run_async
 
     from graphrag_ray import api
 
@@ -163,9 +164,9 @@ def query(question: Optional[str] = typer.Argument(None, help="the question (or 
             sys.stdout.write("\n")
             return engine.last_result
 
-        result = asyncio.run(stream())
+        result = run_async(stream())
     else:
-        result = asyncio.run(api.search(text, method, root, config, data, community_level,
+        result = run_async(api.search(text, method, root, config, data, community_level,
                                         dynamic_community_selection, response_type, context_only=context_only,
                                         no_llm=no_llm))
         if "route" in result.details:
@@ -176,13 +177,13 @@ def query(question: Optional[str] = typer.Argument(None, help="the question (or 
 
 @app.command()
 def chat(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
-         data: Optional[Path] = typer.Option(None, "--data", help="index folder (default ROOT/output)"),
+         data: Optional[str] = DataOpt,
          questions: int = typer.Option(3, help="follow-up questions suggested after each answer"),
          response_type: str = typer.Option("Single Paragraph", "--response-type"),
          no_llm: bool = typer.Option(False, "--no-llm", help="extractive answers and follow-ups; no LLM call")
          ) -> None:
     """A conversation with the index: local search, streaming, history and numbered follow-ups."""
-    import asyncio
+    from graphrag_ray.llm.client import run as run_async
 
     from graphrag_ray import api
     from graphrag_ray.query.chat import chat_loop
@@ -191,7 +192,7 @@ def chat(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
 
     settings, index, models = api.open_index(root, config, data)
     local = LocalSearch(index, models, settings, root=root, response_type=response_type, no_llm=no_llm)
-    asyncio.run(chat_loop(local, LocalQuestionGen(local, {"temperature": 0.5}), question_count=questions))
+    run_async(chat_loop(local, LocalQuestionGen(local, {"temperature": 0.5}), question_count=questions))
 
 
 @app.command("eval")
@@ -203,7 +204,7 @@ def eval_(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
                                       "evidence (the no-LLM baseline)"),
           judge: bool = typer.Option(True, "--judge/--no-judge", help="pairwise LLM-as-judge between the methods"),
           out: Optional[Path] = typer.Option(None, "--out", help="output folder (default ROOT/eval/<id>)"),
-          data: Optional[Path] = typer.Option(None, "--data", help="index folder (default ROOT/output)")) -> None:
+          data: Optional[str] = DataOpt) -> None:
     """Bulk evaluation: every question through every method (Ray, resumable), judged pairwise, reported."""
     from graphrag_ray.eval.run import run_eval
     from graphrag_ray.index.executor import progress_bar

@@ -61,6 +61,7 @@ def main() -> None:
         "peak_rss_gb": round(meter.peak_rss_gb, 2),
         "llm_calls": total.calls, "prompt_tokens": total.prompt_tokens,
         "completion_tokens": total.completion_tokens, "simulator_served": served.get("ok", 0),
+        "cpu_s_by_process": dict(sorted(meter.cpu_by_name.items(), key=lambda kv: -kv[1])),
         "rows": result.stats["rows"], "failures": result.stats["total"]["failures"],
     }
     print(json.dumps(figures, indent=2))

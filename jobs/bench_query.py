@@ -9,7 +9,6 @@ batches against the simulator with a fixed per-call latency (target <= 1.3 x (on
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import random
 import statistics
@@ -25,6 +24,7 @@ from graphrag_ray.llm.model import Models
 from graphrag_ray.query.global_search import GlobalSearch
 from graphrag_ray.query.index_data import IndexData
 from graphrag_ray.query.local import LocalSearch
+from graphrag_ray.llm.client import run as run_async
 from graphrag_ray.simulate.process import SimulatorProcess
 from graphrag_ray.storage.tables import write_table
 from graphrag_ray.storage.vectors import write_vectors
@@ -144,13 +144,13 @@ def main() -> None:
             result = await engine.search(question)
             return time.perf_counter() - t0, result
 
-        assemble, total = asyncio.run(local_times())
+        assemble, total = run_async(local_times())
         if args.executor == "ray":
             import ray
 
             ray.init(include_dashboard=False, log_to_driver=False)
-        asyncio.run(global_time("Which festivals happen near the harbor?"))  # warm: connections, map worker
-        wall, result = asyncio.run(global_time("What are the main activities about coffee and markets?"))
+        run_async(global_time("Which festivals happen near the harbor?"))  # warm: connections, map worker
+        wall, result = run_async(global_time("What are the main activities about coffee and markets?"))
     pct = lambda xs, p: sorted(xs)[min(len(xs) - 1, int(p * len(xs)))] * 1000  # noqa: E731
     figures = {
         "index_load_and_lookups_s": round(load_s, 2),

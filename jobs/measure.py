@@ -26,6 +26,33 @@ def process_cpu_seconds(pid: int) -> float:
         return 0.0
 
 
+def _process_name(pid: int) -> str:
+    """A short label: the Ray role for Ray processes (ray::StepWorker, raylet, gcs_server...), else the command."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        comm = Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return "?"
+    first = argv[0].decode(errors="replace") if argv and argv[0] else comm
+    if first.startswith("ray::"):
+        return first.split()[0]
+    joined = b" ".join(argv).decode(errors="replace")
+    for marker in ("dashboard/agent.py", "dashboard/dashboard.py", "log_monitor", "monitor.py", "runtime_env",
+                   "default_worker.py", "simulate-llm", "graphrag_ray.simulate"):
+        if marker in joined:
+            return marker
+    return comm
+
+
+def cpu_by_process() -> dict[int, tuple[str, float]]:
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            pid = int(entry.name)
+            out[pid] = (_process_name(pid), process_cpu_seconds(pid))
+    return out
+
+
 def _children() -> dict[int, list[int]]:
     tree: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
@@ -64,9 +91,12 @@ class Meter:
     def _sample(self) -> None:
         while not self._stop.is_set():
             self.peak_rss = max(self.peak_rss, engine_rss_bytes(self.exclude))
+            self._procs_last.update(cpu_by_process())  # processes that exit mid-run keep their last reading
             self._stop.wait(self.interval)
 
     def __enter__(self) -> "Meter":
+        self._procs0 = cpu_by_process()
+        self._procs_last = dict(self._procs0)
         self._cpu0 = machine_cpu_seconds()
         self._excluded0 = sum(process_cpu_seconds(p) for p in self.exclude)
         self._t0 = time.perf_counter()
@@ -80,4 +110,12 @@ class Meter:
         self.cpu_s = machine_cpu_seconds() - self._cpu0 - excluded
         self._stop.set()
         self._thread.join()
+        self.cpu_by_name: dict[str, float] = {}
+        self._procs_last.update(cpu_by_process())
+        for pid, (name, cpu) in self._procs_last.items():
+            if pid in self.exclude:
+                continue
+            spent = cpu - self._procs0.get(pid, (name, 0.0))[1]
+            if spent > 0.05:
+                self.cpu_by_name[name] = round(self.cpu_by_name.get(name, 0.0) + spent, 2)
         self.peak_rss_gb = self.peak_rss / 2**30

@@ -9,5 +9,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[dev,eval]"
+# Byte-compile what was installed: pip skips it when PYTHONDONTWRITEBYTECODE is set (as on some build
+# machines), and then every driver and every Ray worker process recompiles ray, polars, openai... from source
+# at start-up - seconds of CPU per process.
+.venv/bin/python -m compileall -q -j 0 .venv/lib/python*/site-packages graphrag_ray >/dev/null || true
 .venv/bin/graphrag-ray tokenizers install
 echo "ready: source .venv/bin/activate"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,9 +15,11 @@ from graphrag_ray.eval.metrics import gold_metrics
 from graphrag_ray.eval.questions import generate_questions, load_questions
 from graphrag_ray.eval.report import write_report
 from graphrag_ray.eval.runner import EVAL_METHODS, answer_all
+from graphrag_ray.llm.client import run as run_async
 from graphrag_ray.llm.model import Models
 from graphrag_ray.llm.ratelimit import RayRateLimiter
 from graphrag_ray.query.index_data import IndexData
+from graphrag_ray.storage.location import as_location, resolve
 from graphrag_ray.storage.tables import write_table
 
 
@@ -43,7 +44,7 @@ def run_eval(root: str | Path = ".", config_file: str | Path | None = None, ques
     unknown = [m for m in methods if m not in EVAL_METHODS]
     if unknown:
         raise GraphRagRayError(f"--methods: unknown {', '.join(unknown)} (have: {', '.join(EVAL_METHODS)})")
-    data_dir = Path(data) if data else root / settings.output.base_dir
+    data_dir = as_location(data) if data else resolve(root, settings.output.base_dir)
     index = IndexData.load(data_dir)
     if questions_file:
         questions = load_questions(questions_file)
@@ -67,7 +68,7 @@ def run_eval(root: str | Path = ".", config_file: str | Path | None = None, ques
         models = Models.create(settings, root, limiter=limiter)
         if not models.has_chat(settings.global_search.chat_model_id):
             raise GraphRagRayError("judging needs a chat model with an API key (or pass --no-judge)")
-        judgments = asyncio.run(judge_all(models, settings, root, questions, answers, methods, out))
+        judgments = run_async(judge_all(models, settings, root, questions, answers, methods, out))
         write_table(judgments, out, "judgments", typed=False)
         rates = win_rates(judgments)
         write_table(rates, out, "win_rates", typed=False)

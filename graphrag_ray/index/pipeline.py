@@ -22,6 +22,7 @@ from graphrag_ray.index.step import StepContext
 from graphrag_ray.index.steps.load_documents import check_columns, discover
 from graphrag_ray.llm.ledger import UsageLedger
 from graphrag_ray.llm.ratelimit import RayRateLimiter
+from graphrag_ray.storage.location import resolve
 from graphrag_ray.storage.schemas import REQUIRED_TABLES
 from graphrag_ray.storage.tables import publish, write_atomic_bytes, write_table
 from graphrag_ray.storage.vectors import VECTOR_TABLES, write_vectors
@@ -42,11 +43,12 @@ _MODEL_RESULT_KEYS = ("type", "model", "encoding", "max_tokens", "temperature", 
 
 @dataclass
 class IndexResult:
-    output: Path
+    output: Path | str  # the output setting: a folder (a symlink to the version) or an object-store URI
     run_id: str
     stats: dict
     ledger: UsageLedger
     node_ids: dict = field(default_factory=dict)
+    version: Path | str | None = None  # where this run's tables are
 
 
 def run_id_for(ctx: StepContext, method: str) -> str:
@@ -54,9 +56,8 @@ def run_id_for(ctx: StepContext, method: str) -> str:
     models = {k: {f: v for f, v in m.model_dump(mode="json").items() if f in _MODEL_RESULT_KEYS}
               for k, m in ctx.settings.models.items()}
     manifest = []
-    for path in discover(ctx):
-        manifest.append([str(path.relative_to(ctx.root)) if path.is_relative_to(ctx.root) else str(path),
-                         hashlib.sha256(path.read_bytes()).hexdigest()])
+    for file in discover(ctx):
+        manifest.append([file.source, hashlib.sha256(file.read_bytes()).hexdigest()])
     prompts = {p: hashlib.sha256(ctx.prompt(p).encode()).hexdigest() for p in _prompt_paths(ctx.settings)}
     material = json.dumps([method, settings, models, manifest, prompts], sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(material.encode()).hexdigest()[:16]
@@ -95,15 +96,14 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
         ctx.prompt(path)  # a missing prompt file fails now, before any work
     check_columns(ctx)
     if METHODS[method] != METHODS.get("fast"):
-        import asyncio
-
         from graphrag_ray.api import preflight_endpoints
+        from graphrag_ray.llm.client import run as run_async
 
         needed = [settings.extract_graph.model_id, settings.summarize_descriptions.model_id,
                   settings.community_reports.model_id]
         if settings.embed_text.enabled:
             needed.append(settings.embed_text.model_id)
-        asyncio.run(preflight_endpoints(settings, needed))
+        run_async(preflight_endpoints(settings, needed))
     with RunLock(root):
         run_id = run_id_for(ctx, method)
         run = RunState(root / settings.output.runs_dir / run_id)
@@ -126,10 +126,10 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
                 raise
             raise GraphRagRayError(f"no space left on the device while writing the index under {staged}; the "
                                    f"published index is unchanged and the run resumes once there is room") from None
-        output = root / settings.output.base_dir
-        publish(staged, output)
+        output = resolve(root, settings.output.base_dir)
+        published = publish(staged, output)
         run.reset()
-        return IndexResult(output, run_id, stats, executor.ledger, dict(executor.node_ids))
+        return IndexResult(output, run_id, stats, executor.ledger, dict(executor.node_ids), published)
 
 
 def _write_index(staged: Path, tables, settings: Settings, executor: Executor, run_id: str, wall: float) -> dict:

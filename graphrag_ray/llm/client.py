@@ -5,6 +5,7 @@ The SDK's own retries are off (max_retries=0): tenacity in retry.py is the only 
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
@@ -53,22 +54,46 @@ def retry_after_seconds(headers: Any) -> float | None:
     return None
 
 
+# SDK clients opened per event loop, so `run()` can close them before the loop ends (an aiohttp session left
+# open prints "Unclosed client session" at exit).
+_OPEN_CLIENTS: dict[int, list["OpenAIClient"]] = {}
+
+
+def run(coro):
+    """asyncio.run(coro), closing every SDK client the coroutine opened, even when it fails."""
+    async def main():
+        try:
+            return await coro
+        finally:
+            for client in _OPEN_CLIENTS.pop(id(asyncio.get_running_loop()), []):
+                await client.close()
+
+    return asyncio.run(main())
+
+
 class OpenAIClient:
     """Async chat completions (plain, streaming, JSON) and embeddings for one model entry."""
 
     def __init__(self, model_id: str, config: ModelConfig):
         self.model_id = model_id
         self.config = config
+        self.closed = False
         key = config.api_key.get_secret_value() if config.api_key else ""
         if not key:
             raise LLMFatalError(f"models.{model_id}.api_key is empty: set it (e.g. api_key: ${{GRAPHRAG_API_KEY}} "
                                 "and export GRAPHRAG_API_KEY)")
-        common = dict(api_key=key, max_retries=0, timeout=config.request_timeout)
+        common: dict[str, Any] = dict(api_key=key, max_retries=0, timeout=config.request_timeout)
+        if config.http_client == "aiohttp":
+            common["http_client"] = openai.DefaultAioHttpClient(timeout=config.request_timeout)
         if config.api_type == "azure":
             self._sdk = openai.AsyncAzureOpenAI(azure_endpoint=config.api_base, api_version=config.api_version,
                                                 **common)
         else:
             self._sdk = openai.AsyncOpenAI(base_url=config.api_base, **common)
+        try:
+            _OPEN_CLIENTS.setdefault(id(asyncio.get_running_loop()), []).append(self)
+        except RuntimeError:  # created outside a loop: its owner closes it
+            pass
 
     @property
     def where(self) -> str:
@@ -153,7 +178,9 @@ class OpenAIClient:
         return [m.id for m in page.data]
 
     async def close(self) -> None:
-        await self._sdk.close()
+        if not self.closed:
+            self.closed = True
+            await self._sdk.close()
 
 
 def _short(exc: Exception) -> str:

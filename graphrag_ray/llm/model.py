@@ -17,13 +17,14 @@ from typing import Any, AsyncIterator, Callable
 
 from graphrag_ray.config.settings import ModelConfig, Settings
 from graphrag_ray.errors import LLMUnavailableError
-from graphrag_ray.llm.cache import ResponseCache, cache_key
+from graphrag_ray.llm.cache import ResponseCache, cache_key, open_cache, pack_vectors, unpack_vectors
 from graphrag_ray.llm.client import (Completion, MalformedResponseError, OpenAIClient, RateLimitedError,
                                      TransientLLMError)
 from graphrag_ray.llm.ledger import UsageLedger, active_ledger
 from graphrag_ray.llm.ratelimit import LocalRateLimiter
 from graphrag_ray.llm.retry import retrying
 from graphrag_ray.llm.tokens import tokenizer_for
+from graphrag_ray.storage.location import resolve
 
 DEFAULT_429_PAUSE = 1.0  # seconds, when a 429 carries no Retry-After
 
@@ -60,7 +61,7 @@ class _ModelBase:
             loop_id = id(asyncio.get_running_loop())
         except RuntimeError:
             loop_id = 0
-        if loop_id not in self._clients:
+        if loop_id not in self._clients or self._clients[loop_id].closed:
             self._clients[loop_id] = OpenAIClient(self.model_id, self.config)
         return self._clients[loop_id]
 
@@ -226,11 +227,11 @@ def _pieces(text: str, size: int = 24) -> list[str]:
 
 
 class EmbeddingModel(_ModelBase):
-    def batches(self, texts: list[str]) -> list[list[int]]:
+    def batches(self, texts: list[str], counts: list[int] | None = None) -> list[list[int]]:
         """Indices of `texts` grouped by batch_size and batch_max_tokens."""
+        counts = counts if counts is not None else [self.tokenizer.count(text) for text in texts]
         out, current, tokens = [], [], 0
-        for i, text in enumerate(texts):
-            n = self.tokenizer.count(text)
+        for i, n in enumerate(counts):
             if current and (len(current) >= self.config.batch_size or tokens + n > self.config.batch_max_tokens):
                 out.append(current)
                 current, tokens = [], 0
@@ -242,18 +243,21 @@ class EmbeddingModel(_ModelBase):
 
     async def embed(self, texts: list[str], *, stage: str) -> list[list[float]]:
         vectors: list[list[float] | None] = [None] * len(texts)
-        await asyncio.gather(*(self._embed_batch(texts, idx, vectors, stage) for idx in self.batches(texts)))
+        counts = [self.tokenizer.count(text) for text in texts]  # once: batching, truncation and reservation
+        await asyncio.gather(*(self._embed_batch(texts, counts, idx, vectors, stage)
+                               for idx in self.batches(texts, counts)))
         return vectors  # type: ignore[return-value]
 
-    async def _embed_batch(self, texts, idx, vectors, stage) -> None:
-        batch = [_truncate(self.tokenizer, texts[i], self.config.batch_max_tokens) for i in idx]
+    async def _embed_batch(self, texts, counts, idx, vectors, stage) -> None:
+        limit = self.config.batch_max_tokens
+        batch = [texts[i] if counts[i] <= limit else _truncate(self.tokenizer, texts[i], limit) for i in idx]
         key = cache_key("embedding", self.config.model, {"input": batch, "dimensions": self.config.dimensions})
         hit = self.cache.get(key)
         if hit is not None:
             self.usage.record(stage, self.config.model, cache_hits=1)
-            result = hit["vectors"]
+            result = unpack_vectors(hit)
         else:
-            reserve = sum(self.tokenizer.count(t) for t in batch) if self.config.rate_limit.tpm else 0
+            reserve = sum(min(counts[i], limit) for i in idx) if self.config.rate_limit.tpm else 0
 
             async def call():
                 vecs, used = await self.client.embed(batch)
@@ -266,7 +270,7 @@ class EmbeddingModel(_ModelBase):
             except TransientLLMError as exc:
                 raise self._fail(stage, exc) from None
             self._record(stage, used, 0)
-            self.cache.put(key, {"vectors": result})
+            self.cache.put(key, pack_vectors(result))
         for i, vec in zip(idx, result):
             vectors[i] = vec
 
@@ -305,8 +309,8 @@ class Models:
     @classmethod
     def create(cls, settings: Settings, root: str | Path, limiter: Any = None,
                ledger: UsageLedger | None = None) -> "Models":
-        cache_dir = Path(root) / settings.cache.base_dir if settings.cache.enabled else None
-        return cls(settings, ResponseCache(cache_dir), limiter or LocalRateLimiter(), ledger or UsageLedger())
+        cache_dir = resolve(root, settings.cache.base_dir) if settings.cache.enabled else None
+        return cls(settings, open_cache(cache_dir), limiter or LocalRateLimiter(), ledger or UsageLedger())
 
     def chat(self, model_id: str) -> ChatModel:
         return self._get(model_id, ChatModel)

@@ -11,7 +11,8 @@ import polars as pl
 
 from graphrag_ray.errors import GraphRagRayError, IndexMissingError
 from graphrag_ray.storage.schemas import SCHEMAS
-from graphrag_ray.storage.tables import read_table
+from graphrag_ray.storage.location import is_uri
+from graphrag_ray.storage.tables import current_index, read_table
 from graphrag_ray.storage.vectors import open_vectors
 
 QUERY_TABLES = ("text_units", "entities", "relationships", "communities", "community_reports")
@@ -35,16 +36,17 @@ class IndexData:
     relationships: pl.DataFrame
     communities: pl.DataFrame
     community_reports: pl.DataFrame
-    vectors_dir: Path | None = None
-    folder: Path | None = None
+    vectors_dir: str | Path | None = None  # a local path or an object-store URI
+    folder: str | Path | None = None
     covariates: pl.DataFrame | None = None
     _vector_tables: dict = field(default_factory=dict, repr=False)
 
     @classmethod
-    def load(cls, folder: str | Path) -> "IndexData":
-        folder = Path(folder)
-        if not folder.exists():
-            raise IndexMissingError(f"no index at {folder}: run `graphrag-ray index` first")
+    def load(cls, location: str | Path) -> "IndexData":
+        """From a published index: a folder, or an object-store URI (s3://..., gs://...) of an output."""
+        folder = current_index(location if is_uri(location) else Path(location))
+        if folder is None or (isinstance(folder, Path) and not folder.exists()):
+            raise IndexMissingError(f"no index at {location}: run `graphrag-ray index` first")
         tables = {}
         for name in QUERY_TABLES:
             df = read_table(folder, name)
@@ -54,7 +56,8 @@ class IndexData:
             if missing:
                 raise IndexMissingError(f"index table '{name}' at {folder} lacks columns: {', '.join(missing)}")
             tables[name] = df
-        return cls(**tables, vectors_dir=folder / "lancedb", folder=folder, covariates=read_table(folder, "covariates"))
+        vectors = f"{folder}/lancedb" if isinstance(folder, str) else folder / "lancedb"
+        return cls(**tables, vectors_dir=vectors, folder=folder, covariates=read_table(folder, "covariates"))
 
     @classmethod
     def from_frames(cls, entities=None, communities=None, community_reports=None, text_units=None,
@@ -65,7 +68,7 @@ class IndexData:
         return cls(table(text_units, "text_units"), table(entities, "entities"),
                    table(relationships, "relationships"), table(communities, "communities"),
                    table(community_reports, "community_reports"),
-                   vectors_dir=Path(vectors_dir) if vectors_dir else None)
+                   vectors_dir=vectors_dir or None)
 
     # -- lookups (built once, on first use) ------------------------------------------------------------
     @cached_property

@@ -7,6 +7,7 @@ symlink to a new version folder in one step; the previous version stays intact u
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import time
@@ -15,9 +16,11 @@ from pathlib import Path
 
 import polars as pl
 
+from graphrag_ray.storage.location import Store, is_uri
 from graphrag_ray.storage.schemas import SCHEMAS, SORT_KEYS, conform
 
 PART_COLUMN = "part"
+CURRENT_POINTER = "CURRENT"  # object-store output: names the published version
 HIDDEN = [".", "_"]
 
 
@@ -56,6 +59,8 @@ def table_path(folder: str | Path, name: str) -> Path | None:
 
 
 def read_table(folder: str | Path, name: str) -> pl.DataFrame | None:
+    if is_uri(folder):
+        return _read_stored_table(Store(folder), name)
     path = table_path(folder, name)
     if path is None:
         return None
@@ -64,6 +69,20 @@ def read_table(folder: str | Path, name: str) -> pl.DataFrame | None:
         df = df.drop(PART_COLUMN) if PART_COLUMN in df.columns else df
         return df.sort(SORT_KEYS.get(name, df.columns[:1]), nulls_last=True) if name in SORT_KEYS else df
     return pl.read_parquet(path)
+
+
+def _read_stored_table(store: Store, name: str) -> pl.DataFrame | None:
+    """A table in an object store: one `name.parquet` object, or the hive-partitioned files below `name/`."""
+    data = store.read_bytes(f"{name}.parquet")
+    if data is not None:
+        return pl.read_parquet(io.BytesIO(data))
+    parts = [pl.read_parquet(io.BytesIO(store.read_bytes(f"{name}/{f.relative}")))
+             for f in store.child(name).list_files("*.parquet")]
+    if not parts:
+        return None
+    df = pl.concat(parts, how="vertical_relaxed")
+    df = df.drop(PART_COLUMN) if PART_COLUMN in df.columns else df
+    return df.sort(SORT_KEYS[name], nulls_last=True) if name in SORT_KEYS else df
 
 
 def write_atomic_bytes(path: str | Path, data: bytes) -> None:
@@ -85,8 +104,10 @@ def versions_dir(output: Path) -> Path:
     return output.parent / f".{output.name}-versions"
 
 
-def publish(staged: Path, output: str | Path, keep: int = 2) -> Path:
+def publish(staged: Path, output: str | Path, keep: int = 2) -> Path | str:
     """Make `staged` (a finished index folder) the published `output`, in one atomic step."""
+    if is_uri(output):
+        return _publish_to_store(staged, str(output), keep)
     output = Path(output)
     versions = versions_dir(output)
     versions.mkdir(parents=True, exist_ok=True)
@@ -101,3 +122,31 @@ def publish(staged: Path, output: str | Path, keep: int = 2) -> Path:
     for stale in old[:-max(0, keep - 1)] if keep > 1 else old:
         shutil.rmtree(stale, ignore_errors=True)
     return version
+
+
+def _publish_to_store(staged: Path, output: str, keep: int) -> str:
+    """Object stores have no rename: upload the version under `versions/`, then switch readers to it by
+    rewriting the one small CURRENT object (a single atomic PUT). Readers see the old index or the new one."""
+    store = Store(output)
+    now = time.time_ns()  # names sort in publishing order (pruning keeps the newest)
+    version = f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime(now / 1e9))}.{now % 10**9:09d}-{uuid.uuid4().hex[:4]}"
+    store.upload_tree(staged, f"versions/{version}")
+    store.write_bytes(CURRENT_POINTER, version.encode())
+    versions = sorted({f.relative.split("/", 1)[0] for f in store.child("versions").list_files()} | {version})
+    stale = [v for v in versions if v != version]
+    for old in stale[:len(stale) - max(0, keep - 1)]:
+        store.delete_tree(f"versions/{old}")
+    shutil.rmtree(staged, ignore_errors=True)
+    return f"{output}/versions/{version}"
+
+
+def current_index(output: str | Path) -> str | Path | None:
+    """The folder of the published index: a local path as it is (the symlink points at the version), or for an
+    object store the version CURRENT names (None when nothing was published there)."""
+    if not is_uri(output):
+        return Path(output)
+    store = Store(output)
+    pointer = store.read_bytes(CURRENT_POINTER)
+    if pointer is not None:
+        return f"{store.location}/versions/{pointer.decode().strip()}"
+    return store.location if store.read_bytes("entities.parquet") is not None else None

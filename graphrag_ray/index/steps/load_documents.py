@@ -8,23 +8,51 @@ from __future__ import annotations
 
 import datetime as dt
 import glob as globlib
+import io
 import json
-from pathlib import Path
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
 
 import polars as pl
+import pyarrow.fs as pafs
 
 from graphrag_ray.errors import InputError
 from graphrag_ray.index.ids import content_id
 from graphrag_ray.index.step import BatchStep, StepContext, Tables
+from graphrag_ray.storage.location import Store, is_uri, resolve
 
 SUPPORTED = {".csv": "csv", ".txt": "text", ".md": "text", ".json": "json", ".jsonl": "jsonl",
              ".parquet": "parquet"}
 
 
-def discover(ctx: StepContext) -> list[Path]:
+@dataclass(frozen=True)
+class InputFile:
+    """One input file, local or in an object store (input.base_dir may be s3://..., gs://...)."""
+
+    source: str  # as recorded in documents.raw_data and failures: relative to the root, or the full URI
+    name: str
+    mtime: float | None
+    store: Store | None = field(default=None, compare=False)  # None: a local file at `source`/`path`
+    path: Path | None = None
+
+    @property
+    def suffix(self) -> str:
+        return PurePosixPath(self.name).suffix.lower()
+
+    def read_bytes(self) -> bytes:
+        if self.path is not None:
+            return self.path.read_bytes()
+        data = self.store.read_bytes(self.name) if self.store else None
+        if data is None:
+            raise FileNotFoundError(self.source)
+        return data
+
+
+def discover(ctx: StepContext) -> list[InputFile]:
     cfg = ctx.settings.input
-    base = Path(cfg.base_dir)
-    base = base if base.is_absolute() else ctx.root / base
+    base = resolve(ctx.root, cfg.base_dir)
+    if is_uri(base):
+        return _discover_store(str(base), cfg.file_pattern, cfg.file_type)
     if any(ch in str(base) for ch in "*?["):
         candidates = [Path(p) for p in globlib.glob(str(base), recursive=True)]
     elif base.is_dir():
@@ -38,25 +66,47 @@ def discover(ctx: StepContext) -> list[Path]:
                    and (cfg.file_type != "auto" or p.suffix.lower() in SUPPORTED))
     if not files:
         raise InputError(f"no input files in {base} (supported: {', '.join(SUPPORTED)})")
-    return files
+    return [InputFile(_source(p, ctx.root), p.name, p.stat().st_mtime, path=p) for p in files]
+
+
+def _discover_store(uri: str, pattern: str | None, file_type: str) -> list[InputFile]:
+    store = Store(uri)
+    try:
+        kind = store.kind()
+    except OSError as exc:
+        raise InputError(f"input {uri} cannot be read: {exc}") from None
+    if kind == pafs.FileType.File:  # a single object
+        parent, name = uri.rsplit("/", 1)
+        info = store.fs.get_file_info(store.path)
+        return [InputFile(uri, name, info.mtime.timestamp() if info.mtime else None, store=Store(parent))]
+    files = [f for f in store.list_files(pattern) if file_type != "auto" or
+             PurePosixPath(f.relative).suffix.lower() in SUPPORTED]
+    if not files:
+        raise InputError(f"no input files in {uri} (supported: {', '.join(SUPPORTED)})")
+    return [InputFile(f"{uri}/{f.relative}", f.relative, f.mtime_s, store=store) for f in files]
+
+
+def _kind(ctx: StepContext, file: InputFile) -> str:
+    return ctx.settings.input.file_type if ctx.settings.input.file_type != "auto" else SUPPORTED[file.suffix]
 
 
 def check_columns(ctx: StepContext) -> None:
     """Fail before any work (Ray, LLM) when a table-like input lacks the text column: read headers only."""
     cfg = ctx.settings.input
-    for path in discover(ctx):
-        kind = cfg.file_type if cfg.file_type != "auto" else SUPPORTED[path.suffix.lower()]
+    for file in discover(ctx):
+        kind = _kind(ctx, file)
+        if kind not in ("csv", "parquet"):
+            continue
         try:
+            source = file.path if file.path is not None else io.BytesIO(file.read_bytes())
             if kind == "csv":
-                columns = pl.read_csv(path, n_rows=0, infer_schema=False, encoding="utf8-lossy").columns
-            elif kind == "parquet":
-                columns = pl.read_parquet_schema(path).keys()
+                columns = pl.read_csv(source, n_rows=0, infer_schema=False, encoding="utf8-lossy").columns
             else:
-                continue
+                columns = pl.read_parquet_schema(source).keys()
         except (OSError, pl.exceptions.PolarsError):
             continue  # unreadable: recorded in failures by the step itself
         if cfg.text_column not in columns:
-            raise InputError(f"{path}: no '{cfg.text_column}' column (input.text_column); it has: "
+            raise InputError(f"{file.source}: no '{cfg.text_column}' column (input.text_column); it has: "
                              f"{', '.join(columns) or 'no columns'}")
 
 
@@ -67,28 +117,26 @@ class LoadDocuments(BatchStep):
     def run(self, ctx: StepContext, tables: Tables) -> Tables:
         docs: list[dict] = []
         failures: list[dict] = []
-        for path in discover(ctx):
-            kind = ctx.settings.input.file_type if ctx.settings.input.file_type != "auto" \
-                else SUPPORTED[path.suffix.lower()]
+        for file in discover(ctx):
+            kind = _kind(ctx, file)
             try:
-                rows = _read(path, kind, ctx)
+                rows = _read(file, kind, ctx)
             except InputError:
                 raise
             except (UnicodeDecodeError, ValueError, OSError, pl.exceptions.PolarsError) as exc:
-                failures.append(_failure(path, path.name, f"unreadable {kind} file: {type(exc).__name__}: "
-                                                          f"{str(exc)[:200]}"))
+                failures.append(_failure(file, f"unreadable {kind} file: {type(exc).__name__}: {str(exc)[:200]}"))
                 continue
-            created = dt.datetime.fromtimestamp(path.stat().st_mtime, dt.timezone.utc).isoformat()
+            created = dt.datetime.fromtimestamp(file.mtime or 0, dt.timezone.utc).isoformat()
             for row_index, row in enumerate(rows):
-                docs.append({**row, "source": _source(path, ctx.root), "row": row_index, "creation_date": created})
+                docs.append({**row, "source": file.source, "row": row_index, "creation_date": created})
         return {"documents": _finish(docs, failures, ctx), "failures": pl.DataFrame(failures, schema=_FAIL)}
 
 
 _FAIL = {"step": pl.String, "item_id": pl.String, "source": pl.String, "reason": pl.String}
 
 
-def _failure(path: Path, item: str, reason: str) -> dict:
-    return {"step": "load_documents", "item_id": item, "source": str(path), "reason": reason}
+def _failure(file: InputFile, reason: str) -> dict:
+    return {"step": "load_documents", "item_id": file.name, "source": file.source, "reason": reason}
 
 
 def _source(path: Path, root: Path) -> str:
@@ -98,15 +146,15 @@ def _source(path: Path, root: Path) -> str:
         return str(path)
 
 
-def _read(path: Path, kind: str, ctx: StepContext) -> list[dict]:
+def _read(file: InputFile, kind: str, ctx: StepContext) -> list[dict]:
     cfg = ctx.settings.input
-    raw = path.read_bytes()
+    raw = file.read_bytes()
     if b"\x00" in raw[:8192] and kind != "parquet":
         raise ValueError("binary file (NUL bytes), not text")
     if kind == "text":
-        return [{"title": path.name, "text": raw.decode(cfg.encoding), "meta": {}}]
+        return [{"title": PurePosixPath(file.name).name, "text": raw.decode(cfg.encoding), "meta": {}}]
     if kind == "parquet":
-        frame = pl.read_parquet(path)
+        frame = pl.read_parquet(io.BytesIO(raw))
     elif kind == "csv":
         text = raw.decode(cfg.encoding)
         frame = pl.read_csv(text.encode("utf-8"), infer_schema=False, truncate_ragged_lines=True)
@@ -120,14 +168,14 @@ def _read(path: Path, kind: str, ctx: StepContext) -> list[dict]:
         frame = pl.DataFrame([{k: v if isinstance(v, str) or v is None else json.dumps(v, ensure_ascii=False)
                                for k, v in r.items()} for r in records], infer_schema_length=None)
     if cfg.text_column not in frame.columns:
-        raise InputError(f"{path}: no '{cfg.text_column}' column (input.text_column); it has: "
+        raise InputError(f"{file.source}: no '{cfg.text_column}' column (input.text_column); it has: "
                          f"{', '.join(frame.columns) or 'no columns'}")
     out = []
     for i, row in enumerate(frame.iter_rows(named=True)):
         meta = {k: v for k, v in row.items() if k not in (cfg.text_column, cfg.title_column, cfg.id_column)}
         title = row.get(cfg.title_column)
         out.append({"given_id": row.get(cfg.id_column), "title": str(title) if title is not None else
-                    f"{path.name}#{i}", "text": row.get(cfg.text_column), "meta": meta})
+                    f"{PurePosixPath(file.name).name}#{i}", "text": row.get(cfg.text_column), "meta": meta})
     return out
 
 
