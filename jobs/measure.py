@@ -119,3 +119,26 @@ class Meter:
             if spent > 0.05:
                 self.cpu_by_name[name] = round(self.cpu_by_name.get(name, 0.0) + spent, 2)
         self.peak_rss_gb = self.peak_rss / 2**30
+
+
+def run_measured(cmd: list[str], *, env: dict | None = None, exclude_pids: set[int] | None = None,
+                 timeout: float | None = None, log: Path | None = None) -> dict:
+    """Run a command; its wall time, the engine CPU (machine CPU minus the excluded processes) and peak RSS of
+    the process tree. A command past `timeout` is killed (with its process group) and reported as capped."""
+    import signal
+    import subprocess
+
+    out = open(log, "wb") if log else subprocess.DEVNULL
+    try:
+        with Meter(exclude_pids=exclude_pids) as meter:
+            proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                code, capped = proc.wait(timeout=timeout), False
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                code, capped = proc.wait(), True
+    finally:
+        if log:
+            out.close()
+    return {"wall_s": meter.wall_s, "cpu_s": meter.cpu_s, "peak_rss_gb": meter.peak_rss_gb, "returncode": code,
+            "capped": capped}

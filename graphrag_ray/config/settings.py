@@ -146,7 +146,13 @@ class EmbedConfig(Section):
 
 
 class WorkersConfig(Section):
-    num_actors: int = doc(2, "async Ray actors doing LLM work (they share the job's rate limiter)", gt=0)
+    executor: Literal["auto", "ray", "local"] = doc(
+        "auto", "ray: Ray actors (the cluster, or a Ray started for the run); local: in this process, no Ray "
+        "start-up; auto: ray when a cluster is there to join (a submitted job, RAY_ADDRESS, Ray already running "
+        "here) or the input exceeds local_max_input_mb, else local")
+    local_max_input_mb: float = doc(1.0, "auto: inputs up to this size (~250k tokens) run in this process", ge=0)
+    num_actors: int = doc(2, "async Ray actors doing LLM work (they share the job's rate limiter); local: "
+                             "workers on one event loop", gt=0)
     actor_cpus: float = doc(0.5, "CPUs reserved per actor", ge=0)
     partition_size: int = doc(16, "work items per partition (the unit of resume and of scheduling)", gt=0)
 

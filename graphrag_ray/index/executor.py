@@ -1,5 +1,6 @@
-"""The Ray executor: runs a method's steps in order, fans item steps out over a pool of async actors,
-records completion markers as partitions finish, shows progress and keeps per-step stats.
+"""The executor: runs a method's steps in order, fans item steps out over a pool of async workers (Ray actors,
+or in this process for small jobs: pools.py), records completion markers as partitions finish, shows progress
+and keeps per-step stats.
 
 Steps know nothing of this module. Actors are restartable (max_restarts / max_task_retries), so a killed
 worker process or a lost node costs only the partitions it held, which Ray re-runs elsewhere; partitions
@@ -15,12 +16,12 @@ from contextlib import nullcontext
 from typing import Any
 
 import polars as pl
-import ray
 
 from graphrag_ray.errors import GraphRagRayError
+from graphrag_ray.index.pools import LocalPool, RayActorPool
 from graphrag_ray.index.run_state import RunState
 from graphrag_ray.index.step import BatchStep, ItemStep, StepContext, Tables
-from graphrag_ray.index.worker import StepWorker, load_step
+from graphrag_ray.index.worker import load_step
 from graphrag_ray.llm.ledger import UsageLedger
 from graphrag_ray.storage.schemas import SCHEMAS
 
@@ -33,15 +34,16 @@ def fingerprint(items: list[dict]) -> str:
 
 
 class Executor:
-    def __init__(self, ctx: StepContext, run: RunState, limiter: Any, progress: Any = None):
+    def __init__(self, ctx: StepContext, run: RunState, limiter: Any, progress: Any = None, mode: str = "ray"):
         self.ctx = ctx
         self.run = run
         self.limiter = limiter
+        self.mode = mode  # "ray": actors (pools.RayActorPool); "local": in this process (pools.LocalPool)
         self.progress = progress
         self.ledger = UsageLedger()          # what this command spent
         self.stats: dict[str, dict] = {}
         self.node_ids: Counter = Counter()  # partitions run per Ray node (multi-node checks)
-        self._actors: list | None = None
+        self._workers: RayActorPool | LocalPool | None = None
 
     # -- steps -------------------------------------------------------------------------------------
     def run_steps(self, names: list[str]) -> Tables:
@@ -157,8 +159,8 @@ class Executor:
     def _dispatch(self, step: ItemStep, round_index: int, todo: list, task) -> list[tuple[int, dict]]:
         if not todo:
             return []
-        actors = self._pool()
-        load = [0] * len(actors)
+        pool = self._pool()
+        load = [0] * len(pool)
         queue = deque(todo)
         in_flight: dict[Any, tuple[int, int, int]] = {}
         partition_items = dict(todo)
@@ -168,20 +170,15 @@ class Executor:
             while queue and min(load) < PARTITIONS_PER_ACTOR:
                 a = load.index(min(load))
                 p, part = queue.popleft()
-                in_flight[actors[a].run_partition.remote(step.name, part)] = (p, a, len(part))
+                in_flight[pool.submit(a, step.name, part)] = (p, a, len(part))
                 load[a] += 1
-            ready, _ = ray.wait(list(in_flight), num_returns=1)
-            for ref in ready:
+            for ref in pool.wait_any(list(in_flight)):
                 p, a, n = in_flight.pop(ref)
                 load[a] -= 1
                 try:
-                    result = ray.get(ref)
-                except ray.exceptions.RayTaskError as exc:
-                    for other in in_flight:
-                        ray.cancel(other)
-                    cause = getattr(exc, "cause", None)
-                    if isinstance(cause, GraphRagRayError):
-                        raise cause from None
+                    result = pool.result(ref)
+                except BaseException:
+                    pool.cancel(list(in_flight))
                     raise
                 frames = self._frames(step, result["rows"])
                 self.run.save_partition(step.name, round_index, p, frames, result["ledger"],
@@ -195,18 +192,15 @@ class Executor:
                              cost=total.cost)
         return done
 
-    def _pool(self) -> list:
-        if self._actors is None:
-            cfg = self.ctx.settings.workers
-            actor_cls = ray.remote(StepWorker).options(num_cpus=cfg.actor_cpus, max_restarts=-1,
-                                                       max_task_retries=-1, scheduling_strategy="SPREAD")
-            self._actors = [actor_cls.remote(self.ctx, self.limiter) for _ in range(cfg.num_actors)]
-        return self._actors
+    def _pool(self) -> RayActorPool | LocalPool:
+        if self._workers is None:
+            self._workers = (LocalPool if self.mode == "local" else RayActorPool)(self.ctx, self.limiter)
+        return self._workers
 
     def close(self) -> None:
-        for actor in self._actors or []:
-            ray.kill(actor)
-        self._actors = None
+        if self._workers is not None:
+            self._workers.close()
+        self._workers = None
 
 
 def progress_bar(enabled: bool):

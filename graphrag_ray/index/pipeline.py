@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import importlib
 import json
 import logging
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,12 +18,13 @@ from graphrag_ray.config.load import load_settings
 from graphrag_ray.config.settings import Settings
 from graphrag_ray.errors import GraphRagRayError
 from graphrag_ray.index.executor import Executor, progress_bar
+from graphrag_ray.index.pools import choose_executor
 from graphrag_ray.index.lock import RunLock
 from graphrag_ray.index.run_state import RunState
 from graphrag_ray.index.step import StepContext
 from graphrag_ray.index.steps.load_documents import check_columns, discover
 from graphrag_ray.llm.ledger import UsageLedger
-from graphrag_ray.llm.ratelimit import RayRateLimiter
+from graphrag_ray.llm.ratelimit import LocalRateLimiter, RayRateLimiter
 from graphrag_ray.storage.location import resolve
 from graphrag_ray.storage.schemas import REQUIRED_TABLES
 from graphrag_ray.storage.tables import publish, write_atomic_bytes, write_table
@@ -89,6 +92,10 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
 
     root = Path(root).resolve()
     settings = settings or load_settings(root, config_file)
+    if settings.embed_text.enabled:
+        # lancedb takes ~1.5 s of CPU to import and is needed only at the end: import it while the driver
+        # mostly waits (Ray start-up, LLM calls in flight)
+        threading.Thread(target=importlib.import_module, args=("lancedb",), daemon=True).start()
     if method not in METHODS:
         raise ConfigError(f"--method {method}: unknown method (have: {', '.join(METHODS)})")
     ctx = StepContext(settings, root)
@@ -109,11 +116,16 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
         run = RunState(root / settings.output.runs_dir / run_id)
         if not resume:
             run.reset()
-        ensure_ray(verbose)
-        limiter = RayRateLimiter.for_job(run_id)
+        workers = settings.workers
+        mode = choose_executor(workers.executor, sum(f.size for f in discover(ctx)), workers.local_max_input_mb)
+        if mode == "ray":
+            ensure_ray(verbose)
+            limiter = RayRateLimiter.for_job(run_id)
+        else:
+            limiter = LocalRateLimiter()
         started = time.perf_counter()
         with progress_bar(show_progress) as progress:
-            executor = Executor(ctx, run, limiter, progress)
+            executor = Executor(ctx, run, limiter, progress, mode)
             try:
                 tables = executor.run_steps(METHODS[method])
             finally:

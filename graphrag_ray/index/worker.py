@@ -18,12 +18,13 @@ def load_step(name: str):
 
 
 class StepWorker:
-    def __init__(self, ctx: StepContext, limiter):
+    def __init__(self, ctx: StepContext, limiter, in_process: bool = False):
         self.ctx = ctx
         self.models = Models.create(ctx.settings, ctx.root, limiter=limiter)
+        self.in_process = in_process  # run by pools.LocalPool, not as a Ray actor
 
     def ready(self) -> str:
-        return ray.get_runtime_context().get_node_id()
+        return self._node_id()
 
     async def run_partition(self, step_name: str, items: list[dict]) -> dict:
         step = load_step(step_name)
@@ -37,4 +38,7 @@ class StepWorker:
             for table, table_rows in result.items():
                 rows.setdefault(table, []).extend(table_rows)
         return {"rows": rows, "ledger": ledger.to_dict(),
-                "node_id": ray.get_runtime_context().get_node_id()}
+                "node_id": self._node_id()}
+
+    def _node_id(self) -> str:
+        return "local" if self.in_process else ray.get_runtime_context().get_node_id()

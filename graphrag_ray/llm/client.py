@@ -59,14 +59,19 @@ def retry_after_seconds(headers: Any) -> float | None:
 _OPEN_CLIENTS: dict[int, list["OpenAIClient"]] = {}
 
 
+async def close_loop_clients() -> None:
+    """Close every SDK client opened on the running loop."""
+    for client in _OPEN_CLIENTS.pop(id(asyncio.get_running_loop()), []):
+        await client.close()
+
+
 def run(coro):
     """asyncio.run(coro), closing every SDK client the coroutine opened, even when it fails."""
     async def main():
         try:
             return await coro
         finally:
-            for client in _OPEN_CLIENTS.pop(id(asyncio.get_running_loop()), []):
-                await client.close()
+            await close_loop_clients()
 
     return asyncio.run(main())
 

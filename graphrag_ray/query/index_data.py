@@ -13,7 +13,7 @@ from graphrag_ray.errors import GraphRagRayError, IndexMissingError
 from graphrag_ray.storage.schemas import SCHEMAS
 from graphrag_ray.storage.location import is_uri
 from graphrag_ray.storage.tables import current_index, read_table
-from graphrag_ray.storage.vectors import open_vectors
+from graphrag_ray.storage.vectors import VECTOR_TABLES, open_vectors
 
 QUERY_TABLES = ("text_units", "entities", "relationships", "communities", "community_reports")
 
@@ -57,7 +57,10 @@ class IndexData:
                 raise IndexMissingError(f"index table '{name}' at {folder} lacks columns: {', '.join(missing)}")
             tables[name] = df
         vectors = f"{folder}/lancedb" if isinstance(folder, str) else folder / "lancedb"
-        return cls(**tables, vectors_dir=vectors, folder=folder, covariates=read_table(folder, "covariates"))
+        index = cls(**tables, vectors_dir=vectors, folder=folder, covariates=read_table(folder, "covariates"))
+        for name in VECTOR_TABLES:  # opened with the index (as its tables are), not inside the first query
+            index.vectors(name)
+        return index
 
     @classmethod
     def from_frames(cls, entities=None, communities=None, community_reports=None, text_units=None,

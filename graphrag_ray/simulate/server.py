@@ -83,6 +83,19 @@ class Simulator:
                 bucket.balance -= min(amount, bucket.per_minute)
         return None
 
+    def _served(self, kind: str, prompt_tokens: int, completion_tokens: int) -> None:
+        """Count a successful answer, per kind of prompt (benchmarks split calls and tokens by stage with these)
+        and in time (first/last answer: the window over which limit utilisation is measured)."""
+        now = time.time()
+        self.counts["ok"] += 1
+        self.counts[f"kind_{kind}"] += 1
+        self.counts[f"prompt_tokens_{kind}"] += prompt_tokens
+        self.counts[f"completion_tokens_{kind}"] += completion_tokens
+        self.counts["prompt_tokens"] += prompt_tokens
+        self.counts["completion_tokens"] += completion_tokens
+        self.counts["first_ok_at"] = self.counts.get("first_ok_at") or now
+        self.counts["last_ok_at"] = now
+
     def _too_many(self, wait: float) -> web.Response:
         headers = {"retry-after": str(max(1, math.ceil(wait))), "retry-after-ms": str(int(wait * 1000) + 1)}
         if self._requests:
@@ -140,10 +153,7 @@ class Simulator:
         delay = self.config.latency + self.config.latency_per_token * completion_tokens
         if delay > 0:
             await asyncio.sleep(delay)
-        self.counts["ok"] += 1
-        self.counts[f"kind_{kind}"] += 1
-        self.counts["prompt_tokens"] += prompt_tokens
-        self.counts["completion_tokens"] += completion_tokens
+        self._served(kind, prompt_tokens, completion_tokens)
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                  "total_tokens": prompt_tokens + completion_tokens}
         cid = f"chatcmpl-{uuid.uuid4().hex[:12]}"
@@ -194,9 +204,7 @@ class Simulator:
         if self.config.latency > 0:
             await asyncio.sleep(self.config.latency)
         dim = int(body.get("dimensions") or self.config.embedding_dim)
-        self.counts["ok"] += 1
-        self.counts["kind_embedding"] += 1
-        self.counts["prompt_tokens"] += tokens
+        self._served("embedding", tokens, 0)
         as_base64 = body.get("encoding_format") == "base64"  # what the openai SDK asks for by default
 
         def encode(vector: list[float]):

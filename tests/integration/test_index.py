@@ -85,6 +85,30 @@ def test_second_run_is_identical_and_makes_no_calls(coffee, simulator):
         assert read_table(second.output, name).equals(tables[name]), name
 
 
+def test_in_process_executor_builds_the_same_index(coffee, tmp_path, simulator):
+    """workers.executor local (what `auto` picks for small inputs with no cluster): no Ray actors, same tables."""
+    _, first, tables = coffee
+    root = make_root(tmp_path / "local", simulator.base_url, workers={"executor": "local"})
+    (root / "input").mkdir()
+    shutil.copy(COFFEE, root / "input" / "coffee_shop.csv")
+    before = simulator.stats().get("ok", 0)
+    result = build_index(root=root)
+    assert set(result.node_ids) == {"local"} and sum(result.node_ids.values()) > 0
+    assert "local" not in first.node_ids, "the module's index ran on Ray actors"
+    assert simulator.stats().get("ok", 0) - before == first.ledger.total().calls  # its own cache: paid again
+    for name in REQUIRED_TABLES:  # (documents' creation_date is the input file's mtime: a fresh copy here)
+        ours, theirs = read_table(result.output, name), tables[name]
+        keep = [c for c in ours.columns if c != "creation_date"]
+        assert ours.select(keep).equals(theirs.select(keep)), name
+
+
+def test_auto_executor_runs_small_inputs_in_process_and_joins_a_running_ray():
+    from graphrag_ray.index.pools import choose_executor
+
+    assert choose_executor("auto", 10_000, 1.0) == "ray"  # this session's Ray is running: join it
+    assert choose_executor("local", 10**12, 1.0) == "local" and choose_executor("ray", 1, 1.0) == "ray"
+
+
 def test_claims_when_enabled_land_in_covariates(tmp_path, simulator, ray_session):
     root = coffee_root(tmp_path / "claims", simulator.base_url)
     import yaml

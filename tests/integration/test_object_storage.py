@@ -16,7 +16,7 @@ from graphrag_ray.storage.location import Store
 from graphrag_ray.storage.tables import current_index
 from tests.helpers import make_root
 
-COFFEE = Path(__file__).resolve().parents[3] / "shared" / "data" / "coffee_shop.csv"
+COFFEE = Path(__file__).resolve().parents[2] / "examples" / "coffee_shop" / "input" / "coffee_shop.csv"
 BUCKET = "graphrag-test"
 
 

@@ -19,7 +19,7 @@ from graphrag_ray.storage.schemas import REQUIRED_TABLES
 from graphrag_ray.storage.tables import read_table
 from tests.helpers import make_root
 
-SECTIONS = dict(workers={"num_actors": 2, "partition_size": 2, "actor_cpus": 0},
+SECTIONS = dict(workers={"executor": "ray", "num_actors": 2, "partition_size": 2, "actor_cpus": 0},
                 chunks={"size": 300, "overlap": 30})
 
 

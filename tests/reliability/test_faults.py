@@ -20,7 +20,7 @@ from tests.helpers import TEST_KEY, files_containing, make_root
 from tests.integration.test_resume import copy_input, write_corpus
 
 pytestmark = pytest.mark.reliability
-SECTIONS = dict(workers={"num_actors": 2, "partition_size": 2, "actor_cpus": 0},
+SECTIONS = dict(workers={"executor": "ray", "num_actors": 2, "partition_size": 2, "actor_cpus": 0},
                 chunks={"size": 300, "overlap": 30})
 TRANSPORT = dict(fault_429=0.10, fault_500=0.025, fault_503=0.025, fault_hang=0.02, fault_drop=0.02,
                  retry_after=0.05, hang_seconds=30, seed=3)

@@ -17,7 +17,7 @@ from tests.integration.test_resume import copy_input, write_corpus
 
 pytestmark = pytest.mark.reliability
 DRIVER = Path(__file__).with_name("multinode_driver.py")
-SECTIONS = dict(workers={"num_actors": 2, "partition_size": 2, "actor_cpus": 0.5},
+SECTIONS = dict(workers={"executor": "ray", "num_actors": 2, "partition_size": 2, "actor_cpus": 0.5},
                 chunks={"size": 300, "overlap": 30})
 
 

@@ -32,6 +32,7 @@ class InputFile:
     source: str  # as recorded in documents.raw_data and failures: relative to the root, or the full URI
     name: str
     mtime: float | None
+    size: int
     store: Store | None = field(default=None, compare=False)  # None: a local file at `source`/`path`
     path: Path | None = None
 
@@ -66,7 +67,8 @@ def discover(ctx: StepContext) -> list[InputFile]:
                    and (cfg.file_type != "auto" or p.suffix.lower() in SUPPORTED))
     if not files:
         raise InputError(f"no input files in {base} (supported: {', '.join(SUPPORTED)})")
-    return [InputFile(_source(p, ctx.root), p.name, p.stat().st_mtime, path=p) for p in files]
+    stats = [p.stat() for p in files]
+    return [InputFile(_source(p, ctx.root), p.name, st.st_mtime, st.st_size, path=p) for p, st in zip(files, stats)]
 
 
 def _discover_store(uri: str, pattern: str | None, file_type: str) -> list[InputFile]:
@@ -78,12 +80,13 @@ def _discover_store(uri: str, pattern: str | None, file_type: str) -> list[Input
     if kind == pafs.FileType.File:  # a single object
         parent, name = uri.rsplit("/", 1)
         info = store.fs.get_file_info(store.path)
-        return [InputFile(uri, name, info.mtime.timestamp() if info.mtime else None, store=Store(parent))]
+        return [InputFile(uri, name, info.mtime.timestamp() if info.mtime else None, info.size or 0,
+                          store=Store(parent))]
     files = [f for f in store.list_files(pattern) if file_type != "auto" or
              PurePosixPath(f.relative).suffix.lower() in SUPPORTED]
     if not files:
         raise InputError(f"no input files in {uri} (supported: {', '.join(SUPPORTED)})")
-    return [InputFile(f"{uri}/{f.relative}", f.relative, f.mtime_s, store=store) for f in files]
+    return [InputFile(f"{uri}/{f.relative}", f.relative, f.mtime_s, f.size, store=store) for f in files]
 
 
 def _kind(ctx: StepContext, file: InputFile) -> str:
