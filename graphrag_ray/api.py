@@ -111,13 +111,14 @@ def build_index(config=None, root: str | Path = ".", config_file: str | Path | N
 
 # ----------------------------------------------------------------------------------------------- query
 def open_index(root: str | Path = ".", config_file: str | Path | None = None, data: str | Path | None = None,
-               settings: Settings | None = None):
-    """(settings, IndexData, models) for queries against ROOT/output (or `data`)."""
+               settings: Settings | None = None, vectors: bool = True):
+    """(settings, IndexData, models) for queries against ROOT/output (or `data`); `vectors=False` leaves the
+    LanceDB tables closed (global search needs none, and opening them costs lancedb's import)."""
     from graphrag_ray.query.index_data import IndexData
 
     settings = settings or load_settings(root, config_file)
     folder = as_location(data) if data else resolve(root, settings.output.base_dir)
-    return settings, IndexData.load(folder), Models.create(settings, root)
+    return settings, IndexData.load(folder, open_vectors=vectors), Models.create(settings, root)
 
 
 async def search(query: str, method: str = "local", root: str | Path = ".", config_file: str | Path | None = None,
@@ -129,7 +130,7 @@ async def search(query: str, method: str = "local", root: str | Path = ".", conf
     from graphrag_ray.query.factory import check_query, make_engine
     from graphrag_ray.query.router import route
 
-    settings, index, models = open_index(root, config_file, data, settings)
+    settings, index, models = open_index(root, config_file, data, settings, vectors=method != "global")
     # the default level is capped at the index's depth; a level the user asks for must exist
     level = min(settings.query.community_level, index.max_level) if community_level is None else community_level
     check_query(query, method, index, level)

@@ -152,7 +152,7 @@ def query(question: Optional[str] = typer.Argument(None, help="the question (or 
         async def stream():
             from graphrag_ray.query.factory import check_query, make_engine
 
-            settings, index, models = api.open_index(root, config, data)
+            settings, index, models = api.open_index(root, config, data, vectors=method != "global")
             level = min(settings.query.community_level, index.max_level) if community_level is None \
                 else community_level
             check_query(text, method, index, level)

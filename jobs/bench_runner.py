@@ -6,7 +6,7 @@ compares; used by bench_vs_graphrag.py, never imported by the package.
 Self-contained on purpose: Microsoft GraphRAG's interpreter runs it too (its venv has no graphrag_ray).
 It wraps, without changing them:
   * the local-search context builder (ours: LocalSearch.build_context, theirs: LocalSearchMixedContext.build_context)
-  * the global search call (ours: graphrag_ray.api.search with method global, theirs: graphrag.api.global_search)
+  * the global search (ours: GlobalSearch.search, theirs: graphrag.api.global_search - both given loaded tables)
 and writes their durations to T.json. `--no-tracemalloc` makes `tracemalloc.start` a no-op, which switches off
 Microsoft GraphRAG's always-on per-workflow memory profiler (graphrag/index/run/profiling.py) and nothing else.
 """
@@ -41,13 +41,11 @@ def _wrap_sync(owner, attr: str, name: str) -> None:
     setattr(owner, attr, timed)
 
 
-def _wrap_async(owner, attr: str, name: str, when=None) -> None:
+def _wrap_async(owner, attr: str, name: str) -> None:
     original = getattr(owner, attr)
 
     @functools.wraps(original)
     async def timed(*args, **kwargs):
-        if when is not None and not when(*args, **kwargs):
-            return await original(*args, **kwargs)
         started = time.perf_counter()
         try:
             return await original(*args, **kwargs)
@@ -58,12 +56,11 @@ def _wrap_async(owner, attr: str, name: str, when=None) -> None:
 
 
 def _instrument_ours() -> None:
-    import graphrag_ray.api as api
+    from graphrag_ray.query.global_search import GlobalSearch
     from graphrag_ray.query.local import LocalSearch
 
     _wrap_async(LocalSearch, "build_context", "local_context_s")
-    _wrap_async(api, "search", "global_search_s",
-                when=lambda *a, **k: (k.get("method") if "method" in k else (a[1] if len(a) > 1 else "")) == "global")
+    _wrap_async(GlobalSearch, "search", "global_search_s")
 
 
 def _instrument_theirs() -> None:

@@ -42,7 +42,7 @@ class IndexData:
     _vector_tables: dict = field(default_factory=dict, repr=False)
 
     @classmethod
-    def load(cls, location: str | Path) -> "IndexData":
+    def load(cls, location: str | Path, open_vectors: bool = True) -> "IndexData":
         """From a published index: a folder, or an object-store URI (s3://..., gs://...) of an output."""
         folder = current_index(location if is_uri(location) else Path(location))
         if folder is None or (isinstance(folder, Path) and not folder.exists()):
@@ -58,7 +58,7 @@ class IndexData:
             tables[name] = df
         vectors = f"{folder}/lancedb" if isinstance(folder, str) else folder / "lancedb"
         index = cls(**tables, vectors_dir=vectors, folder=folder, covariates=read_table(folder, "covariates"))
-        for name in VECTOR_TABLES:  # opened with the index (as its tables are), not inside the first query
+        for name in VECTOR_TABLES if open_vectors else ():  # with the index, as its tables: not in a query
             index.vectors(name)
         return index
 
