@@ -180,7 +180,7 @@ def print_table(title: str, rows: list[tuple[str, object, object, object]]) -> N
               f"{_ratio(ours, shipped):>9}")
 
 
-def rows_for(ours: dict, off: dict, shipped: dict, corpus_tokens: int) -> list[tuple]:
+def rows_for(ours: dict, off: dict, shipped: dict) -> list[tuple]:
     get = lambda d, *keys: _dig(d, keys)  # noqa: E731
     rows = [("index wall s (command)", ours["wall_s"], off["wall_s"], get(shipped, "wall_s"))]
     rows += [(f"  stage wall s: {s}", ours["walls"].get(s), off["walls"].get(s), get(shipped, "walls", s))
@@ -256,8 +256,7 @@ def run_scenario(name: str, args, python: Path, work: Path) -> dict:
 
 def report(name: str, results: dict, corpus_tokens: int) -> None:
     ours, off, shipped = results["ours"], results["theirs_off"], results.get("theirs_shipped", {})
-    print_table(f"scenario {name} - indexing ({corpus_tokens:,} corpus tokens)", rows_for(ours, off, shipped,
-                                                                                           corpus_tokens))
+    print_table(f"scenario {name} - indexing ({corpus_tokens:,} corpus tokens)", rows_for(ours, off, shipped))
     for label, data in (("theirs (tracer off)", off), ("theirs (shipped)", shipped)):
         if data.get("capped"):
             print(f"  {label} hit the cap; workflows completed: {', '.join(data.get('completed_workflows', []))}")

@@ -18,11 +18,11 @@ from graphrag_ray.config.load import load_settings
 from graphrag_ray.config.settings import Settings
 from graphrag_ray.errors import GraphRagRayError
 from graphrag_ray.index.executor import Executor, progress_bar
-from graphrag_ray.index.pools import choose_executor
 from graphrag_ray.index.lock import RunLock
+from graphrag_ray.index.pools import choose_executor
 from graphrag_ray.index.run_state import RunState
 from graphrag_ray.index.step import StepContext
-from graphrag_ray.index.steps.load_documents import check_columns, discover
+from graphrag_ray.index.steps.load_documents import InputFile, check_columns, discover
 from graphrag_ray.llm.ledger import UsageLedger
 from graphrag_ray.llm.ratelimit import LocalRateLimiter, RayRateLimiter
 from graphrag_ray.storage.location import resolve
@@ -54,12 +54,12 @@ class IndexResult:
     version: Path | str | None = None  # where this run's tables are
 
 
-def run_id_for(ctx: StepContext, method: str) -> str:
+def run_id_for(ctx: StepContext, method: str, files: list[InputFile] | None = None) -> str:
     settings = ctx.settings.model_dump(mode="json", exclude={"workers", "cache", "reporting", "models"})
     models = {k: {f: v for f, v in m.model_dump(mode="json").items() if f in _MODEL_RESULT_KEYS}
               for k, m in ctx.settings.models.items()}
     manifest = []
-    for file in discover(ctx):
+    for file in discover(ctx) if files is None else files:
         manifest.append([file.source, hashlib.sha256(file.read_bytes()).hexdigest()])
     prompts = {p: hashlib.sha256(ctx.prompt(p).encode()).hexdigest() for p in _prompt_paths(ctx.settings)}
     material = json.dumps([method, settings, models, manifest, prompts], sort_keys=True, ensure_ascii=False)
@@ -101,7 +101,8 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
     ctx = StepContext(settings, root)
     for path in _prompt_paths(settings):
         ctx.prompt(path)  # a missing prompt file fails now, before any work
-    check_columns(ctx)
+    files = discover(ctx)
+    check_columns(ctx, files)
     if METHODS[method] != METHODS.get("fast"):
         from graphrag_ray.api import preflight_endpoints
         from graphrag_ray.llm.client import run as run_async
@@ -112,12 +113,12 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
             needed.append(settings.embed_text.model_id)
         run_async(preflight_endpoints(settings, needed))
     with RunLock(root):
-        run_id = run_id_for(ctx, method)
+        run_id = run_id_for(ctx, method, files)
         run = RunState(root / settings.output.runs_dir / run_id)
         if not resume:
             run.reset()
         workers = settings.workers
-        mode = choose_executor(workers.executor, sum(f.size for f in discover(ctx)), workers.local_max_input_mb)
+        mode = choose_executor(workers.executor, sum(f.size for f in files), workers.local_max_input_mb)
         if mode == "ray":
             ensure_ray(verbose)
             limiter = RayRateLimiter.for_job(run_id)

@@ -18,6 +18,7 @@ import ray
 from graphrag_ray.errors import GraphRagRayError
 from graphrag_ray.index.step import StepContext
 from graphrag_ray.index.worker import StepWorker
+from graphrag_ray.llm.client import close_loop_clients
 
 
 def choose_executor(setting: str, input_bytes: int, local_max_input_mb: float) -> str:
@@ -93,8 +94,6 @@ class LocalPool:
             handle.cancel()
 
     def close(self) -> None:
-        from graphrag_ray.llm.client import close_loop_clients
-
         if self.thread.is_alive():
             asyncio.run_coroutine_threadsafe(close_loop_clients(), self.loop).result(timeout=30)
             self.loop.call_soon_threadsafe(self.loop.stop)

@@ -25,6 +25,22 @@ def cache_key(kind: str, model: str, payload: dict[str, Any]) -> str:
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 
+def entry_name(key: str) -> str:
+    """An entry's path below the cache folder: a two-letter fan-out keeps folders small."""
+    return f"{key[:2]}/{key}.json"
+
+
+def _encode(value: dict[str, Any]) -> bytes:
+    return json.dumps(value, ensure_ascii=False).encode("utf-8")
+
+
+def _decode(data: bytes | None) -> dict[str, Any] | None:
+    try:
+        return json.loads(data) if data is not None else None
+    except json.JSONDecodeError:
+        return None
+
+
 class ResponseCache:
     def __init__(self, base_dir: str | Path | None):
         self.base_dir = Path(base_dir) if base_dir else None
@@ -34,16 +50,13 @@ class ResponseCache:
     def enabled(self) -> bool:
         return self.base_dir is not None
 
-    def _path(self, key: str) -> Path:
-        assert self.base_dir is not None
-        return self.base_dir / key[:2] / f"{key}.json"
-
     def get(self, key: str) -> dict[str, Any] | None:
         if not self.enabled:
             return None
         try:
-            return json.loads(self._path(key).read_text(encoding="utf-8"))
-        except (FileNotFoundError, json.JSONDecodeError):
+            with open(f"{self.base_dir}/{entry_name(key)}", "rb") as handle:
+                return _decode(handle.read())
+        except FileNotFoundError:
             return None
 
     def put(self, key: str, value: dict[str, Any]) -> None:
@@ -57,10 +70,10 @@ class ResponseCache:
         tmp = f"{folder}/.{key}.{uuid.uuid4().hex}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            os.write(fd, json.dumps(value, ensure_ascii=False).encode("utf-8"))
+            os.write(fd, _encode(value))
         finally:
             os.close(fd)
-        os.replace(tmp, f"{folder}/{key}.json")
+        os.replace(tmp, f"{self.base_dir}/{entry_name(key)}")
 
     def __getstate__(self):
         return {"base_dir": str(self.base_dir) if self.base_dir else None}
@@ -86,14 +99,10 @@ class ObjectStoreCache(ResponseCache):
         return True
 
     def get(self, key: str) -> dict[str, Any] | None:
-        data = self.store.read_bytes(f"{key[:2]}/{key}.json")
-        try:
-            return json.loads(data) if data is not None else None
-        except json.JSONDecodeError:
-            return None
+        return _decode(self.store.read_bytes(entry_name(key)))
 
     def put(self, key: str, value: dict[str, Any]) -> None:
-        self.store.write_bytes(f"{key[:2]}/{key}.json", json.dumps(value, ensure_ascii=False).encode("utf-8"))
+        self.store.write_bytes(entry_name(key), _encode(value))
 
     def __getstate__(self):
         return {"location": self.location}

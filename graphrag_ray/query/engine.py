@@ -43,11 +43,11 @@ class QueryEngine(ABC):
         self.response_type = response_type or self.settings.query.response_type
         self.community_level = self.settings.query.community_level if community_level is None else community_level
         self.last_result: SearchResult | None = None
-        chat_id = getattr(self.settings, self.chat_model_key).chat_model_id
+        section = getattr(self.settings, self.chat_model_key)
+        chat_id = section.chat_model_id
         # no chat model configured (no key) or --no-llm: answer from the evidence, with no LLM call
         self.no_llm = no_llm or not models.has_chat(chat_id)
         # the models (and their tokenizers: ~0.2 s each to load) are set up with the engine, not inside a query
-        section = getattr(self.settings, self.chat_model_key)
         if chat_id in self.settings.models:
             self.models.chat(chat_id)
         if getattr(section, "embedding_model_id", None) in self.settings.models:

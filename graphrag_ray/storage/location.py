@@ -65,11 +65,8 @@ class Store:
     def _full(self, relative: str) -> str:
         return f"{self.path}/{relative}" if relative else self.path
 
-    def kind(self, relative: str = "") -> pafs.FileType:
-        return self.fs.get_file_info(self._full(relative)).type
-
-    def exists(self, relative: str = "") -> bool:
-        return self.kind(relative) != pafs.FileType.NotFound
+    def info(self, relative: str = "") -> pafs.FileInfo:
+        return self.fs.get_file_info(self._full(relative))
 
     def read_bytes(self, relative: str = "") -> bytes | None:
         """The file's content, or None when it does not exist."""
@@ -79,7 +76,7 @@ class Store:
         except FileNotFoundError:
             return None
         except OSError as exc:  # object stores report a missing key as a generic OSError
-            if self.kind(relative) == pafs.FileType.NotFound:
+            if self.info(relative).type == pafs.FileType.NotFound:
                 return None
             raise exc
 

@@ -65,10 +65,14 @@ def read_table(folder: str | Path, name: str) -> pl.DataFrame | None:
     if path is None:
         return None
     if path.is_dir():
-        df = pl.scan_parquet(path, hive_partitioning=True, hidden_file_prefix=HIDDEN).collect()
-        df = df.drop(PART_COLUMN) if PART_COLUMN in df.columns else df
-        return df.sort(SORT_KEYS.get(name, df.columns[:1]), nulls_last=True) if name in SORT_KEYS else df
+        return _joined(pl.scan_parquet(path, hive_partitioning=True, hidden_file_prefix=HIDDEN).collect(), name)
     return pl.read_parquet(path)
+
+
+def _joined(df: pl.DataFrame, name: str) -> pl.DataFrame:
+    """A hive-partitioned table read back whole: without the partition column, in its schema's order."""
+    df = df.drop(PART_COLUMN) if PART_COLUMN in df.columns else df
+    return df.sort(SORT_KEYS[name], nulls_last=True) if name in SORT_KEYS else df
 
 
 def _read_stored_table(store: Store, name: str) -> pl.DataFrame | None:
@@ -80,9 +84,7 @@ def _read_stored_table(store: Store, name: str) -> pl.DataFrame | None:
              for f in store.child(name).list_files("*.parquet")]
     if not parts:
         return None
-    df = pl.concat(parts, how="vertical_relaxed")
-    df = df.drop(PART_COLUMN) if PART_COLUMN in df.columns else df
-    return df.sort(SORT_KEYS[name], nulls_last=True) if name in SORT_KEYS else df
+    return _joined(pl.concat(parts, how="vertical_relaxed"), name)
 
 
 def write_atomic_bytes(path: str | Path, data: bytes) -> None:

@@ -74,12 +74,11 @@ def discover(ctx: StepContext) -> list[InputFile]:
 def _discover_store(uri: str, pattern: str | None, file_type: str) -> list[InputFile]:
     store = Store(uri)
     try:
-        kind = store.kind()
+        info = store.info()
     except OSError as exc:
         raise InputError(f"input {uri} cannot be read: {exc}") from None
-    if kind == pafs.FileType.File:  # a single object
+    if info.type == pafs.FileType.File:  # a single object
         parent, name = uri.rsplit("/", 1)
-        info = store.fs.get_file_info(store.path)
         return [InputFile(uri, name, info.mtime.timestamp() if info.mtime else None, info.size or 0,
                           store=Store(parent))]
     files = [f for f in store.list_files(pattern) if file_type != "auto" or
@@ -93,10 +92,10 @@ def _kind(ctx: StepContext, file: InputFile) -> str:
     return ctx.settings.input.file_type if ctx.settings.input.file_type != "auto" else SUPPORTED[file.suffix]
 
 
-def check_columns(ctx: StepContext) -> None:
+def check_columns(ctx: StepContext, files: list[InputFile]) -> None:
     """Fail before any work (Ray, LLM) when a table-like input lacks the text column: read headers only."""
     cfg = ctx.settings.input
-    for file in discover(ctx):
+    for file in files:
         kind = _kind(ctx, file)
         if kind not in ("csv", "parquet"):
             continue
