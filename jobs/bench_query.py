@@ -115,7 +115,7 @@ def main() -> None:
         count = models.chat("default_chat").tokenizer.count
 
         async def local_times():
-            from graphrag_ray.query.context.local_context import build_local_context, map_query_to_entities
+            from graphrag_ray.query.context.local_context import build_local_context
 
             rng = np.random.default_rng(1)
             table = data.vectors("entity_description")

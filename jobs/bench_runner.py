@@ -99,6 +99,10 @@ def main() -> int:
     finally:
         with open(opts.timings, "w", encoding="utf-8") as handle:
             json.dump(TIMINGS, handle)
+    if opts.side == "ours":  # leave the way the installed command does
+        from graphrag_ray.cli import exit_now
+
+        exit_now(code)
     return int(code)
 
 

@@ -45,9 +45,13 @@ class _ModelBase:
         self.cache = cache
         self.limiter = limiter
         self.ledger = ledger
-        self.tokenizer = tokenizer_for(config.model, config.encoding)
         self._clients: dict[int, OpenAIClient] = {}
         self._semaphores: dict[int, asyncio.Semaphore] = {}
+
+    @property
+    def tokenizer(self):
+        """Loaded on first use (0.1-0.2 s per encoding): a short embedding input never needs one."""
+        return tokenizer_for(self.config.model, self.config.encoding)
 
     @property
     def usage(self) -> UsageLedger:
@@ -241,9 +245,20 @@ class EmbeddingModel(_ModelBase):
             out.append(current)
         return out
 
+    def counts(self, texts: list[str]) -> list[int]:
+        """Token counts for batching, truncation and the TPM reservation - counted once per text. With no TPM
+        limit, UTF-8 byte lengths stand in when they already put every text in one batch untruncated (a token
+        is at least one byte, so the batching is the same) - a query's embedding then loads no tokenizer."""
+        sizes = [len(text.encode("utf-8")) for text in texts]
+        if (not self.config.rate_limit.tpm and len(texts) <= self.config.batch_size
+                and sum(sizes) <= self.config.batch_max_tokens):
+            return sizes
+        count = self.tokenizer.count
+        return [count(text) for text in texts]
+
     async def embed(self, texts: list[str], *, stage: str) -> list[list[float]]:
         vectors: list[list[float] | None] = [None] * len(texts)
-        counts = [self.tokenizer.count(text) for text in texts]  # once: batching, truncation and reservation
+        counts = self.counts(texts)
         await asyncio.gather(*(self._embed_batch(texts, counts, idx, vectors, stage)
                                for idx in self.batches(texts, counts)))
         return vectors  # type: ignore[return-value]

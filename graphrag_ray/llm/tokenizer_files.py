@@ -15,7 +15,7 @@ import zipfile
 from pathlib import Path
 
 from graphrag_ray.errors import GraphRagRayError
-from graphrag_ray.llm.tokens import ENCODING_URLS, cache_key
+from graphrag_ray.llm.tokens import ENCODING_URLS, load_encoding_file, cache_key
 
 LITELLM_SPEC = "litellm==1.110.2"
 WHEEL_DIR = "litellm/litellm_core_utils/tokenizers/"
@@ -34,8 +34,14 @@ def install(dest: Path | None = None, wheel: Path | None = None) -> list[Path]:
     dest = dest or default_dest()
     dest.mkdir(parents=True, exist_ok=True)
     wanted = {cache_key(name): name for name in ENCODING_URLS}
-    if all((dest / key).exists() for key in wanted):
-        return [dest / key for key in wanted]
+    if not all((dest / key).exists() for key in wanted):
+        _extract(dest, wanted, wheel)
+    for key, name in wanted.items():  # the parsed form beside each file: every later process loads it faster
+        load_encoding_file(name, dest / key)
+    return [dest / key for key in wanted]
+
+
+def _extract(dest: Path, wanted: dict[str, str], wheel: Path | None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         if wheel is None:
             cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q",
@@ -46,7 +52,6 @@ def install(dest: Path | None = None, wheel: Path | None = None) -> list[Path]:
                 raise GraphRagRayError(f"could not download {LITELLM_SPEC} to get tokenizer files: "
                                        f"{(done.stderr or '').strip().splitlines()[-1:]}")
             wheel = wheels[0]
-        written = []
         with zipfile.ZipFile(wheel) as zf:
             for key, name in wanted.items():
                 data = zf.read(WHEEL_DIR + key)
@@ -55,5 +60,3 @@ def install(dest: Path | None = None, wheel: Path | None = None) -> list[Path]:
                 tmp_file = dest / f".{key}.tmp"
                 tmp_file.write_bytes(data)
                 tmp_file.replace(dest / key)
-                written.append(dest / key)
-    return written

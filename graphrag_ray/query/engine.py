@@ -47,9 +47,10 @@ class QueryEngine(ABC):
         chat_id = section.chat_model_id
         # no chat model configured (no key) or --no-llm: answer from the evidence, with no LLM call
         self.no_llm = no_llm or not models.has_chat(chat_id)
-        # the models (and their tokenizers: ~0.2 s each to load) are set up with the engine, not inside a query
+        # the models, and the chat tokenizer every context budget needs (~0.1 s to load), are set up with the
+        # engine, not inside a query; an embedding tokenizer loads only for an input too long to skip counting
         if chat_id in self.settings.models:
-            self.models.chat(chat_id)
+            self.models.chat(chat_id).tokenizer
         if getattr(section, "embedding_model_id", None) in self.settings.models:
             self.models.embedding(section.embedding_model_id)
 

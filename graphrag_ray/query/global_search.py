@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 
 import polars as pl
 
@@ -179,8 +180,8 @@ class GlobalSearch(QueryEngine):
         return [p for p, _ in outcomes], sum(1 for _, failed in outcomes if failed)
 
     def _use_ray(self) -> bool:
-        if self.cfg.executor == "local":
-            return False
+        if self.cfg.executor == "local" or (self.cfg.executor == "auto" and "ray" not in sys.modules):
+            return False  # auto: Ray only when this process already joined it (importing ray costs ~0.2 s)
         import ray
 
         if self.cfg.executor == "ray" and not ray.is_initialized():

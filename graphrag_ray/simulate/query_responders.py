@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 
-from graphrag_ray.nlp.entities import sentences
 from graphrag_ray.nlp.relevance import best_sentences, overlap
 from graphrag_ray.simulate.responders import _tables
 

@@ -7,12 +7,9 @@ meaningful graph. Both this project's prompts and Microsoft GraphRAG's are recog
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 import math
-import re
 from typing import Any
 
 from graphrag_ray.nlp.entities import mentions, sentences

@@ -5,7 +5,6 @@ import json
 from pathlib import Path
 
 import igraph as ig
-import polars as pl
 import pytest
 
 from graphrag_ray.config.settings import Settings

@@ -24,3 +24,39 @@ def test_model_to_encoding_and_cache_key_names():
     assert any((d / cache_key("o200k_base")).exists() for d in search_dirs())
     tok = Tokenizer("cl100k_base")
     assert tok.decode(tok.encode("咖啡 coffee")) == "咖啡 coffee"
+
+
+def test_parsed_encoding_is_kept_in_marshal_form_and_rebuilt_when_the_file_changes(tmp_path, monkeypatch):
+    import shutil
+
+    import tiktoken
+
+    from graphrag_ray.llm.tokens import load_encoding_file
+
+    source_dir = next(d for d in search_dirs() if (d / cache_key("cl100k_base")).exists())
+    source = tmp_path / cache_key("cl100k_base")
+    shutil.copyfile(source_dir / cache_key("cl100k_base"), source)
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(source_dir))
+    reference = tiktoken.get_encoding("cl100k_base")  # tiktoken's own parse
+    text = "李明在杭州开咖啡店, supplier of coffee beans 1234 <|endoftext|>"
+
+    first = load_encoding_file("cl100k_base", source)  # parses, writes the marshal file
+    parsed = list(tmp_path.glob(f"{source.name}.py*.marshal"))
+    assert len(parsed) == 1 and parsed[0].stat().st_size > 1_000_000
+    second = load_encoding_file("cl100k_base", source)  # read back from it
+    for enc in (first, second):
+        assert enc.encode(text, disallowed_special=()) == reference.encode(text, disallowed_special=())
+        assert enc.encode(text, allowed_special="all") == reference.encode(text, allowed_special="all")
+        assert enc.n_vocab == reference.n_vocab
+
+    # a changed source file (other mtime) is parsed again, and the marshal file rewritten with its stamp
+    os.utime(source, ns=(1_000_000_000, 1_000_000_000))
+    before = parsed[0].read_bytes()
+    third = load_encoding_file("cl100k_base", source)
+    assert parsed[0].read_bytes() != before
+    assert third.encode(text, disallowed_special=()) == reference.encode(text, disallowed_special=())
+
+    # a damaged marshal file is ignored (and replaced), never trusted
+    parsed[0].write_bytes(b"not marshal")
+    assert load_encoding_file("cl100k_base", source).encode("coffee") == reference.encode("coffee")
+    assert parsed[0].stat().st_size > 1_000_000
