@@ -70,3 +70,17 @@ def install() -> None:
         module = importlib.util.module_from_spec(spec)
         module.__class__ = DeferredPackage
         sys.modules[dotted] = module
+
+
+def import_igraph():
+    """igraph, imported as if matplotlib were absent (unless something already loaded it): its drawing module
+    imports matplotlib.pyplot whenever matplotlib is installed (~0.5 s per process, e.g. with the eval extra),
+    and we never draw with igraph - it keeps its own stand-in for a missing matplotlib."""
+    if "igraph" in sys.modules or "matplotlib" in sys.modules:
+        return importlib.import_module("igraph")
+    sys.modules["matplotlib"] = None  # type: ignore[assignment]  # `import matplotlib` raises ImportError
+    try:
+        return importlib.import_module("igraph")
+    finally:
+        if "matplotlib" in sys.modules and sys.modules["matplotlib"] is None:
+            del sys.modules["matplotlib"]

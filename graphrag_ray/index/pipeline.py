@@ -12,8 +12,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import ray
-
 from graphrag_ray.config.load import load_settings
 from graphrag_ray.config.settings import Settings
 from graphrag_ray.errors import GraphRagRayError
@@ -79,6 +77,8 @@ def _prompt_paths(settings: Settings) -> list[str]:
 
 
 def ensure_ray(verbose: bool = False) -> None:
+    import ray  # here, not at the top: a job run in-process never imports Ray (~0.3 s)
+
     if not ray.is_initialized():
         # no address: a submitted job joins its cluster, a plain local run starts one
         ray.init(include_dashboard=False, log_to_driver=verbose, logging_level=logging.INFO if verbose

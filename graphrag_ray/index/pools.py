@@ -10,10 +10,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
+import sys
 import threading
 from typing import Any
-
-import ray
 
 from graphrag_ray.errors import GraphRagRayError
 from graphrag_ray.index.step import StepContext
@@ -26,13 +25,16 @@ def choose_executor(setting: str, input_bytes: int, local_max_input_mb: float) -
     input is big enough to pay for Ray's start-up (seconds) with parallel actors; in this process otherwise."""
     if setting != "auto":
         return setting
-    if ray.is_initialized() or os.environ.get("RAY_ADDRESS"):
+    ray = sys.modules.get("ray")  # not imported: not initialised either (and an in-process job never imports it)
+    if (ray is not None and ray.is_initialized()) or os.environ.get("RAY_ADDRESS"):
         return "ray"
     return "ray" if input_bytes > local_max_input_mb * 2**20 else "local"
 
 
 class RayActorPool:
     def __init__(self, ctx: StepContext, limiter: Any):
+        import ray
+
         cfg = ctx.settings.workers
         actor_cls = ray.remote(StepWorker).options(num_cpus=cfg.actor_cpus, max_restarts=-1, max_task_retries=-1,
                                                    scheduling_strategy="SPREAD")
@@ -45,10 +47,14 @@ class RayActorPool:
         return self.actors[worker].run_partition.remote(step_name, part)
 
     def wait_any(self, handles: list) -> list:
+        import ray
+
         ready, _ = ray.wait(handles, num_returns=1)
         return ready
 
     def result(self, handle) -> dict:
+        import ray
+
         try:
             return ray.get(handle)
         except ray.exceptions.RayTaskError as exc:
@@ -58,10 +64,14 @@ class RayActorPool:
             raise
 
     def cancel(self, handles: list) -> None:
+        import ray
+
         for handle in handles:
             ray.cancel(handle)
 
     def close(self) -> None:
+        import ray
+
         for actor in self.actors:
             ray.kill(actor)
 
@@ -90,6 +100,8 @@ class LocalPool:
         return handle.result()
 
     def cancel(self, handles: list) -> None:
+        import ray
+
         for handle in handles:
             handle.cancel()
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import importlib
 
-import ray
-
 from graphrag_ray.index.step import StepContext
 from graphrag_ray.llm.ledger import UsageLedger, recording_into
 from graphrag_ray.llm.model import Models
@@ -41,4 +39,8 @@ class StepWorker:
                 "node_id": self._node_id()}
 
     def _node_id(self) -> str:
-        return "local" if self.in_process else ray.get_runtime_context().get_node_id()
+        if self.in_process:
+            return "local"
+        import ray  # an actor has it loaded already; in-process runs never need it
+
+        return ray.get_runtime_context().get_node_id()

@@ -6,6 +6,7 @@ The SDK's own retries are off (max_retries=0): tenacity in retry.py is the only 
 from __future__ import annotations
 
 import asyncio
+import functools
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
@@ -76,6 +77,15 @@ def run(coro):
     return asyncio.run(main())
 
 
+@functools.lru_cache(maxsize=1)
+def _ssl_context():
+    """One verifying SSL context per process, shared by every client: building one loads the CA bundle
+    (~30 ms), and a client is opened per event loop and model."""
+    import httpx2
+
+    return httpx2.create_ssl_context()
+
+
 class OpenAIClient:
     """Async chat completions (plain, streaming, JSON) and embeddings for one model entry."""
 
@@ -89,7 +99,8 @@ class OpenAIClient:
                                 "and export GRAPHRAG_API_KEY)")
         common: dict[str, Any] = dict(api_key=key, max_retries=0, timeout=config.request_timeout)
         if config.http_client == "aiohttp":
-            common["http_client"] = openai.DefaultAioHttpClient(timeout=config.request_timeout)
+            common["http_client"] = openai.DefaultAioHttpClient(timeout=config.request_timeout,
+                                                                verify=_ssl_context())
         if config.api_type == "azure":
             self._sdk = openai.AsyncAzureOpenAI(azure_endpoint=config.api_base, api_version=config.api_version,
                                                 **common)

@@ -49,8 +49,12 @@ def encoding_for_model(model: str) -> str:
     return DEFAULT_ENCODING
 
 
-@functools.lru_cache(maxsize=8)
 def get_encoding(name: str = DEFAULT_ENCODING, encoding_file: str | None = None):
+    return _cached_encoding(name, encoding_file)  # one cache key however it is called (lru_cache keys on the form)
+
+
+@functools.lru_cache(maxsize=8)
+def _cached_encoding(name: str, encoding_file: str | None):
     import tiktoken
 
     if encoding_file:

@@ -8,12 +8,14 @@ enough, cannot be split, or `max_levels` is reached. Entities with no relationsh
 
 from __future__ import annotations
 
-import igraph as ig
-import leidenalg
 import polars as pl
 
+from graphrag_ray.deferred_imports import import_igraph
 from graphrag_ray.index.ids import content_id
 from graphrag_ray.index.step import BatchStep, StepContext, Tables
+
+ig = import_igraph()
+import leidenalg  # noqa: E402 - after igraph, which it imports
 
 
 def leiden(graph: ig.Graph, seed: int) -> list[list[int]]:
