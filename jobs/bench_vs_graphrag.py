@@ -237,7 +237,12 @@ def run_scenario(name: str, args, python: Path, work: Path) -> dict:
         results["ours"] = index_figures(run, corpus_tokens, spec["tpm"], our_stage_walls(root))
         results["ours"]["query"] = queries("ours", Path(sys.executable), root, sim, args.repeats)
         print(f"ours: {run['wall_s']:.1f} s", flush=True)
+        earlier = json.loads(args.theirs_from.read_text()).get(name, {}) if args.theirs_from else {}
         for label, tracer in (("theirs_off", False), ("theirs_shipped", True)):
+            if label in earlier:  # their code did not change: reuse figures measured on the same corpus
+                results[label] = earlier[label]
+                print(f"{label}: {earlier[label]['wall_s']:.1f} s (from {args.theirs_from})", flush=True)
+                continue
             if label == "theirs_shipped" and args.skip_shipped:
                 continue
             troot = their_root(work, label, corpus, python, sim.base_url, spec["tpm"])
@@ -278,6 +283,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="local query runs (the median is reported)")
     parser.add_argument("--skip-shipped", action="store_true", help="measure theirs with the tracer off only")
     parser.add_argument("--json", type=Path, default=None, help="also write every figure here")
+    parser.add_argument("--theirs-from", type=Path, default=None,
+                        help="reuse theirs' figures from an earlier --json file (same scenario and corpus size) "
+                             "instead of re-running them, e.g. jobs/results/bench_vs_graphrag_c.json")
     args = parser.parse_args()
     python = msgraphrag.ensure_venv(args.msgr_venv)
     work = args.workdir or Path(tempfile.mkdtemp(prefix="bench-vs-graphrag-"))

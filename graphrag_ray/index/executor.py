@@ -211,4 +211,4 @@ def progress_bar(enabled: bool):
     return Progress(TextColumn("[bold]{task.description:<24}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                     TextColumn("calls {task.fields[calls]:,}  tokens {task.fields[tokens]:,}  "
                                "${task.fields[cost]:.4f}"), TimeElapsedColumn(), TimeRemainingColumn(),
-                    transient=False)
+                    transient=False, refresh_per_second=2)  # an index runs for minutes: 2 Hz is plenty

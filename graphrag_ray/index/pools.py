@@ -100,8 +100,6 @@ class LocalPool:
         return handle.result()
 
     def cancel(self, handles: list) -> None:
-        import ray
-
         for handle in handles:
             handle.cancel()
 

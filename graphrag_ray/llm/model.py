@@ -233,7 +233,7 @@ def _pieces(text: str, size: int = 24) -> list[str]:
 class EmbeddingModel(_ModelBase):
     def batches(self, texts: list[str], counts: list[int] | None = None) -> list[list[int]]:
         """Indices of `texts` grouped by batch_size and batch_max_tokens."""
-        counts = counts if counts is not None else [self.tokenizer.count(text) for text in texts]
+        counts = counts if counts is not None else self.counts(texts)
         out, current, tokens = [], [], 0
         for i, n in enumerate(counts):
             if current and (len(current) >= self.config.batch_size or tokens + n > self.config.batch_max_tokens):

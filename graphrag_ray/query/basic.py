@@ -11,6 +11,7 @@ from graphrag_ray.query.result import SearchResult
 
 class BasicSearch(QueryEngine):
     method = "basic"
+    lookups = ("text_unit_rows",)
     chat_model_key = "basic_search"
 
     async def prepare(self, query: str, history: ConversationHistory | None) -> Prepared:

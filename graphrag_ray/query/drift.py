@@ -17,6 +17,7 @@ from graphrag_ray.config.prompts import fill
 from graphrag_ray.index.parsing import parse_json_object
 from graphrag_ray.query.context.budget import pack_table
 from graphrag_ray.query.context.history import ConversationHistory
+from graphrag_ray.query.context.local_context import LOCAL_CONTEXT_LOOKUPS
 from graphrag_ray.query.engine import Prepared, QueryEngine, system_and_user
 from graphrag_ray.query.local import LocalSearch
 from graphrag_ray.query.result import SearchResult
@@ -34,6 +35,7 @@ def _score(value) -> float:
 
 class DriftSearch(QueryEngine):
     method = "drift"
+    lookups = LOCAL_CONTEXT_LOOKUPS  # its follow-ups are local searches
     chat_model_key = "drift_search"
 
     def __init__(self, *args, **kwargs):

@@ -10,6 +10,7 @@ from typing import AsyncIterator
 
 from graphrag_ray.config.prompts import load_prompt
 from graphrag_ray.config.settings import Settings
+from graphrag_ray.llm.client import preload_sdk_resources
 from graphrag_ray.llm.model import ChatResult, Models
 from graphrag_ray.query.context.history import ConversationHistory
 from graphrag_ray.query.extractive import extractive_answer
@@ -33,6 +34,7 @@ class QueryEngine(ABC):
     method = ""
 
     chat_model_key = "local_search"  # the settings section whose chat_model_id this method answers with
+    lookups: tuple[str, ...] = ()  # IndexData lookups (cached properties) its queries use
 
     def __init__(self, data: IndexData, models: Models, settings: Settings | None = None, root: Path | None = None,
                  response_type: str | None = None, community_level: int | None = None, no_llm: bool = False):
@@ -53,6 +55,9 @@ class QueryEngine(ABC):
             self.models.chat(chat_id).tokenizer
         if getattr(section, "embedding_model_id", None) in self.settings.models:
             self.models.embedding(section.embedding_model_id)
+        preload_sdk_resources()
+        for name in self.lookups:  # the index's row lookups this method reads, built with it as well
+            getattr(self.data, name)
 
     def prompt(self, relative_path: str) -> str:
         return load_prompt(self.root, relative_path)

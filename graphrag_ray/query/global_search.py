@@ -89,6 +89,7 @@ def map_worker(settings, root, limiter):
 
 class GlobalSearch(QueryEngine):
     method = "global"
+    lookups = ("report_by_community", "community_rows")
     chat_model_key = "global_search"
 
     def __init__(self, *args, dynamic_community_selection: bool = False, **kwargs):

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from graphrag_ray.config.prompts import fill
 from graphrag_ray.query.context.history import ConversationHistory
-from graphrag_ray.query.context.local_context import LocalContext, build_local_context, map_query_to_entities
+from graphrag_ray.query.context.local_context import (LOCAL_CONTEXT_LOOKUPS, LocalContext, build_local_context,
+                                                      map_query_to_entities)
 from graphrag_ray.query.engine import Prepared, QueryEngine, system_and_user
 from graphrag_ray.query.result import SearchResult
 
 
 class LocalSearch(QueryEngine):
     method = "local"
+    lookups = LOCAL_CONTEXT_LOOKUPS
 
     def __init__(self, *args, exclude_entities: set[str] | None = None, max_context_tokens: int | None = None,
                  **kwargs):

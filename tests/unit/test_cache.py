@@ -12,12 +12,25 @@ from graphrag_ray.llm.cache import SEGMENTS_DIR, ResponseCache, SegmentLog, cach
 
 
 def _key(i: int) -> str:
-    return cache_key("chat", "gpt-4o-mini", {"messages": [{"role": "user", "content": f"q{i}"}]})
+    return "0" + cache_key("chat", "gpt-4o-mini", {"messages": [{"role": "user", "content": f"q{i}"}]})[1:]
 
 
 def _fresh_process_view(folder) -> SegmentLog:
-    """What another process sees: its own SegmentLog over the same folder."""
-    return SegmentLog(folder / SEGMENTS_DIR)
+    """What another process sees: its own SegmentLog over the same shard folder (all test keys are in shard 0)."""
+    return SegmentLog(folder / SEGMENTS_DIR / "0")
+
+
+def _segment_files(folder) -> list:
+    return sorted((folder / SEGMENTS_DIR).rglob("*.seg"))
+
+
+def test_keys_are_sharded_by_their_first_hex_digit(tmp_path):
+    cache = ResponseCache(tmp_path)
+    keys = [cache_key("chat", "m", {"i": i}) for i in range(64)]
+    for key in keys:
+        cache.put(key, {"k": key})
+    assert {p.parent.name for p in _segment_files(tmp_path)} == {key[0] for key in keys}
+    assert all(cache.get(key) == {"k": key} for key in keys)
 
 
 def test_entries_round_trip_and_are_seen_by_a_new_process(tmp_path):
@@ -29,12 +42,12 @@ def test_entries_round_trip_and_are_seen_by_a_new_process(tmp_path):
     other = _fresh_process_view(tmp_path)
     assert json.loads(other.read(_key(49))) == {"content": "answer 49 李明", "prompt_tokens": 49}
     assert len(other.index) == 50
-    assert len(list((tmp_path / SEGMENTS_DIR).iterdir())) == 1  # one segment per writing process
+    assert len(_segment_files(tmp_path)) == 1  # one segment per writing process (and shard)
 
 
 def test_an_incomplete_record_is_never_indexed_until_it_is_whole(tmp_path):
     ResponseCache(tmp_path).put(_key(1), {"content": "whole"})
-    segment = next((tmp_path / SEGMENTS_DIR).iterdir())
+    segment = _segment_files(tmp_path)[0]
     payload = json.dumps({"content": "being written"}).encode()
     record = f"{_key(2)} {len(payload)}\n".encode() + payload + b"\n"
     with open(segment, "ab") as handle:
@@ -49,7 +62,7 @@ def test_an_incomplete_record_is_never_indexed_until_it_is_whole(tmp_path):
 
 
 def test_a_damaged_segment_stops_at_the_damage_and_never_returns_garbage(tmp_path):
-    segments = tmp_path / SEGMENTS_DIR
+    segments = tmp_path / SEGMENTS_DIR / "0"
     segments.mkdir(parents=True)
     good = json.dumps({"content": "ok"}).encode()
     (segments / "other-1-x.seg").write_bytes(f"{_key(1)} {len(good)}\n".encode() + good + b"\n"
@@ -66,7 +79,7 @@ def test_two_processes_see_each_others_new_entries_after_the_rescan_interval(tmp
     assert second.read(_key(1)) == b'{"content": "from the first"}'
     second.append(_key(2), b'{"content": "from the second"}')
     assert first.read(_key(2)) == b'{"content": "from the second"}'
-    assert len(list((tmp_path / SEGMENTS_DIR).iterdir())) == 2
+    assert len(_segment_files(tmp_path)) == 2
 
 
 def test_entries_of_the_one_file_per_entry_layout_are_still_read(tmp_path):

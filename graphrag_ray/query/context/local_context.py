@@ -19,6 +19,9 @@ from graphrag_ray.query.index_data import IndexData
 
 log = logging.getLogger(__name__)
 
+# the IndexData lookups this context reads (an engine using it builds them when it is set up)
+LOCAL_CONTEXT_LOOKUPS = ("entity_rows", "entity_by_title", "relationships_by_title", "text_unit_rows",
+                         "report_by_community", "community_rows", "communities_of_entity")
 
 @dataclass
 class LocalContext:
