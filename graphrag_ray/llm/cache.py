@@ -4,12 +4,13 @@ Key: sha256 of (model, messages, parameters, response_format) - the model is par
 key and endpoint are not (they never reach the cache).
 
 In a folder (local or a shared filesystem) entries are appended to segment files, one per writing process
-(`segments/<first hex digit of the key>/<host>-<pid>-<id>.seg`), each record `<key> <length>\n<json>\n`. Creating a file per entry cost
-0.4-0.7 ms of system CPU per LLM call here (a tenth of the engine's CPU per call; far more on NFS), an append
-costs microseconds. A process indexes every segment's record headers on first use and re-reads what other
-processes appended since at most once a second, on a miss; a record that is not complete yet (or was cut
-by a crash) is not indexed, so nobody ever reads a partial entry. Entries of the earlier one-file-per-entry
-layout (`ab/<key>.json`) are still read. In an object store there is no append: one object per entry.
+and shard (`segments/<first hex digit of the key>/<host>-<pid>-<id>.seg`), each record
+`<key> <length>\n<json>\n`. Creating a file per entry cost 0.4-0.7 ms of system CPU per LLM call here (a tenth
+of the engine's CPU per call; far more on NFS), an append costs microseconds. A process indexes a shard's record
+headers on its first lookup there and re-reads what other processes appended since at most once a second, on a
+miss; a record that is not complete yet (or was cut by a crash) is not indexed, so nobody ever reads a partial
+entry. Entries of the earlier one-file-per-entry layout (`ab/<key>.json`) are still read. An object store has
+no append: there, one object per entry.
 """
 
 from __future__ import annotations

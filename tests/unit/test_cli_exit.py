@@ -31,8 +31,8 @@ def test_the_command_exit_codes_and_messages(tmp_path):
     assert ok.returncode == 0 and ok.stdout.startswith("graphrag-ray ")
     bad = subprocess.run([sys.executable, "-m", "graphrag_ray.cli", "query", "x", "--root", str(tmp_path)],
                          capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 2 and bad.stderr.strip() == (f"error: {tmp_path}/settings.yaml: settings file not found (run "
-                                                          f"`graphrag-ray init --root {tmp_path}`)")
+    expected = f"error: {tmp_path}/settings.yaml: settings file not found (run `graphrag-ray init --root {tmp_path}`)"
+    assert bad.returncode == 2 and bad.stderr.strip() == expected
     text = subprocess.run([sys.executable, "-c", "from graphrag_ray.cli import exit_now; exit_now('stopped: why')"],
                           capture_output=True, text=True, timeout=60)
     assert text.returncode == 1 and text.stderr.strip() == "stopped: why"
