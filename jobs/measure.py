@@ -1,5 +1,6 @@
-"""Benchmark helpers: engine CPU seconds (machine CPU minus the simulator's) and peak RSS of the engine
-(this process and every process it started - Ray's included - except the simulator), read from /proc."""
+"""Benchmark helpers: engine CPU seconds (machine CPU minus the simulator's and, when the engine runs as a
+command, this harness's own - its /proc sampling costs ~10 ms a second) and peak RSS of the engine (every
+process this one started - Ray's included - except the simulator), read from /proc."""
 
 from __future__ import annotations
 
@@ -18,10 +19,12 @@ def machine_cpu_seconds() -> float:
     return (user + nice + system + irq + softirq) / CLOCK
 
 
-def process_cpu_seconds(pid: int) -> float:
+def process_cpu_seconds(pid: int, children: bool = True) -> float:
+    """user + system CPU of `pid`; with `children`, plus that of the children it has reaped."""
     try:
         parts = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(parts[11]) + int(parts[12]) + int(parts[13]) + int(parts[14])) / CLOCK
+        own = int(parts[11]) + int(parts[12])
+        return (own + (int(parts[13]) + int(parts[14]) if children else 0)) / CLOCK
     except (OSError, IndexError):
         return 0.0
 
@@ -49,7 +52,7 @@ def cpu_by_process() -> dict[int, tuple[str, float]]:
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             pid = int(entry.name)
-            out[pid] = (_process_name(pid), process_cpu_seconds(pid))
+            out[pid] = (_process_name(pid), process_cpu_seconds(pid, children=False))  # a reaped child once
     return out
 
 
@@ -65,32 +68,38 @@ def _children() -> dict[int, list[int]]:
     return tree
 
 
-def engine_rss_bytes(exclude: set[int]) -> int:
+def engine_rss_bytes(exclude: set[int], count_self: bool = True) -> int:
+    """RSS of this process (unless not `count_self`) and every process it started, and theirs, minus `exclude`."""
     tree, total, stack = _children(), 0, [os.getpid()]
     while stack:
         pid = stack.pop()
         if pid in exclude:
             continue
+        stack.extend(tree.get(pid, []))
+        if pid == os.getpid() and not count_self:
+            continue
         try:
             total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
         except (OSError, IndexError):
             pass
-        stack.extend(tree.get(pid, []))
     return total
 
 
 class Meter:
     """with Meter(exclude_pids={sim.pid()}) as m: ... ; m.cpu_s, m.peak_rss_gb, m.wall_s"""
 
-    def __init__(self, exclude_pids: set[int] | None = None, interval: float = 0.5):
+    def __init__(self, exclude_pids: set[int] | None = None, interval: float = 0.5, engine_here: bool = True):
+        """engine_here: the engine runs in this process (else only in the processes it starts, and this one -
+        the harness with its sampling thread - is left out of the CPU figures)."""
         self.exclude = set(exclude_pids or ())
+        self.engine_here = engine_here
         self.interval = interval
         self.peak_rss = 0
         self._stop = threading.Event()
 
     def _sample(self) -> None:
         while not self._stop.is_set():
-            self.peak_rss = max(self.peak_rss, engine_rss_bytes(self.exclude))
+            self.peak_rss = max(self.peak_rss, engine_rss_bytes(self.exclude, count_self=self.engine_here))
             self._procs_last.update(cpu_by_process())  # processes that exit mid-run keep their last reading
             self._stop.wait(self.interval)
 
@@ -99,6 +108,7 @@ class Meter:
         self._procs_last = dict(self._procs0)
         self._cpu0 = machine_cpu_seconds()
         self._excluded0 = sum(process_cpu_seconds(p) for p in self.exclude)
+        self._self0 = process_cpu_seconds(os.getpid(), children=False)
         self._t0 = time.perf_counter()
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
@@ -107,7 +117,8 @@ class Meter:
     def __exit__(self, *exc) -> None:
         self.wall_s = time.perf_counter() - self._t0
         excluded = sum(process_cpu_seconds(p) for p in self.exclude) - self._excluded0
-        self.cpu_s = machine_cpu_seconds() - self._cpu0 - excluded
+        harness = 0.0 if self.engine_here else process_cpu_seconds(os.getpid(), children=False) - self._self0
+        self.cpu_s = machine_cpu_seconds() - self._cpu0 - excluded - harness
         self._stop.set()
         self._thread.join()
         self.cpu_by_name: dict[str, float] = {}
@@ -130,7 +141,7 @@ def run_measured(cmd: list[str], *, env: dict | None = None, exclude_pids: set[i
 
     out = open(log, "wb") if log else subprocess.DEVNULL
     try:
-        with Meter(exclude_pids=exclude_pids) as meter:
+        with Meter(exclude_pids=exclude_pids, engine_here=False) as meter:
             proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
             try:
                 code, capped = proc.wait(timeout=timeout), False
