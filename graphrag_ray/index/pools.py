@@ -33,8 +33,9 @@ def choose_executor(setting: str, input_bytes: int, local_max_input_mb: float) -
 
 class RayActorPool:
     def __init__(self, ctx: StepContext, limiter: Any):
-        import ray
+        import ray  # here, not at the top: an in-process job never imports Ray (~0.3 s)
 
+        self.ray = ray
         cfg = ctx.settings.workers
         actor_cls = ray.remote(StepWorker).options(num_cpus=cfg.actor_cpus, max_restarts=-1, max_task_retries=-1,
                                                    scheduling_strategy="SPREAD")
@@ -47,33 +48,25 @@ class RayActorPool:
         return self.actors[worker].run_partition.remote(step_name, part)
 
     def wait_any(self, handles: list) -> list:
-        import ray
-
-        ready, _ = ray.wait(handles, num_returns=1)
+        ready, _ = self.ray.wait(handles, num_returns=1)
         return ready
 
     def result(self, handle) -> dict:
-        import ray
-
         try:
-            return ray.get(handle)
-        except ray.exceptions.RayTaskError as exc:
+            return self.ray.get(handle)
+        except self.ray.exceptions.RayTaskError as exc:
             cause = getattr(exc, "cause", None)
             if isinstance(cause, GraphRagRayError):
                 raise cause from None
             raise
 
     def cancel(self, handles: list) -> None:
-        import ray
-
         for handle in handles:
-            ray.cancel(handle)
+            self.ray.cancel(handle)
 
     def close(self) -> None:
-        import ray
-
         for actor in self.actors:
-            ray.kill(actor)
+            self.ray.kill(actor)
 
 
 class LocalPool:
