@@ -19,7 +19,7 @@ from corpus import fresh_project  # noqa: E402
 from measure import Meter  # noqa: E402
 
 from graphrag_ray.api import build_index  # noqa: E402
-from graphrag_ray.index.pipeline import ensure_ray  # noqa: E402
+from graphrag_ray.ray_runtime import ensure_ray  # noqa: E402
 
 SETTINGS = {"models": {"default_chat": {"api_key": ""},
                        "default_embedding": {"type": "local_embedding", "dimensions": 256}},

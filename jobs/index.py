@@ -14,7 +14,8 @@ import json
 import sys
 
 from graphrag_ray.errors import GraphRagRayError
-from graphrag_ray.index.pipeline import METHODS, build_index, ensure_ray
+from graphrag_ray.index.pipeline import METHODS, build_index
+from graphrag_ray.ray_runtime import ensure_ray
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,7 +36,7 @@ class EvalResult:
 def run_eval(root: str | Path = ".", config_file: str | Path | None = None, questions_file: str | Path | None = None,
              generate: int | None = None, methods: list[str] | None = None, judge: bool = True,
              out: str | Path | None = None, data: str | Path | None = None, progress=None) -> EvalResult:
-    from graphrag_ray.index.pipeline import ensure_ray
+    from graphrag_ray.ray_runtime import ensure_ray
 
     root = Path(root).resolve()
     settings = load_settings(root, config_file)

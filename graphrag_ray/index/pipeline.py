@@ -23,9 +23,11 @@ from graphrag_ray.index.step import StepContext
 from graphrag_ray.index.steps.load_documents import InputFile, check_columns, discover
 from graphrag_ray.llm.ledger import UsageLedger
 from graphrag_ray.llm.ratelimit import LocalRateLimiter, RayRateLimiter
+from graphrag_ray.ray_runtime import ensure_ray
 from graphrag_ray.storage.location import resolve
 from graphrag_ray.storage.schemas import REQUIRED_TABLES
-from graphrag_ray.storage.tables import publish, write_atomic_bytes, write_table
+from graphrag_ray.storage.location import write_atomic_bytes
+from graphrag_ray.storage.tables import publish, write_table
 from graphrag_ray.storage.vectors import VECTOR_TABLES, write_vectors
 
 log = logging.getLogger(__name__)
@@ -74,15 +76,6 @@ def submission_id(root: str | Path, config_file: str | Path | None = None, metho
 def _prompt_paths(settings: Settings) -> list[str]:
     return [settings.extract_graph.prompt, settings.extract_graph.continue_prompt,
             settings.summarize_descriptions.prompt, settings.community_reports.prompt, settings.extract_claims.prompt]
-
-
-def ensure_ray(verbose: bool = False) -> None:
-    import ray  # here, not at the top: a job run in-process never imports Ray (~0.3 s)
-
-    if not ray.is_initialized():
-        # no address: a submitted job joins its cluster, a plain local run starts one
-        ray.init(include_dashboard=False, log_to_driver=verbose, logging_level=logging.INFO if verbose
-                 else logging.ERROR)
 
 
 def build_index(root: str | Path = ".", config_file: str | Path | None = None, method: str = "standard",

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
-import sys
 import threading
 from typing import Any
 
@@ -18,6 +17,7 @@ from graphrag_ray.errors import GraphRagRayError
 from graphrag_ray.index.step import StepContext
 from graphrag_ray.index.worker import StepWorker
 from graphrag_ray.llm.client import close_loop_clients
+from graphrag_ray.ray_runtime import ray_running
 
 
 def choose_executor(setting: str, input_bytes: int, local_max_input_mb: float) -> str:
@@ -25,8 +25,7 @@ def choose_executor(setting: str, input_bytes: int, local_max_input_mb: float) -
     input is big enough to pay for Ray's start-up (seconds) with parallel actors; in this process otherwise."""
     if setting != "auto":
         return setting
-    ray = sys.modules.get("ray")  # not imported: not initialised either (and an in-process job never imports it)
-    if (ray is not None and ray.is_initialized()) or os.environ.get("RAY_ADDRESS"):
+    if ray_running() or os.environ.get("RAY_ADDRESS"):
         return "ray"
     return "ray" if input_bytes > local_max_input_mb * 2**20 else "local"
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import polars as pl
 
-from graphrag_ray.storage.tables import read_table, write_atomic_bytes, write_table
+from graphrag_ray.storage.location import write_atomic_bytes
+from graphrag_ray.storage.tables import read_table, write_table
 
 
 class RunState:

@@ -15,7 +15,7 @@ import zipfile
 from pathlib import Path
 
 from graphrag_ray.errors import GraphRagRayError
-from graphrag_ray.llm.tokens import ENCODING_URLS, load_encoding_file, cache_key
+from graphrag_ray.llm.tokens import ENCODING_URLS, cache_key, load_encoding_file
 
 LITELLM_SPEC = "litellm==1.110.2"
 WHEEL_DIR = "litellm/litellm_core_utils/tokenizers/"

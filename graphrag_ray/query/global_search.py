@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sys
 
 import polars as pl
 
@@ -22,6 +21,7 @@ from graphrag_ray.query.context.budget import pack_table
 from graphrag_ray.query.context.history import ConversationHistory
 from graphrag_ray.query.engine import Prepared, QueryEngine, system_and_user
 from graphrag_ray.query.result import SearchResult
+from graphrag_ray.ray_runtime import ensure_ray, ray_running
 
 NO_DATA_ANSWER = "I am sorry but I am unable to answer this question given the provided data."
 REPORT_COLUMNS = ["id", "title", "occurrence weight", "content", "rank"]
@@ -181,13 +181,10 @@ class GlobalSearch(QueryEngine):
         return [p for p, _ in outcomes], sum(1 for _, failed in outcomes if failed)
 
     def _use_ray(self) -> bool:
-        if self.cfg.executor == "local" or (self.cfg.executor == "auto" and "ray" not in sys.modules):
-            return False  # auto: Ray only when this process already joined it (importing ray costs ~0.2 s)
-        import ray
-
-        if self.cfg.executor == "ray" and not ray.is_initialized():
-            ray.init(include_dashboard=False, log_to_driver=False)
-        return ray.is_initialized()
+        if self.cfg.executor == "local" or (self.cfg.executor == "auto" and not ray_running()):
+            return False  # auto: Ray only when this process already joined it
+        ensure_ray()
+        return True
 
     async def _maps_on_ray(self, messages: list[list[dict]]) -> tuple[list[list[dict]], int]:
         from graphrag_ray.llm.ratelimit import RayRateLimiter

@@ -20,6 +20,15 @@ import pyarrow.fs as pafs
 from graphrag_ray.errors import InputError
 
 
+def write_atomic_bytes(path: str | Path, data: bytes) -> None:
+    """A local file written whole or not at all: a hidden temp name, then a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
 def is_uri(location: str | Path) -> bool:
     return isinstance(location, str) and "://" in location
 
@@ -82,16 +91,11 @@ class Store:
 
     def write_bytes(self, relative: str, data: bytes) -> None:
         target = self._full(relative)
-        parent = target.rsplit("/", 1)[0]
-        if self.remote:
-            with self.fs.open_output_stream(target) as stream:
-                stream.write(data)
+        if not self.remote:
+            write_atomic_bytes(target, data)
             return
-        self.fs.create_dir(parent, recursive=True)
-        tmp = f"{parent}/.{target.rsplit('/', 1)[1]}.tmp-{uuid.uuid4().hex[:8]}"
-        with self.fs.open_output_stream(tmp) as stream:
+        with self.fs.open_output_stream(target) as stream:
             stream.write(data)
-        os.replace(tmp, target)
 
     def list_files(self, pattern: str | None = None) -> list[StoredFile]:
         """Every file below the folder (recursive), hidden names (`.`/`_`) skipped, sorted; `pattern` is a glob

@@ -87,14 +87,6 @@ def _read_stored_table(store: Store, name: str) -> pl.DataFrame | None:
     return _joined(pl.concat(parts, how="vertical_relaxed"), name)
 
 
-def write_atomic_bytes(path: str | Path, data: bytes) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 def _remove(path: Path) -> None:
     if path.is_symlink() or path.is_file():
         path.unlink()

@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 LOCAL_CONTEXT_LOOKUPS = ("entity_rows", "entity_by_title", "relationships_by_title", "text_unit_rows",
                          "report_by_community", "community_rows", "communities_of_entity")
 
+
 @dataclass
 class LocalContext:
     text: str
