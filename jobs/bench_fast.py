@@ -19,7 +19,7 @@ from corpus import fresh_project  # noqa: E402
 from measure import Meter  # noqa: E402
 
 from graphrag_ray.api import build_index  # noqa: E402
-from graphrag_ray.ray_runtime import ensure_ray  # noqa: E402
+from graphrag_ray.api import join_ray  # noqa: E402
 
 SETTINGS = {"models": {"default_chat": {"api_key": ""},
                        "default_embedding": {"type": "local_embedding", "dimensions": 256}},
@@ -33,7 +33,7 @@ def main() -> None:
     args = parser.parse_args()
     root, corpus_tokens = fresh_project(args.workdir, args.tokens, "bench-fast-")
     (root / "settings.yaml").write_text(yaml.safe_dump(SETTINGS))
-    ensure_ray()
+    join_ray()
     with Meter() as meter:
         result = build_index(root=root, method="fast")
     print(f"corpus: {corpus_tokens:,} tokens in {len(list((root / 'input').iterdir()))} documents")

@@ -20,7 +20,7 @@ from corpus import fresh_project  # noqa: E402
 from measure import Meter  # noqa: E402
 
 from graphrag_ray.api import build_index  # noqa: E402
-from graphrag_ray.ray_runtime import ensure_ray  # noqa: E402
+from graphrag_ray.api import join_ray  # noqa: E402
 from graphrag_ray.simulate.process import SimulatorProcess  # noqa: E402
 
 
@@ -41,7 +41,7 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=None)
     args = parser.parse_args()
     root, corpus_tokens = fresh_project(args.workdir, args.tokens, "bench-index-")
-    ensure_ray()
+    join_ray()
     with SimulatorProcess(latency=args.latency) as sim:
         (root / "settings.yaml").write_text(yaml.safe_dump(settings_for(sim.base_url, args.actors)))
         with Meter(exclude_pids={sim.pid()}) as meter:

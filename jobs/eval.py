@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from graphrag_ray.errors import GraphRagRayError
-from graphrag_ray.eval.run import run_eval
+from graphrag_ray import api
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,8 +23,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     try:
-        result = run_eval(args.root, args.config, args.questions, args.generate, args.methods.split(","),
-                          not args.no_judge, args.out)
+        api.join_ray()
+        result = api.evaluate(args.root, args.config, args.questions, args.generate, args.methods.split(","),
+                              not args.no_judge, args.out)
     except GraphRagRayError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -13,21 +13,21 @@ import argparse
 import json
 import sys
 
+from graphrag_ray import api
 from graphrag_ray.errors import GraphRagRayError
-from graphrag_ray.index.pipeline import METHODS, build_index
-from graphrag_ray.ray_runtime import ensure_ray
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="graphrag-ray index job")
     parser.add_argument("--root", required=True, help="project root (on shared storage for multi-node runs)")
     parser.add_argument("--config", default=None, help="settings file (default ROOT/settings.yaml)")
-    parser.add_argument("--method", default="standard", choices=sorted(METHODS))
+    parser.add_argument("--method", default="standard", choices=api.index_methods())
     parser.add_argument("--no-resume", action="store_true", help="start over instead of continuing")
     args = parser.parse_args(argv)
     try:
-        ensure_ray()
-        result = build_index(args.root, args.config, method=args.method, resume=not args.no_resume)
+        api.join_ray()
+        result = api.build_index(root=args.root, config_file=args.config, method=args.method,
+                                 resume=not args.no_resume)
     except GraphRagRayError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

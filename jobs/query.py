@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from graphrag_ray.errors import GraphRagRayError
-from graphrag_ray.eval.run import run_eval
+from graphrag_ray import api
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,8 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         out = args.out or str(Path(args.root) / "queries" / Path(args.questions).stem)
-        result = run_eval(args.root, args.config, args.questions, None, args.methods.split(","), judge=False,
-                          out=out)
+        api.join_ray()
+        result = api.evaluate(args.root, args.config, args.questions, None, args.methods.split(","), judge=False,
+                              out=out)
     except GraphRagRayError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

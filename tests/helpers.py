@@ -52,3 +52,16 @@ def files_containing(folder: Path, needle: str) -> list[Path]:
             except OSError:
                 continue
     return hits
+
+
+def published_version(root: Path) -> str | None:
+    """The version ROOT/output/CURRENT names (None before the first publish)."""
+    pointer = Path(root) / "output" / "CURRENT"
+    return pointer.read_text() if pointer.exists() else None
+
+
+def published_index(root: Path):
+    """The Store of ROOT's published index."""
+    from graphrag_ray.storage.tables import current_index
+
+    return current_index(Path(root) / "output")

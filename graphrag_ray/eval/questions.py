@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 
 from graphrag_ray.errors import InputError
-from graphrag_ray.index.ids import content_id
+from graphrag_ray.ids import content_id
 from graphrag_ray.query.index_data import IndexData
 
 QUESTION_SCHEMA = {"question_id": pl.String, "question": pl.String, "kind": pl.String, "gold_answer": pl.String,

@@ -10,17 +10,21 @@ import polars as pl
 
 from graphrag_ray.config.load import load_settings
 from graphrag_ray.errors import GraphRagRayError
-from graphrag_ray.eval.judge import judge_all, win_rates
+from graphrag_ray.eval.judge import win_rates
 from graphrag_ray.eval.metrics import gold_metrics
 from graphrag_ray.eval.questions import generate_questions, load_questions
 from graphrag_ray.eval.report import write_report
-from graphrag_ray.eval.runner import EVAL_METHODS, answer_all
-from graphrag_ray.llm.client import run as run_async
+from graphrag_ray.eval.runner import EVAL_METHODS, JUDGMENT_SCHEMA, AnswerQuestions, JudgeAnswers
+from graphrag_ray.exec.executor import Executor
+from graphrag_ray.exec.progress import progress_bar
+from graphrag_ray.exec.run_state import RunState
+from graphrag_ray.exec.runtime import choose_backend, job_limiter
+from graphrag_ray.exec.step import StepContext
 from graphrag_ray.llm.model import Models
-from graphrag_ray.llm.ratelimit import RayRateLimiter
+from graphrag_ray.llm.preflight import check_endpoints
 from graphrag_ray.query.index_data import IndexData
 from graphrag_ray.storage.location import as_location, resolve
-from graphrag_ray.storage.tables import write_table
+from graphrag_ray.storage.tables import current_index, write_table
 
 
 @dataclass
@@ -35,9 +39,7 @@ class EvalResult:
 
 def run_eval(root: str | Path = ".", config_file: str | Path | None = None, questions_file: str | Path | None = None,
              generate: int | None = None, methods: list[str] | None = None, judge: bool = True,
-             out: str | Path | None = None, data: str | Path | None = None, progress=None) -> EvalResult:
-    from graphrag_ray.ray_runtime import ensure_ray
-
+             out: str | Path | None = None, data: str | Path | None = None, show_progress: bool = False) -> EvalResult:
     root = Path(root).resolve()
     settings = load_settings(root, config_file)
     methods = methods or ["local", "global"]
@@ -58,19 +60,23 @@ def run_eval(root: str | Path = ".", config_file: str | Path | None = None, ques
         "\n".join(sorted(questions["question_id"].to_list())).encode()).hexdigest()[:12]
     out.mkdir(parents=True, exist_ok=True)
     write_table(questions, out, "questions", typed=False)
-    ensure_ray()
-    limiter = RayRateLimiter.for_job(f"eval-{out.name}")
-    answers = answer_all(settings, root, data_dir, questions, methods, out, limiter,
-                         settings.workers.num_actors, progress=progress)
-    write_table(answers, out, "answers", typed=False)
-    rates = win_rates(pl.DataFrame())
+    steps = [AnswerQuestions(current_index(data_dir).location, methods)]
     if judge and len(methods) >= 2:
-        models = Models.create(settings, root, limiter=limiter)
-        if not models.has_chat(settings.global_search.chat_model_id):
+        if not Models.create(settings, root).has_chat(settings.global_search.chat_model_id):
             raise GraphRagRayError("judging needs a chat model with an API key (or pass --no-judge)")
-        judgments = run_async(judge_all(models, settings, root, questions, answers, methods, out))
+        steps.append(JudgeAnswers(methods))
+    check_endpoints(settings, [m for step in steps for m in step.model_ids(settings)])
+    backend = choose_backend(settings.workers.executor)
+    limiter = job_limiter(backend, f"eval-{out.name}")
+    with progress_bar(show_progress) as progress:
+        executor = Executor(StepContext(settings, root), RunState(out / "run"), limiter, progress, backend)
+        tables = executor.run_steps(steps, given={"questions": questions})
+    answers = tables["answers"]
+    write_table(answers, out, "answers", typed=False)
+    judgments = tables.get("judgments", pl.DataFrame(schema=JUDGMENT_SCHEMA))
+    rates = win_rates(judgments)
+    if "judgments" in tables:
         write_table(judgments, out, "judgments", typed=False)
-        rates = win_rates(judgments)
         write_table(rates, out, "win_rates", typed=False)
     gold = gold_metrics(questions, answers)
     write_table(gold, out, "gold_metrics", typed=False)

@@ -1,109 +1,134 @@
-"""Answer every (question, method) pair on a pool of async Ray actors sharing the job's rate limiter.
-
-Results are written in small Parquet parts as they arrive (ROOT/<out>/answers/part-*.parquet), so a re-run
-skips every pair already answered. `evidence` is the no-LLM baseline (local context, extractive answer)."""
+"""Bulk evaluation's two item steps, run by the same executor as index steps (exec/): answers to every
+(question, method) pair, then pairwise judgments. In this process for small jobs, on Ray actors sharing the job's
+rate limiter when there is a cluster; completed partitions are recorded, so a re-run answers and judges only what
+is new. `evidence` is the no-LLM baseline (local context, extractive answer)."""
 
 from __future__ import annotations
 
+import functools
+import itertools
 import time
-import uuid
-from collections import deque
-from pathlib import Path
 
 import polars as pl
-import ray
 
-from graphrag_ray.config.settings import Settings
+from graphrag_ray.config.prompts import fill
 from graphrag_ray.errors import GraphRagRayError
+from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
+from graphrag_ray.parsing.llm_output import parse_json_object
+from graphrag_ray.query.index_data import IndexData
 
 ANSWER_SCHEMA = {"question_id": pl.String, "method": pl.String, "answer": pl.String,
                  "source_ids": pl.List(pl.String), "report_ids": pl.List(pl.String), "latency_s": pl.Float64,
                  "llm_calls": pl.Int64, "prompt_tokens": pl.Int64, "output_tokens": pl.Int64, "cost": pl.Float64,
                  "error": pl.String}
+CRITERIA = ("comprehensiveness", "diversity", "empowerment", "directness")
+JUDGMENT_SCHEMA = {"question_id": pl.String, "method_a": pl.String, "method_b": pl.String, "order": pl.Int64,
+                   **{c: pl.Float64 for c in CRITERIA}}
 EVAL_METHODS = ("local", "global", "drift", "basic", "hybrid", "evidence")
-FLUSH_EVERY = 16
+JUDGE_PROMPT = "prompts/eval_judge.txt"
 
 
-class EvalWorker:
-    """Holds the index and the models once; answers many pairs concurrently."""
+@functools.lru_cache(maxsize=4)
+def loaded_index(location: str) -> IndexData:
+    """One loaded index per process (a worker answers many questions from it)."""
+    return IndexData.load(location)
 
-    def __init__(self, settings: Settings, root: str, data_dir: str, limiter):
-        from graphrag_ray.llm.model import Models
-        from graphrag_ray.query.index_data import IndexData
 
-        self.settings, self.root = settings, Path(root)
-        self.data = IndexData.load(data_dir)
-        self.models = Models.create(settings, root, limiter=limiter)
+class AnswerQuestions(ItemStep):
+    name = "answer_questions"
+    reads = ("questions",)
+    writes = ("answers",)
+    yields = {"answers": ANSWER_SCHEMA}
+    partition_size = 8  # answered at once per partition; two partitions in flight per worker
 
-    def node_id(self) -> str:
-        return ray.get_runtime_context().get_node_id()
+    def __init__(self, index_location: str, methods: list[str]):
+        self.index_location = index_location
+        self.methods = list(methods)
 
-    async def answer(self, question_id: str, question: str, method: str) -> dict:
+    def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
+        return [{"item_id": f"{q['question_id']}\x1f{m}", "question_id": q["question_id"], "question": q["question"],
+                 "method": m} for q in tables["questions"].iter_rows(named=True) for m in self.methods]
+
+    async def process(self, ctx: StepContext, item: dict, models) -> Rows:
         from graphrag_ray.query.factory import make_engine
 
-        level = min(self.settings.query.community_level, self.data.max_level)
+        data = loaded_index(self.index_location)
+        method = item["method"]
+        level = min(ctx.settings.query.community_level, data.max_level)
         started = time.perf_counter()
+        row = {"question_id": item["question_id"], "method": method}
         try:
-            engine = make_engine("local" if method == "evidence" else method, self.data, self.models, self.settings,
-                                 self.root, community_level=level, no_llm=method == "evidence")
-            result = await engine.search(question)
+            engine = make_engine("local" if method == "evidence" else method, data, models, ctx.settings, ctx.root,
+                                 community_level=level, no_llm=method == "evidence")
+            result = await engine.search(item["question"])
         except GraphRagRayError as exc:
-            return {"question_id": question_id, "method": method, "answer": "", "source_ids": [], "report_ids": [],
-                    "latency_s": time.perf_counter() - started, "llm_calls": 0, "prompt_tokens": 0,
-                    "output_tokens": 0, "cost": 0.0, "error": str(exc)}
-        ctx = result.context_data
-        sources = [str(r["id"]) for r in ctx.get("sources", [])]
-        reports = [str(r["id"]) for r in ctx.get("reports", []) + ctx.get("global_reports", [])]
-        return {"question_id": question_id, "method": method, "answer": result.response, "source_ids": sources,
-                "report_ids": reports, "latency_s": result.completion_time, "llm_calls": result.llm_calls,
-                "prompt_tokens": result.prompt_tokens, "output_tokens": result.output_tokens, "cost": result.cost,
-                "error": None}
+            self.stat_update("errors")
+            return {"answers": [{**row, "answer": "", "source_ids": [], "report_ids": [],
+                                 "latency_s": time.perf_counter() - started, "llm_calls": 0, "prompt_tokens": 0,
+                                 "output_tokens": 0, "cost": 0.0, "error": str(exc)}]}
+        found = result.context_data
+        return {"answers": [{
+            **row, "answer": result.response, "source_ids": [str(r["id"]) for r in found.get("sources", [])],
+            "report_ids": [str(r["id"]) for r in found.get("reports", []) + found.get("global_reports", [])],
+            "latency_s": result.completion_time, "llm_calls": result.llm_calls, "prompt_tokens": result.prompt_tokens,
+            "output_tokens": result.output_tokens, "cost": result.cost, "error": None}]}
+
+    def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
+        return {"answers": yielded["answers"].unique(["question_id", "method"], keep="first")
+                .sort("question_id", "method")}
 
 
-def read_parts(folder: Path, schema: dict) -> pl.DataFrame:
-    parts = sorted(folder.glob("part-*.parquet")) if folder.exists() else []
-    return pl.concat([pl.read_parquet(p) for p in parts], how="diagonal_relaxed") if parts \
-        else pl.DataFrame(schema=schema)
+class JudgeAnswers(ItemStep):
+    """Pairwise LLM-as-judge on the GraphRAG paper's criteria; every pair judged in both orders (position bias
+    cancels), ties allowed."""
+
+    name = "judge_answers"
+    reads = ("questions", "answers")
+    writes = ("judgments",)
+    yields = {"judgments": JUDGMENT_SCHEMA}
+    partition_size = 16
+    uses_llm = True
+
+    def __init__(self, methods: list[str]):
+        self.methods = list(methods)
+
+    def model_ids(self, settings) -> list[str]:
+        return [settings.global_search.chat_model_id]
+
+    def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
+        text = {(r["question_id"], r["method"]): r["answer"] for r in tables["answers"].iter_rows(named=True)}
+        return [{"item_id": f"{q['question_id']}\x1f{a}\x1f{b}\x1f{order}", "question_id": q["question_id"],
+                 "question": q["question"], "method_a": a, "method_b": b, "order": order,
+                 "first": text[(q["question_id"], a if order == 0 else b)],
+                 "second": text[(q["question_id"], b if order == 0 else a)]}
+                for q in tables["questions"].iter_rows(named=True)
+                for a, b in itertools.combinations(self.methods, 2) for order in (0, 1)
+                if text.get((q["question_id"], a)) and text.get((q["question_id"], b))]
+
+    async def process(self, ctx: StepContext, item: dict, models) -> Rows:
+        chat = models.chat(ctx.settings.global_search.chat_model_id)
+        prompt = fill(ctx.prompt(JUDGE_PROMPT), question=item["question"], answer_1=item["first"],
+                      answer_2=item["second"])
+        try:
+            reply = await chat.chat([{"role": "user", "content": prompt}], stage="eval_judge", json_mode=True)
+            verdict = parse_json_object(reply.content) or {}
+        except GraphRagRayError:
+            self.stat_update("unjudged")
+            verdict = {}
+        return {"judgments": [{"question_id": item["question_id"], "method_a": item["method_a"],
+                               "method_b": item["method_b"], "order": item["order"],
+                               **{c: score_for_a(verdict, c, item["order"] == 0) for c in CRITERIA}}]}
+
+    def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
+        return {"judgments": yielded["judgments"].sort("question_id", "method_a", "method_b", "order")}
 
 
-def write_part(folder: Path, rows: list[dict], schema: dict) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    name = f"part-{time.time_ns()}-{uuid.uuid4().hex[:6]}.parquet"
-    tmp = folder / f".{name}.tmp"
-    pl.DataFrame(rows, schema=schema).write_parquet(tmp)
-    tmp.replace(folder / name)
-
-
-def answer_all(settings: Settings, root: Path, data_dir: Path, questions: pl.DataFrame, methods: list[str],
-               out: Path, limiter, num_actors: int, in_flight_per_actor: int = 8, progress=None) -> pl.DataFrame:
-    folder = out / "answers"
-    done = read_parts(folder, ANSWER_SCHEMA)
-    seen = set(zip(done["question_id"].to_list(), done["method"].to_list()))
-    todo = deque((q["question_id"], q["question"], m) for q in questions.iter_rows(named=True) for m in methods
-                 if (q["question_id"], m) not in seen)
-    if todo:
-        actor = ray.remote(EvalWorker).options(num_cpus=0, max_concurrency=1000, max_restarts=-1,
-                                               max_task_retries=-1, scheduling_strategy="SPREAD")
-        workers = [actor.remote(settings, str(root), str(data_dir), limiter) for _ in range(num_actors)]
-        load = [0] * len(workers)
-        pending: dict = {}
-        buffer: list[dict] = []
-        task = progress.add_task("answers", total=len(todo), calls=0, tokens=0, cost=0.0) if progress else None
-        while todo or pending:
-            while todo and min(load) < in_flight_per_actor:
-                w = load.index(min(load))
-                pending[workers[w].answer.remote(*todo.popleft())] = w
-                load[w] += 1
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            for ref in ready:
-                load[pending.pop(ref)] -= 1
-                buffer.append(ray.get(ref))
-                if progress:
-                    progress.update(task, advance=1)
-            if len(buffer) >= FLUSH_EVERY or (not todo and not pending and buffer):
-                write_part(folder, buffer, ANSWER_SCHEMA)
-                buffer = []
-        for w in workers:
-            ray.kill(w)
-    return read_parts(folder, ANSWER_SCHEMA).unique(["question_id", "method"], keep="first").sort(
-        "question_id", "method")
+def score_for_a(verdict: dict, criterion: str, a_is_first: bool) -> float:
+    """1 if method A won this criterion, 0 if it lost, 0.5 for a tie or an unusable verdict."""
+    try:
+        winner = int((verdict.get(criterion) or {}).get("winner", 0))
+    except (TypeError, ValueError):
+        winner = 0
+    if winner not in (1, 2):
+        return 0.5
+    return 1.0 if (winner == 1) == a_is_first else 0.0

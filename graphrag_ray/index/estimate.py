@@ -11,8 +11,9 @@ import asyncio
 from dataclasses import dataclass, field
 
 from graphrag_ray.config.settings import Settings
-from graphrag_ray.index.parsing import COMPLETION_DELIMITER
-from graphrag_ray.index.step import StepContext, fill
+from graphrag_ray.parsing.llm_output import COMPLETION_DELIMITER
+from graphrag_ray.exec.step import StepContext
+from graphrag_ray.config.prompts import fill
 from graphrag_ray.index.steps.chunk import STEP as CHUNK
 from graphrag_ray.index.steps.extract_graph import extraction_prompt
 from graphrag_ray.index.steps.load_documents import STEP as LOAD

@@ -1,4 +1,4 @@
-"""Index methods (plain lists of step names) and one index run: lock, run id, executor, publish."""
+"""Index methods (plain lists of step names) and one index run: lock, run id, endpoint checks, executor, publish."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import errno
 import hashlib
 import importlib
 import json
-import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -14,25 +13,22 @@ from pathlib import Path
 
 from graphrag_ray.config.load import load_settings
 from graphrag_ray.config.settings import Settings
-from graphrag_ray.errors import GraphRagRayError
-from graphrag_ray.index.executor import Executor, progress_bar
+from graphrag_ray.errors import ConfigError, GraphRagRayError
+from graphrag_ray.exec.executor import Executor
+from graphrag_ray.exec.progress import progress_bar
+from graphrag_ray.exec.run_state import RunState
+from graphrag_ray.exec.runtime import choose_backend, job_limiter
+from graphrag_ray.exec.step import Step, StepContext
+from graphrag_ray.index.input import check_columns, discover
 from graphrag_ray.index.lock import RunLock
-from graphrag_ray.index.pools import choose_executor
-from graphrag_ray.index.run_state import RunState
-from graphrag_ray.index.step import StepContext
-from graphrag_ray.index.steps.load_documents import InputFile, check_columns, discover
 from graphrag_ray.llm.ledger import UsageLedger
-from graphrag_ray.llm.ratelimit import LocalRateLimiter, RayRateLimiter
-from graphrag_ray.ray_runtime import ensure_ray
-from graphrag_ray.storage.location import resolve
+from graphrag_ray.llm.preflight import check_endpoints
+from graphrag_ray.storage.location import FoundFile, Store, resolve
 from graphrag_ray.storage.schemas import REQUIRED_TABLES
-from graphrag_ray.storage.location import write_atomic_bytes
 from graphrag_ray.storage.tables import publish, write_table
 from graphrag_ray.storage.vectors import VECTOR_TABLES, write_vectors
 
-log = logging.getLogger(__name__)
-
-METHODS: dict[str, list[str]] = {
+INDEX_METHODS: dict[str, list[str]] = {
     "standard": ["load_documents", "chunk", "extract_graph", "extract_claims", "merge_graph",
                  "summarize_descriptions", "communities", "community_reports", "embed", "finalize"],
     # no LLM at index time: NLP graph, joined descriptions, extractive reports (LazyGraphRAG / FastGraphRAG's idea)
@@ -44,22 +40,32 @@ METHODS: dict[str, list[str]] = {
 _MODEL_RESULT_KEYS = ("type", "model", "encoding", "max_tokens", "temperature", "dimensions")
 
 
+def load_step(name: str) -> Step:
+    return importlib.import_module(f"graphrag_ray.index.steps.{name}").STEP
+
+
+def method_steps(method: str) -> list[Step]:
+    if method not in INDEX_METHODS:
+        raise ConfigError(f"--method {method}: unknown method (have: {', '.join(INDEX_METHODS)})")
+    return [load_step(name) for name in INDEX_METHODS[method]]
+
+
 @dataclass
 class IndexResult:
-    output: Path | str  # the output setting: a folder (a symlink to the version) or an object-store URI
+    output: Path | str  # the output setting: a folder or an object-store URI
     run_id: str
     stats: dict
     ledger: UsageLedger
     node_ids: dict = field(default_factory=dict)
-    version: Path | str | None = None  # where this run's tables are
+    index: Store | None = None  # the published version this run wrote
 
 
-def run_id_for(ctx: StepContext, method: str, files: list[InputFile] | None = None) -> str:
+def run_id_for(ctx: StepContext, method: str, files: list[FoundFile] | None = None) -> str:
     settings = ctx.settings.model_dump(mode="json", exclude={"workers", "cache", "reporting", "models"})
     models = {k: {f: v for f, v in m.model_dump(mode="json").items() if f in _MODEL_RESULT_KEYS}
               for k, m in ctx.settings.models.items()}
     manifest = []
-    for file in discover(ctx) if files is None else files:
+    for file in discover(ctx.settings, ctx.root) if files is None else files:
         manifest.append([file.source, hashlib.sha256(file.read_bytes()).hexdigest()])
     prompts = {p: hashlib.sha256(ctx.prompt(p).encode()).hexdigest() for p in _prompt_paths(ctx.settings)}
     material = json.dumps([method, settings, models, manifest, prompts], sort_keys=True, ensure_ascii=False)
@@ -81,78 +87,56 @@ def _prompt_paths(settings: Settings) -> list[str]:
 def build_index(root: str | Path = ".", config_file: str | Path | None = None, method: str = "standard",
                 resume: bool = True, show_progress: bool = False, verbose: bool = False,
                 settings: Settings | None = None) -> IndexResult:
-    from graphrag_ray.errors import ConfigError
-
     root = Path(root).resolve()
     settings = settings or load_settings(root, config_file)
+    steps = method_steps(method)
     if settings.embed_text.enabled:
-        # lancedb takes ~1.5 s of CPU to import and is needed only at the end: import it while the driver
+        # lancedb is slow to import and is needed only at the end: import it while the driver
         # mostly waits (Ray start-up, LLM calls in flight)
         threading.Thread(target=importlib.import_module, args=("lancedb",), daemon=True).start()
-    if method not in METHODS:
-        raise ConfigError(f"--method {method}: unknown method (have: {', '.join(METHODS)})")
     ctx = StepContext(settings, root)
     for path in _prompt_paths(settings):
         ctx.prompt(path)  # a missing prompt file fails now, before any work
-    files = discover(ctx)
-    check_columns(ctx, files)
-    if METHODS[method] != METHODS.get("fast"):
-        from graphrag_ray.api import preflight_endpoints
-        from graphrag_ray.llm.client import run as run_async
-
-        needed = [settings.extract_graph.model_id, settings.summarize_descriptions.model_id,
-                  settings.community_reports.model_id]
-        if settings.embed_text.enabled:
-            needed.append(settings.embed_text.model_id)
-        run_async(preflight_endpoints(settings, needed))
+    files = discover(settings, root)
+    check_columns(settings, files)
+    # exactly the models the method's steps will call, each checked before anything is spent
+    check_endpoints(settings, [m for step in steps for m in step.model_ids(settings)])
     with RunLock(root):
         run_id = run_id_for(ctx, method, files)
-        run = RunState(root / settings.output.runs_dir / run_id)
+        run = RunState(Store(resolve(root, settings.output.runs_dir)).child(run_id))
         if not resume:
             run.reset()
         workers = settings.workers
-        mode = choose_executor(workers.executor, sum(f.size for f in files), workers.local_max_input_mb)
-        if mode == "ray":
-            ensure_ray(verbose)
-            limiter = RayRateLimiter.for_job(run_id)
-        else:
-            limiter = LocalRateLimiter()
+        backend = choose_backend(workers.executor, sum(f.size for f in files), workers.local_max_input_mb)
+        limiter = job_limiter(backend, run_id, verbose)
         started = time.perf_counter()
         with progress_bar(show_progress) as progress:
-            executor = Executor(ctx, run, limiter, progress, mode)
-            try:
-                tables = executor.run_steps(METHODS[method])
-            finally:
-                executor.close()
-        staged = run.dir / "final"
+            executor = Executor(ctx, run, limiter, progress, backend)
+            tables = executor.run_steps(steps)
+        output = resolve(root, settings.output.base_dir)
         try:
-            stats = _write_index(staged, tables, settings, executor, run_id, time.perf_counter() - started)
+            version, stats = publish(output, lambda folder: _write_index(
+                folder, tables, settings, executor, run_id, time.perf_counter() - started))
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
-            raise GraphRagRayError(f"no space left on the device while writing the index under {staged}; the "
+            raise GraphRagRayError(f"no space left on the device while writing the index to {output}; the "
                                    f"published index is unchanged and the run resumes once there is room") from None
-        output = resolve(root, settings.output.base_dir)
-        published = publish(staged, output)
         run.reset()
-        return IndexResult(output, run_id, stats, executor.ledger, dict(executor.node_ids), published)
+        return IndexResult(output, run_id, stats, executor.ledger, dict(executor.node_ids), version)
 
 
-def _write_index(staged: Path, tables, settings: Settings, executor: Executor, run_id: str, wall: float) -> dict:
-    if staged.exists():
-        import shutil
-
-        shutil.rmtree(staged)
+def _write_index(folder: Path, tables, settings: Settings, executor: Executor, run_id: str, wall: float) -> dict:
     for name in REQUIRED_TABLES:
-        write_table(tables[name], staged, name, settings.output.partition_rows)
-    write_table(tables["failures"], staged, "failures")
+        write_table(tables[name], folder, name, settings.output.partition_rows)
+    write_table(tables["failures"], folder, "failures")
     if settings.extract_claims.enabled and "covariates" in tables:
-        write_table(tables["covariates"], staged, "covariates", settings.output.partition_rows)
+        write_table(tables["covariates"], folder, "covariates", settings.output.partition_rows)
     embeddings = tables.get("embeddings")
     if embeddings is not None and embeddings.height:
         for target in VECTOR_TABLES:
             part = embeddings.filter(embeddings["target"] == target)
-            write_vectors(staged / "lancedb", target, part["id"].to_list(), part["text"].to_list(),
+            write_vectors(folder / "lancedb", target, part["id"].to_list(), part["text"].to_list(),
                           part["vector"].to_list(), settings.embed_text.ann_index_rows)
     total = executor.ledger.total()
     stats = {"run_id": run_id, "wall_s": round(wall, 3), "steps": executor.stats,
@@ -161,7 +145,6 @@ def _write_index(staged: Path, tables, settings: Settings, executor: Executor, r
                        "cache_hits": total.cache_hits, "retries": total.retries, "rate_limited": total.rate_limited,
                        "failures": int(tables["failures"].height)},
              "rows": {name: int(tables[name].height) for name in REQUIRED_TABLES}}
-    write_atomic_bytes(staged / "stats.json", json.dumps(stats, indent=2, default=str).encode())
-    executor.ledger.write_json(staged / settings.reporting.ledger_file)
+    (folder / "stats.json").write_text(json.dumps(stats, indent=2, default=str), encoding="utf-8")
+    executor.ledger.write_json(folder / settings.reporting.ledger_file)
     return stats
-

@@ -1,19 +1,21 @@
-"""ChatModel / EmbeddingModel: the layers composed, outermost first.
+"""ChatModel / EmbeddingModel: the layers composed once (`_ModelBase._call`), outermost first, for chat, streamed
+chat and embeddings alike:
 
     ledger   records every outcome (calls, tokens, cost, cache hits, retries, 429s, failures) per stage
     cache    a hit returns at once and costs nothing
     retry    tenacity around each attempt (fatal errors pass straight through)
-    limiter  each attempt reserves prompt + max_tokens, reconciled with the real usage; a 429 pauses all
+    limiter  each attempt reserves prompt + max_tokens, settled with the real usage; a 429 pauses all
     client   the HTTP call
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 from graphrag_ray.config.settings import ModelConfig, Settings
 from graphrag_ray.errors import LLMUnavailableError
@@ -27,6 +29,7 @@ from graphrag_ray.llm.tokens import tokenizer_for
 from graphrag_ray.storage.location import resolve
 
 DEFAULT_429_PAUSE = 1.0  # seconds, when a 429 carries no Retry-After
+Send = Callable[[], Awaitable[tuple[dict, int, int]]]  # one request: (entry to cache, prompt tokens, completion tokens)
 
 
 @dataclass
@@ -50,7 +53,7 @@ class _ModelBase:
 
     @property
     def tokenizer(self):
-        """Loaded on first use (0.1-0.2 s per encoding): a short embedding input never needs one."""
+        """Loaded on first use: a short embedding input never needs one."""
         return tokenizer_for(self.config.model, self.config.encoding)
 
     @property
@@ -80,46 +83,54 @@ class _ModelBase:
         rl = self.config.rate_limit
         return self.model_id, rl.rpm, rl.tpm
 
-    @property
-    def _limited_model(self) -> bool:
-        return bool(self.config.rate_limit.rpm or self.config.rate_limit.tpm)
-
     def _reconcile(self, key: str, reserved: int, used: int) -> None:
-        if self._limited_model:  # with no limits there is nothing to give back: no call to the limiter at all
+        if self.config.rate_limit.rpm or self.config.rate_limit.tpm:  # unlimited: no call to the limiter at all
             self.limiter.reconcile(key, reserved, used)
 
-    async def _limited(self, reserve: int, stage: str, call):
-        """One attempt under the concurrency slots and the job-wide limiter."""
+    # -- the layers, composed once: cache -> retry -> limiter -> client; the ledger records every outcome --
+    async def _call(self, stage: str, key: str, reserve: int, send: Send, use_cache: bool = True) -> tuple[dict, bool]:
+        """The cached entry for `key`, or one made by `send()` (one request: returns the entry to cache, and the
+        prompt and completion tokens paid) through the retry loop and the limiter. Returns (entry, cached)."""
+        if use_cache and (hit := self.cache.get(key)) is not None:
+            self.usage.record(stage, self.config.model, cache_hits=1)
+            return hit, True
+        try:
+            async for attempt in retrying(self.config.retry, lambda exc: self.usage.record(
+                    stage, self.config.model, retries=1)):
+                with attempt:
+                    entry, prompt_tokens, completion_tokens = await self._limited(reserve, stage, send)
+        except TransientLLMError as exc:
+            self.usage.record(stage, self.config.model, failures=1)
+            raise LLMUnavailableError(f"{self.client.where}: gave up after {self.config.retry.max_attempts} "
+                                      f"attempts ({exc})") from None
+        price = self.config.price
+        self.usage.record_call(stage, self.config.model, prompt_tokens, completion_tokens, price.input_per_1m,
+                               price.output_per_1m)
+        self.cache.put(key, entry)
+        return entry, False
+
+    async def _limited(self, reserve: int, stage: str, send: Send) -> tuple[dict, int, int]:
+        """One attempt under the concurrency slots and the job-wide limiter. What an attempt reserved is settled
+        whatever happens: with what it used, or given back when nothing was used."""
         key, rpm, tpm = self._limits()
         async with self._slots:
             await self.limiter.acquire(key, reserve, rpm, tpm)
             try:
-                result, used = await call()
+                entry, prompt_tokens, completion_tokens = await send()
             except RateLimitedError as exc:
                 self.usage.record(stage, self.config.model, rate_limited=1)
                 self._reconcile(key, reserve, 0)
                 self.limiter.pause(key, exc.retry_after if exc.retry_after is not None else DEFAULT_429_PAUSE,
                                    rpm, tpm)
                 raise
-            except TransientLLMError as exc:
-                if not isinstance(exc, MalformedResponseError):
-                    self._reconcile(key, reserve, 0)
+            except MalformedResponseError as exc:
+                self._reconcile(key, reserve, exc.used_tokens)
                 raise
-            self._reconcile(key, reserve, used)
-            return result
-
-    def _retrying(self, stage: str):
-        return retrying(self.config.retry, lambda exc: self.usage.record(stage, self.config.model, retries=1))
-
-    def _fail(self, stage: str, exc: Exception) -> LLMUnavailableError:
-        self.usage.record(stage, self.config.model, failures=1)
-        return LLMUnavailableError(f"{self.client.where}: gave up after {self.config.retry.max_attempts} attempts "
-                                   f"({exc})")
-
-    def _record(self, stage: str, prompt_tokens: int, completion_tokens: int) -> None:
-        p = self.config.price
-        self.usage.record_call(stage, self.config.model, prompt_tokens, completion_tokens,
-                                p.input_per_1m, p.output_per_1m)
+            except BaseException:
+                self._reconcile(key, reserve, 0)
+                raise
+            self._reconcile(key, reserve, prompt_tokens + completion_tokens)
+            return entry, prompt_tokens, completion_tokens
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -154,76 +165,79 @@ class ChatModel(_ModelBase):
         retried like a transient error and never cached."""
         params = self._params(json_mode, response_format, max_tokens, temperature, extra)
         key = cache_key("chat", self.config.model, {"messages": messages, "params": params})
-        if use_cache and (hit := self.cache.get(key)) is not None:
-            self.usage.record(stage, self.config.model, cache_hits=1)
-            return ChatResult(hit["content"], hit.get("prompt_tokens", 0), hit.get("completion_tokens", 0), True)
         wants_json = "response_format" in params
-        reserve = self._reservation(messages, params["max_tokens"])
 
-        async def call():
+        async def send() -> tuple[dict, int, int]:
             completion: Completion = await self.client.chat(messages, params)
-            if wants_json:
-                try:
-                    json.loads(completion.content)
-                except ValueError:
-                    raise MalformedResponseError(f"{self.client.where} returned invalid JSON") from None
+            used = completion.prompt_tokens + completion.completion_tokens
+            if wants_json and not _is_json(completion.content):
+                raise MalformedResponseError(f"{self.client.where} returned invalid JSON", used)
             if validate is not None and not validate(completion.content):
-                raise MalformedResponseError(f"{self.client.where} returned an incomplete answer")
-            return completion, completion.prompt_tokens + completion.completion_tokens
+                raise MalformedResponseError(f"{self.client.where} returned an incomplete answer", used)
+            return _entry(completion.content, completion.prompt_tokens, completion.completion_tokens), \
+                completion.prompt_tokens, completion.completion_tokens
 
-        try:
-            async for attempt in self._retrying(stage):
-                with attempt:
-                    completion = await self._limited(reserve, stage, call)
-        except TransientLLMError as exc:
-            raise self._fail(stage, exc) from None
-        self._record(stage, completion.prompt_tokens, completion.completion_tokens)
-        self.cache.put(key, {"content": completion.content, "prompt_tokens": completion.prompt_tokens,
-                             "completion_tokens": completion.completion_tokens})
-        return ChatResult(completion.content, completion.prompt_tokens, completion.completion_tokens)
+        entry, cached = await self._call(stage, key, self._reservation(messages, params["max_tokens"]), send,
+                                         use_cache)
+        return ChatResult(entry["content"], entry.get("prompt_tokens", 0), entry.get("completion_tokens", 0), cached)
 
     async def stream(self, messages: list[dict], *, stage: str, max_tokens: int | None = None,
                      temperature: float | None = None, use_cache: bool = True,
                      result: ChatResult | None = None, **extra: Any) -> AsyncIterator[str]:
-        """Yield the answer as it arrives. `result`, if given, is filled in at the end (tokens, cached)."""
+        """Yield the answer as it arrives (a cached one in pieces). `result`, if given, is filled in at the end.
+        The request goes through the same layers as `chat`, as a task whose deltas reach this generator through a
+        queue; leaving the generator early cancels it."""
         result = result if result is not None else ChatResult("")
         params = self._params(False, None, max_tokens, temperature, extra)
         key = cache_key("chat", self.config.model, {"messages": messages, "params": params})
-        if use_cache and (hit := self.cache.get(key)) is not None:
-            self.usage.record(stage, self.config.model, cache_hits=1)
-            result.content, result.cached = hit["content"], True
-            for piece in _pieces(hit["content"]):
-                yield piece
-            return
-        reserve = self._reservation(messages, params["max_tokens"])
-        key_, rpm, tpm = self._limits()
-        parts: list[str] = []
-        usage: dict[str, int] = {}
+        deltas: asyncio.Queue = asyncio.Queue()
+
+        async def send() -> tuple[dict, int, int]:
+            usage: dict[str, int] = {}
+            parts: list[str] = []
+            try:
+                async for delta in self.client.chat_stream(messages, params, usage):
+                    parts.append(delta)
+                    deltas.put_nowait(delta)
+            except TransientLLMError as exc:
+                if parts:  # text already shown: a retry would repeat it
+                    raise LLMUnavailableError(f"stream from {self.client.where} broke: {exc}") from None
+                raise
+            prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
+            return _entry("".join(parts), prompt, completion), prompt, completion
+
+        call = asyncio.ensure_future(self._call(stage, key, self._reservation(messages, params["max_tokens"]), send,
+                                                use_cache))
+        call.add_done_callback(lambda _: deltas.put_nowait(_END))
         try:
-            async for attempt in self._retrying(stage):
-                with attempt:
-                    async with self._slots:
-                        await self.limiter.acquire(key_, reserve, rpm, tpm)
-                        try:
-                            async for delta in self.client.chat_stream(messages, params, usage):
-                                parts.append(delta)
-                                yield delta
-                        except RateLimitedError as exc:
-                            self.usage.record(stage, self.config.model, rate_limited=1)
-                            self.limiter.pause(key_, exc.retry_after or DEFAULT_429_PAUSE, rpm, tpm)
-                            raise
-                        except TransientLLMError as exc:
-                            if parts:  # text already shown: a retry would repeat it
-                                raise LLMUnavailableError(f"stream from {self.client.where} broke: {exc}") from None
-                            raise
-        except TransientLLMError as exc:
-            raise self._fail(stage, exc) from None
-        content = "".join(parts)
-        prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
-        self._reconcile(key_, reserve, prompt + completion)
-        self._record(stage, prompt, completion)
-        self.cache.put(key, {"content": content, "prompt_tokens": prompt, "completion_tokens": completion})
-        result.content, result.prompt_tokens, result.completion_tokens = content, prompt, completion
+            while (piece := await deltas.get()) is not _END:
+                yield piece
+            entry, cached = call.result()
+        finally:
+            if not call.done():
+                call.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await call
+        if cached:
+            for piece in _pieces(entry["content"]):
+                yield piece
+        result.content, result.cached = entry["content"], cached
+        result.prompt_tokens, result.completion_tokens = entry.get("prompt_tokens", 0), entry.get("completion_tokens", 0)
+
+
+_END = object()  # the stream's task is over
+
+
+def _entry(content: str, prompt_tokens: int, completion_tokens: int) -> dict:
+    return {"content": content, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+
+
+def _is_json(content: str) -> bool:
+    try:
+        json.loads(content)
+    except ValueError:
+        return False
+    return True
 
 
 def _pieces(text: str, size: int = 24) -> list[str]:
@@ -267,26 +281,14 @@ class EmbeddingModel(_ModelBase):
         limit = self.config.batch_max_tokens
         batch = [texts[i] if counts[i] <= limit else _truncate(self.tokenizer, texts[i], limit) for i in idx]
         key = cache_key("embedding", self.config.model, {"input": batch, "dimensions": self.config.dimensions})
-        hit = self.cache.get(key)
-        if hit is not None:
-            self.usage.record(stage, self.config.model, cache_hits=1)
-            result = unpack_vectors(hit)
-        else:
-            reserve = sum(min(counts[i], limit) for i in idx) if self.config.rate_limit.tpm else 0
+        reserve = sum(min(counts[i], limit) for i in idx) if self.config.rate_limit.tpm else 0
 
-            async def call():
-                vecs, used = await self.client.embed(batch)
-                return (vecs, used), used
+        async def send() -> tuple[dict, int, int]:
+            vecs, used = await self.client.embed(batch)
+            return pack_vectors(vecs), used, 0
 
-            try:
-                async for attempt in self._retrying(stage):
-                    with attempt:
-                        result, used = await self._limited(reserve, stage, call)
-            except TransientLLMError as exc:
-                raise self._fail(stage, exc) from None
-            self._record(stage, used, 0)
-            self.cache.put(key, pack_vectors(result))
-        for i, vec in zip(idx, result):
+        entry, _ = await self._call(stage, key, reserve, send)
+        for i, vec in zip(idx, unpack_vectors(entry)):
             vectors[i] = vec
 
 

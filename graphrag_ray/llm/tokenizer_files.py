@@ -15,15 +15,10 @@ import zipfile
 from pathlib import Path
 
 from graphrag_ray.errors import GraphRagRayError
-from graphrag_ray.llm.tokens import ENCODING_URLS, cache_key, load_encoding_file
+from graphrag_ray.llm.tokens import ENCODING_SPECS, ENCODING_URLS, cache_key, load_encoding_file
 
 LITELLM_SPEC = "litellm==1.110.2"
 WHEEL_DIR = "litellm/litellm_core_utils/tokenizers/"
-# sha256 of the BPE files, as tiktoken's own constructors check them.
-EXPECTED_SHA256 = {
-    "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
-    "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
-}
 
 
 def default_dest() -> Path:
@@ -55,7 +50,7 @@ def _extract(dest: Path, wanted: dict[str, str], wheel: Path | None) -> None:
         with zipfile.ZipFile(wheel) as zf:
             for key, name in wanted.items():
                 data = zf.read(WHEEL_DIR + key)
-                if hashlib.sha256(data).hexdigest() != EXPECTED_SHA256[name]:
+                if hashlib.sha256(data).hexdigest() != ENCODING_SPECS[name]["sha256"]:
                     raise GraphRagRayError(f"tokenizer file {name} in {wheel.name} has an unexpected hash")
                 tmp_file = dest / f".{key}.tmp"
                 tmp_file.write_bytes(data)

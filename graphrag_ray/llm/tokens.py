@@ -3,9 +3,9 @@
 tiktoken downloads its BPE files on first use and fails with no internet. We look for them, in order:
 an explicit `encoding_file`, $GRAPHRAG_RAY_TIKTOKEN_DIR, <venv>/share/graphrag-ray/tiktoken (filled by
 `graphrag-ray tokenizers install`, which takes them from the litellm wheel on PyPI), ~/.cache/graphrag-ray/
-tiktoken, then $TIKTOKEN_CACHE_DIR / tiktoken's own download as a last resort.
-Files are stored under tiktoken's cache-key names (sha1 of the download URL), so pointing
-TIKTOKEN_CACHE_DIR at the folder is enough for tiktoken itself.
+tiktoken, then $TIKTOKEN_CACHE_DIR / tiktoken's own download as a last resort. Files are stored under tiktoken's
+cache-key names (sha1 of the download URL), so pointing TIKTOKEN_CACHE_DIR at the folder also serves tiktoken
+itself; we never set it: the encoding is built here from the file.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -49,21 +48,50 @@ def encoding_for_model(model: str) -> str:
     return DEFAULT_ENCODING
 
 
+# What tiktoken's constructors (tiktoken_ext.openai_public) give each encoding besides its BPE ranks: with these we
+# build an Encoding from a local file ourselves, instead of pointing tiktoken's download cache (an environment
+# variable) at our folder. A test checks them against tiktoken's own constructors.
+ENCODING_SPECS = {
+    "cl100k_base": {
+        "sha256": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+        "pat_str": r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",
+        "special_tokens": {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
+                           "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276},
+    },
+    "o200k_base": {
+        "sha256": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+        "pat_str": "|".join([
+            r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+            r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+            r"""\p{N}{1,3}""",
+            r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+            r"""\s*[\r\n]+""",
+            r"""\s+(?!\S)""",
+            r"""\s+""",
+        ]),
+        "special_tokens": {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
+    },
+}
+
+
 def get_encoding(name: str = DEFAULT_ENCODING, encoding_file: str | None = None):
     return _cached_encoding(name, encoding_file)  # one cache key however it is called (lru_cache keys on the form)
 
 
 @functools.lru_cache(maxsize=8)
 def _cached_encoding(name: str, encoding_file: str | None):
-    import tiktoken
-
     if encoding_file:
-        _adopt_file(name, Path(encoding_file))
-    if name in ENCODING_URLS:
+        if name not in ENCODING_SPECS:
+            raise ConfigError(f"encoding_file: only {', '.join(ENCODING_SPECS)} can be loaded from a file")
+        if not Path(encoding_file).exists():
+            raise ConfigError(f"encoding_file: {encoding_file} does not exist")
+        return load_encoding_file(name, Path(encoding_file))
+    if name in ENCODING_SPECS:
         for folder in search_dirs():
             if (folder / cache_key(name)).exists():
-                os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)  # for tiktoken.get_encoding calls elsewhere too
                 return load_encoding_file(name, folder / cache_key(name))
+    import tiktoken
+
     try:
         return tiktoken.get_encoding(name)
     except Exception as exc:  # offline download failure, unknown name
@@ -73,50 +101,40 @@ def _cached_encoding(name: str, encoding_file: str | None):
 
 
 def load_encoding_file(name: str, source: Path):
-    """The encoding `name` from its BPE file `source` (named by its cache key).
+    """The encoding `name` from its BPE file `source`.
 
-    tiktoken parses its base64 BPE file on every load (~0.14 s for o200k_base); the parsed constructor
-    arguments are kept beside it in marshal form (~0.04 s to read), keyed by the file's size and mtime and by
-    this Python's version (marshal's format is version-specific). A folder we cannot write to just costs the parse."""
+    tiktoken parses the base64 BPE file on every load; the parsed ranks are kept beside it in marshal form
+    (several times faster to read), keyed by the file's size and mtime and by this Python's version (marshal's
+    format is version-specific). A folder we cannot write to just costs the parse."""
     import marshal
 
     import tiktoken
-    from tiktoken_ext.openai_public import ENCODING_CONSTRUCTORS
+    from tiktoken.load import load_tiktoken_bpe
 
+    spec = ENCODING_SPECS[name]
     stat = source.stat()
     stamp = (stat.st_size, stat.st_mtime_ns)
-    parsed = source.with_name(f"{source.name}.py{sys.version_info[0]}{sys.version_info[1]}.marshal")
+    parsed = source.with_name(f"{source.name}.ranks-py{sys.version_info[0]}{sys.version_info[1]}.marshal")
+    ranks = None
     try:
-        cached_stamp, kwargs = marshal.loads(parsed.read_bytes())
-        if tuple(cached_stamp) == stamp:
-            return tiktoken.Encoding(**kwargs)
+        cached_stamp, ranks = marshal.loads(parsed.read_bytes())
+        if tuple(cached_stamp) != stamp or not isinstance(ranks, dict):
+            ranks = None
     except (OSError, ValueError, EOFError, TypeError):
-        pass
-    os.environ["TIKTOKEN_CACHE_DIR"] = str(source.parent)  # where tiktoken's constructor finds it by cache key
-    kwargs = ENCODING_CONSTRUCTORS[name]()
-    try:
-        tmp = parsed.with_name(f".{parsed.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(marshal.dumps((stamp, kwargs)))
-        os.replace(tmp, parsed)
-    except OSError:
-        pass
-    return tiktoken.Encoding(**kwargs)
-
-
-def _adopt_file(name: str, path: Path) -> None:
-    """Copy a user-supplied .tiktoken file under its cache-key name into the user cache folder."""
-    if name not in ENCODING_URLS:
-        raise ConfigError(f"encoding_file: only {', '.join(ENCODING_URLS)} can be loaded from a file")
-    if not path.exists():
-        raise ConfigError(f"encoding_file: {path} does not exist")
-    target_dir = Path.home() / ".cache" / "graphrag-ray" / "tiktoken"
-    target_dir.mkdir(parents=True, exist_ok=True)
-    target = target_dir / cache_key(name)
-    if not target.exists():
-        tmp = target.with_suffix(f".{os.getpid()}.tmp")
-        shutil.copyfile(path, tmp)
-        os.replace(tmp, target)
-    os.environ["GRAPHRAG_RAY_TIKTOKEN_DIR"] = str(target_dir)
+        ranks = None
+    if ranks is None:
+        try:
+            ranks = load_tiktoken_bpe(str(source), expected_hash=spec["sha256"])
+        except ValueError as exc:
+            raise ConfigError(f"tokenizer file {source} is not {name}'s ({exc})") from None
+        try:
+            tmp = parsed.with_name(f".{parsed.name}.{os.getpid()}.tmp")
+            tmp.write_bytes(marshal.dumps((stamp, ranks)))
+            os.replace(tmp, parsed)
+        except OSError:
+            pass
+    return tiktoken.Encoding(name=name, pat_str=spec["pat_str"], mergeable_ranks=ranks,
+                             special_tokens=spec["special_tokens"])
 
 
 class Tokenizer:

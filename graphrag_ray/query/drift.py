@@ -14,7 +14,7 @@ import heapq
 from itertools import count as counter
 
 from graphrag_ray.config.prompts import fill
-from graphrag_ray.index.parsing import parse_json_object
+from graphrag_ray.parsing.llm_output import parse_json_object
 from graphrag_ray.query.context.budget import pack_table
 from graphrag_ray.query.context.history import ConversationHistory
 from graphrag_ray.query.context.local_context import LOCAL_CONTEXT_LOOKUPS

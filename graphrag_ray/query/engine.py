@@ -49,7 +49,7 @@ class QueryEngine(ABC):
         chat_id = section.chat_model_id
         # no chat model configured (no key) or --no-llm: answer from the evidence, with no LLM call
         self.no_llm = no_llm or not models.has_chat(chat_id)
-        # the models, and the chat tokenizer every context budget needs (~0.1 s to load), are set up with the
+        # the models, and the chat tokenizer every context budget needs, are set up with the
         # engine, not inside a query; an embedding tokenizer loads only for an input too long to skip counting
         if chat_id in self.settings.models:
             self.models.chat(chat_id).tokenizer

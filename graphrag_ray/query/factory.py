@@ -16,14 +16,14 @@ from graphrag_ray.query.local import LocalSearch
 
 ENGINES = {"local": LocalSearch, "global": GlobalSearch, "drift": DriftSearch, "basic": BasicSearch,
            "hybrid": HybridSearch}
-METHODS = (*ENGINES, "auto")
+QUERY_METHODS = (*ENGINES, "auto")
 
 
 def check_query(query: str | None, method: str, data: IndexData, community_level: int) -> None:
     if not query or not query.strip():
         raise GraphRagRayError("empty query: give the question as an argument or with --query")
-    if method not in METHODS:
-        raise GraphRagRayError(f"--method {method}: unknown method (have: {', '.join(METHODS)})")
+    if method not in QUERY_METHODS:
+        raise GraphRagRayError(f"--method {method}: unknown method (have: {', '.join(QUERY_METHODS)})")
     if community_level > data.max_level and method in ("global", "hybrid", "auto"):
         raise GraphRagRayError(f"--community-level {community_level}: the index's deepest level is {data.max_level}")
 

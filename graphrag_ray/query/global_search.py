@@ -1,7 +1,7 @@
 """Global search: map over community reports in token-budget batches, then exactly one reduce.
 
-Every batch's map call is in flight at once - as Ray tasks when a cluster is up (jobs, eval) or as tasks in
-this process for a quick CLI query - bounded only by the shared rate limiter. Unparseable map output is asked
+Every batch's map call is in flight at once - on a warm Ray actor when a cluster is up (jobs, eval) or in this
+process for a quick CLI query (exec/pools.py either way) - bounded only by the shared rate limiter. Unparseable map output is asked
 again once, then scored 0 and counted. Dynamic community selection rates reports from the root level down,
 descending only into relevant communities.
 """
@@ -9,19 +9,22 @@ descending only into relevant communities.
 from __future__ import annotations
 
 import asyncio
-import json
+import hashlib
 import os
+import pickle
 
 import polars as pl
 
 from graphrag_ray.config.prompts import fill
-from graphrag_ray.index.parsing import parse_json_object
-from graphrag_ray.llm.ledger import UsageLedger, active_ledger
+from graphrag_ray.exec.pools import Pool, WorkerSpec, open_pool, shared_pool
+from graphrag_ray.exec.runtime import choose_backend
+from graphrag_ray.llm.ledger import UsageLedger, active_ledger, recording_into
+from graphrag_ray.llm.model import Models
+from graphrag_ray.parsing.llm_output import parse_json_object
 from graphrag_ray.query.context.budget import pack_table
 from graphrag_ray.query.context.history import ConversationHistory
 from graphrag_ray.query.engine import Prepared, QueryEngine, system_and_user
 from graphrag_ray.query.result import SearchResult
-from graphrag_ray.ray_runtime import ensure_ray, ray_running
 
 NO_DATA_ANSWER = "I am sorry but I am unable to answer this question given the provided data."
 REPORT_COLUMNS = ["id", "title", "occurrence weight", "content", "rank"]
@@ -54,37 +57,16 @@ async def map_call(chat, messages: list[dict], max_tokens: int, stage: str) -> t
 
 
 class MapWorker:
-    """Ray actor for map calls: async, so every batch of a query is in flight at once in one process, and
-    kept alive (named per settings) so later queries - an eval run's thousands - reuse it warm."""
+    """Runs map calls with its models: in this process for a quick query, or as a warm Ray actor (async, so every
+    batch of a query is in flight at once) that later queries - an eval run's thousands - reuse."""
 
-    def __init__(self, settings, root, limiter):
-        from graphrag_ray.llm.model import Models
-
-        self.models = Models.create(settings, root, limiter=limiter)
+    def __init__(self, models: Models):
+        self.models = models
 
     async def map(self, model_id: str, messages: list[dict], max_tokens: int, stage: str):
-        from graphrag_ray.llm.ledger import recording_into
-
         with recording_into(UsageLedger()) as ledger:
             points, failed = await map_call(self.models.chat(model_id), messages, max_tokens, stage)
         return points, failed, ledger.to_dict()
-
-
-_MAP_WORKERS: dict[str, object] = {}  # handles held for the process's life: a named actor dies with its last handle
-
-
-def map_worker(settings, root, limiter):
-    import hashlib
-    import pickle
-
-    import ray
-
-    name = "map-worker-" + hashlib.sha256(pickle.dumps((settings, str(root)))).hexdigest()[:12]
-    if name not in _MAP_WORKERS:
-        _MAP_WORKERS[name] = ray.remote(MapWorker).options(
-            name=name, namespace="graphrag_ray", get_if_exists=True, num_cpus=0, max_concurrency=1000
-        ).remote(settings, root, limiter)
-    return _MAP_WORKERS[name]
 
 
 class GlobalSearch(QueryEngine):
@@ -173,31 +155,26 @@ class GlobalSearch(QueryEngine):
     async def run_maps(self, query: str, batches: list[tuple[str, list[dict]]]) -> tuple[list[list[dict]], int]:
         template = self.prompt(self.cfg.map_prompt)
         messages = [system_and_user(fill(template, context_data=text), query) for text, _ in batches]
-        if self._use_ray():
-            return await self._maps_on_ray(messages)
-        chat = self.chat(self.cfg.chat_model_id)
-        outcomes = await asyncio.gather(*(map_call(chat, m, self.cfg.map_max_length, "query_global_map")
-                                          for m in messages))
-        return [p for p, _ in outcomes], sum(1 for _, failed in outcomes if failed)
-
-    def _use_ray(self) -> bool:
-        if self.cfg.executor == "local" or (self.cfg.executor == "auto" and not ray_running()):
-            return False  # auto: Ray only when this process already joined it
-        ensure_ray()
-        return True
-
-    async def _maps_on_ray(self, messages: list[list[dict]]) -> tuple[list[list[dict]], int]:
-        from graphrag_ray.llm.ratelimit import RayRateLimiter
-
-        limiter = self.models.limiter if isinstance(self.models.limiter, RayRateLimiter) \
-            else RayRateLimiter.for_job(f"query-{os.getpid()}")
-        worker = map_worker(self.settings, str(self.root or "."), limiter)
-        outcomes = await asyncio.gather(*(worker.map.remote(self.cfg.chat_model_id, m, self.cfg.map_max_length,
-                                                            "query_global_map") for m in messages))
+        pool = self._map_pool()
+        outcomes = await asyncio.gather(*(pool.call("map", self.cfg.chat_model_id, m, self.cfg.map_max_length,
+                                                    "query_global_map") for m in messages))
         ledger = active_ledger(self.models.ledger)
         for _, _, spent in outcomes:
             ledger.merge(spent)
         return [p for p, _, _ in outcomes], sum(1 for _, failed, _ in outcomes if failed)
+
+    def _map_pool(self) -> Pool:
+        """In this process: a worker over this engine's models. On Ray (a cluster to join, or executor: ray): a
+        warm actor kept for the process's life, whose models share the job's limiter."""
+        if choose_backend(self.cfg.executor) != "ray":
+            return open_pool("local", WorkerSpec(MapWorker, (self.models,)), 1)
+        from graphrag_ray.llm.ratelimit import RayRateLimiter
+
+        limiter = self.models.limiter if isinstance(self.models.limiter, RayRateLimiter) \
+            else RayRateLimiter.for_job(f"query-{os.getpid()}")
+        models = Models.create(self.settings, str(self.root or "."), limiter=limiter)
+        name = "map-worker-" + hashlib.sha256(pickle.dumps((self.settings, str(self.root)))).hexdigest()[:12]
+        return shared_pool("ray", name, WorkerSpec(MapWorker, (models,), max_concurrency=1000, restartable=False))
 
     async def context_only(self, query: str, conversation_history: ConversationHistory | None = None) -> SearchResult:
         """The map batches that would be sent (no rating, map or reduce call)."""
@@ -238,7 +215,3 @@ class GlobalSearch(QueryEngine):
         if self.cfg.allow_general_knowledge:
             system += "\n" + self.prompt(self.cfg.knowledge_prompt)
         return Prepared(result, system_and_user(system, query), self.cfg.chat_model_id, self.cfg.reduce_max_length)
-
-
-def points_json(points: list[dict]) -> str:
-    return json.dumps({"points": points}, ensure_ascii=False)

@@ -10,8 +10,8 @@ from typing import Any
 import polars as pl
 
 from graphrag_ray.errors import GraphRagRayError, IndexMissingError
+from graphrag_ray.storage.location import Store
 from graphrag_ray.storage.schemas import SCHEMAS
-from graphrag_ray.storage.location import is_uri
 from graphrag_ray.storage.tables import current_index, read_table
 from graphrag_ray.storage.vectors import VECTOR_TABLES, open_vectors
 
@@ -36,16 +36,16 @@ class IndexData:
     relationships: pl.DataFrame
     communities: pl.DataFrame
     community_reports: pl.DataFrame
-    vectors_dir: str | Path | None = None  # a local path or an object-store URI
-    folder: str | Path | None = None
+    vectors_dir: Store | None = None
+    folder: Store | None = None
     covariates: pl.DataFrame | None = None
     _vector_tables: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def load(cls, location: str | Path, open_vectors: bool = True) -> "IndexData":
         """From a published index: a folder, or an object-store URI (s3://..., gs://...) of an output."""
-        folder = current_index(location if is_uri(location) else Path(location))
-        if folder is None or (isinstance(folder, Path) and not folder.exists()):
+        folder = current_index(location)
+        if folder is None or not folder.exists():
             raise IndexMissingError(f"no index at {location}: run `graphrag-ray index` first")
         tables = {}
         for name in QUERY_TABLES:
@@ -56,22 +56,22 @@ class IndexData:
             if missing:
                 raise IndexMissingError(f"index table '{name}' at {folder} lacks columns: {', '.join(missing)}")
             tables[name] = df
-        vectors = f"{folder}/lancedb" if isinstance(folder, str) else folder / "lancedb"
-        index = cls(**tables, vectors_dir=vectors, folder=folder, covariates=read_table(folder, "covariates"))
+        index = cls(**tables, vectors_dir=folder.child("lancedb"), folder=folder,
+                    covariates=read_table(folder, "covariates"))
         for name in VECTOR_TABLES if open_vectors else ():  # with the index, as its tables: not in a query
             index.vectors(name)
         return index
 
     @classmethod
     def from_frames(cls, entities=None, communities=None, community_reports=None, text_units=None,
-                    relationships=None, vectors_dir: str | Path | None = None) -> "IndexData":
+                    relationships=None, vectors_dir: Store | str | Path | None = None) -> "IndexData":
         def table(df, name):
             return as_polars(df, name) if df is not None else pl.DataFrame(schema=SCHEMAS[name])
 
         return cls(table(text_units, "text_units"), table(entities, "entities"),
                    table(relationships, "relationships"), table(communities, "communities"),
                    table(community_reports, "community_reports"),
-                   vectors_dir=vectors_dir or None)
+                   vectors_dir=Store(vectors_dir) if vectors_dir else None)
 
     # -- lookups (built once, on first use) ------------------------------------------------------------
     @cached_property

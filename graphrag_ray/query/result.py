@@ -43,9 +43,6 @@ class Accounting:
         self._ctx.__exit__(*exc)
         self.elapsed = time.perf_counter() - self.started
 
-    def add(self, ledger: UsageLedger | dict) -> None:
-        self.ledger.merge(ledger)
-
     def fill(self, result: SearchResult) -> SearchResult:
         total = self.ledger.total()
         result.completion_time = getattr(self, "elapsed", time.perf_counter() - self.started)

@@ -11,7 +11,7 @@ import re
 
 from graphrag_ray.config.prompts import fill
 from graphrag_ray.errors import GraphRagRayError
-from graphrag_ray.index.parsing import parse_json_object
+from graphrag_ray.parsing.llm_output import parse_json_object
 from graphrag_ray.query.index_data import IndexData
 
 CORPUS_WIDE = re.compile(r"\b(main|overall|key|major|common|recurring)\s+(themes?|topics?|trends?|ideas?|points?)\b"

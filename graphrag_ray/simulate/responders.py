@@ -14,7 +14,7 @@ from typing import Any
 
 from graphrag_ray.nlp.entities import mentions, sentences
 from graphrag_ray.nlp.relevance import terms
-from graphrag_ray.query.context.tables import parse_context_tables
+from graphrag_ray.parsing.context_tables import parse_context_tables
 
 TUPLE, RECORD, COMPLETE = "<|>", "##", "<|COMPLETE|>"
 _CORE_TYPES = {"PERSON": ("PERSON", "PEOPLE"), "GEO": ("GEO", "LOCATION", "PLACE", "GPE"),

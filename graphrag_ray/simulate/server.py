@@ -132,13 +132,20 @@ class Simulator:
         return response
 
     # -- routes -----------------------------------------------------------------------------------
-    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+    async def _accepted(self, request: web.Request) -> tuple[dict | None, web.Response | None]:
+        """(the body, None) for an authorised request naming a known model; (None, the refusal) otherwise."""
         if (denied := self._check_auth(request)) is not None:
-            return denied
+            return None, denied
         body = await request.json()
-        model = body.get("model", "")
-        if (denied := self._check_model(model)) is not None:
+        if (denied := self._check_model(body.get("model", ""))) is not None:
+            return None, denied
+        return body, None
+
+    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        body, denied = await self._accepted(request)
+        if denied is not None:
             return denied
+        model = body.get("model", "")
         tokenizer = tokenizer_for(model)
         kind, content = respond(body)
         prompt_tokens = count_chat_tokens(tokenizer, body.get("messages") or [])
@@ -187,12 +194,10 @@ class Simulator:
         return response
 
     async def embeddings(self, request: web.Request) -> web.Response:
-        if (denied := self._check_auth(request)) is not None:
+        body, denied = await self._accepted(request)
+        if denied is not None:
             return denied
-        body = await request.json()
         model = body.get("model", "")
-        if (denied := self._check_model(model)) is not None:
-            return denied
         inputs = body.get("input")
         inputs = [inputs] if isinstance(inputs, str) else list(inputs or [])
         tokenizer = tokenizer_for(model)

@@ -1,8 +1,13 @@
-"""Parquet tables with Polars: atomic writes, hive partitions for large tables, atomic publish.
+"""Parquet tables with Polars on a Store (local or object storage): atomic writes, hive partitions for large
+tables, and the one publish scheme.
 
-Writers always write to a hidden temp name (`.name.tmp-*`) and rename; readers skip `.`/`_` names, so a
-crash never leaves a half-written table visible. A finished index is published by swapping the `output`
-symlink to a new version folder in one step; the previous version stays intact until then.
+Writers write to a hidden temp name (`.name.tmp-*`) and rename, or PUT one object; readers skip `.`/`_` names, so
+a crash never leaves a half-written table visible.
+
+Publishing (the same in a folder and in a bucket): an index is built in a hidden staging folder, becomes
+`OUTPUT/versions/<version>/`, and is then made current by rewriting the one small `OUTPUT/CURRENT` file that
+names it (a rename locally, a single PUT in an object store). Readers resolve CURRENT, so they see the old index or
+the new one, never a mix; older versions are pruned after the switch.
 """
 
 from __future__ import annotations
@@ -10,81 +15,85 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Callable, TypeVar
 
 import polars as pl
 
-from graphrag_ray.storage.location import Store, is_uri
+from graphrag_ray.storage.location import Store
 from graphrag_ray.storage.schemas import SCHEMAS, SORT_KEYS, conform
 
 PART_COLUMN = "part"
-CURRENT_POINTER = "CURRENT"  # object-store output: names the published version
+CURRENT_POINTER = "CURRENT"  # names the published version
+VERSIONS_DIR = "versions"
 HIDDEN = [".", "_"]
+T = TypeVar("T")
 
 
-def write_table(df: pl.DataFrame, folder: str | Path, name: str, partition_rows: int | None = None,
-                schema_name: str | None = None, typed: bool = True) -> Path:
-    """Write `name` into `folder` atomically. A published table (typed) gets exactly its schema's columns,
+def write_table(df: pl.DataFrame, where: Store | str | Path, name: str, partition_rows: int | None = None,
+                schema_name: str | None = None, typed: bool = True) -> None:
+    """Write `name` into `where` atomically. A published table (typed) gets exactly its schema's columns,
     types and sort order; intermediate tables (typed=False) are written as they are."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    store = Store(where)
     known = (schema_name or (name if name in SCHEMAS else None)) if typed else None
     if known:
         df = conform(df, known).sort(SORT_KEYS[known], nulls_last=True, maintain_order=True)
-    tmp = folder / f".{name}.tmp-{uuid.uuid4().hex[:8]}"
-    if partition_rows and df.height > partition_rows:
+    partitioned = bool(partition_rows and df.height > partition_rows)
+    if partitioned:
         buckets = max(2, -(-df.height // partition_rows))
-        parted = df.with_columns((pl.col("id").hash(seed=0) % buckets).cast(pl.Int32).alias(PART_COLUMN))
-        parted.write_parquet(tmp, partition_by=PART_COLUMN, mkdir=True)
-        target = folder / name
-        _remove(folder / f"{name}.parquet")
+        df = df.with_columns((pl.col("id").hash(seed=0) % buckets).cast(pl.Int32).alias(PART_COLUMN))
+    folder = store.local_path()
+    if folder is None:  # an object store: one PUT per file
+        if partitioned:
+            store.delete_tree(name)
+            with tempfile.TemporaryDirectory() as tmp:
+                df.write_parquet(Path(tmp) / name, partition_by=PART_COLUMN, mkdir=True)
+                store.upload_tree(Path(tmp) / name, name)
+        else:
+            buffer = io.BytesIO()
+            df.write_parquet(buffer)
+            store.write_bytes(f"{name}.parquet", buffer.getvalue())
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{name}.tmp-{uuid.uuid4().hex[:8]}"
+    if partitioned:
+        df.write_parquet(tmp, partition_by=PART_COLUMN, mkdir=True)
+        target, other = folder / name, folder / f"{name}.parquet"
     else:
         df.write_parquet(tmp)
-        target = folder / f"{name}.parquet"
-        _remove(folder / name)
+        target, other = folder / f"{name}.parquet", folder / name
+    _remove(other)
     if target.is_dir():
         _remove(target)
     os.replace(tmp, target)
-    return target
 
 
-def table_path(folder: str | Path, name: str) -> Path | None:
-    folder = Path(folder)
-    for candidate in (folder / f"{name}.parquet", folder / name):
-        if candidate.exists():
-            return candidate
-    return None
-
-
-def read_table(folder: str | Path, name: str) -> pl.DataFrame | None:
-    if is_uri(folder):
-        return _read_stored_table(Store(folder), name)
-    path = table_path(folder, name)
-    if path is None:
-        return None
-    if path.is_dir():
-        return _joined(pl.scan_parquet(path, hive_partitioning=True, hidden_file_prefix=HIDDEN).collect(), name)
-    return pl.read_parquet(path)
+def read_table(where: Store | str | Path, name: str) -> pl.DataFrame | None:
+    """`name.parquet`, or the hive-partitioned files below `name/`; None when neither exists."""
+    store = Store(where)
+    folder = store.local_path()
+    if folder is not None:
+        if (folder / f"{name}.parquet").exists():
+            return pl.read_parquet(folder / f"{name}.parquet")
+        if not (folder / name).is_dir():
+            return None
+        return _joined(pl.scan_parquet(folder / name, hive_partitioning=True, hidden_file_prefix=HIDDEN).collect(),
+                       name)
+    data = store.read_bytes(f"{name}.parquet")
+    if data is not None:
+        return pl.read_parquet(io.BytesIO(data))
+    parts = [pl.read_parquet(io.BytesIO(store.read_bytes(f"{name}/{f.relative}")))
+             for f in store.child(name).list_files("*.parquet")]
+    return _joined(pl.concat(parts, how="vertical_relaxed"), name) if parts else None
 
 
 def _joined(df: pl.DataFrame, name: str) -> pl.DataFrame:
     """A hive-partitioned table read back whole: without the partition column, in its schema's order."""
     df = df.drop(PART_COLUMN) if PART_COLUMN in df.columns else df
     return df.sort(SORT_KEYS[name], nulls_last=True) if name in SORT_KEYS else df
-
-
-def _read_stored_table(store: Store, name: str) -> pl.DataFrame | None:
-    """A table in an object store: one `name.parquet` object, or the hive-partitioned files below `name/`."""
-    data = store.read_bytes(f"{name}.parquet")
-    if data is not None:
-        return pl.read_parquet(io.BytesIO(data))
-    parts = [pl.read_parquet(io.BytesIO(store.read_bytes(f"{name}/{f.relative}")))
-             for f in store.child(name).list_files("*.parquet")]
-    if not parts:
-        return None
-    return _joined(pl.concat(parts, how="vertical_relaxed"), name)
 
 
 def _remove(path: Path) -> None:
@@ -94,53 +103,56 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path)
 
 
-def versions_dir(output: Path) -> Path:
-    return output.parent / f".{output.name}-versions"
-
-
-def publish(staged: Path, output: str | Path, keep: int = 2) -> Path | str:
-    """Make `staged` (a finished index folder) the published `output`, in one atomic step."""
-    if is_uri(output):
-        return _publish_to_store(staged, str(output), keep)
-    output = Path(output)
-    versions = versions_dir(output)
-    versions.mkdir(parents=True, exist_ok=True)
-    version = versions / f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-    os.replace(staged, version)
-    if output.exists() and not output.is_symlink():  # a plain folder from elsewhere: keep it as a version
-        os.replace(output, versions / f"previous-{uuid.uuid4().hex[:6]}")
-    link_tmp = output.parent / f".{output.name}.link-{uuid.uuid4().hex[:6]}"
-    os.symlink(os.path.relpath(version, output.parent), link_tmp)
-    os.replace(link_tmp, output)  # readers see the old index or the new one, never a mix
-    old = sorted((p for p in versions.iterdir() if p.is_dir() and p != version), key=lambda p: p.stat().st_mtime)
-    for stale in old[:-max(0, keep - 1)] if keep > 1 else old:
-        shutil.rmtree(stale, ignore_errors=True)
-    return version
-
-
-def _publish_to_store(staged: Path, output: str, keep: int) -> str:
-    """Object stores have no rename: upload the version under `versions/`, then switch readers to it by
-    rewriting the one small CURRENT object (a single atomic PUT). Readers see the old index or the new one."""
-    store = Store(output)
+def publish(output: Store | str | Path, build: Callable[[Path], T], keep: int = 2) -> tuple[Store, T]:
+    """Build a new version with `build(local_folder)` and make it the published index at `output`, in one
+    atomic step; keep the newest `keep` versions. Returns the version's Store and what `build` returned. If
+    `build` fails, nothing changes for readers and its staging folder is removed."""
+    out = Store(output)
+    if not out.remote and Path(out.location).is_symlink():  # an index published by the earlier symlink layout:
+        Path(out.location).unlink()                          # its version folder stays where it is
+        out = Store(output)
     now = time.time_ns()  # names sort in publishing order (pruning keeps the newest)
     version = f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime(now / 1e9))}.{now % 10**9:09d}-{uuid.uuid4().hex[:4]}"
-    store.upload_tree(staged, f"versions/{version}")
-    store.write_bytes(CURRENT_POINTER, version.encode())
-    versions = sorted({f.relative.split("/", 1)[0] for f in store.child("versions").list_files()} | {version})
-    stale = [v for v in versions if v != version]
-    for old in stale[:len(stale) - max(0, keep - 1)]:
-        store.delete_tree(f"versions/{old}")
-    shutil.rmtree(staged, ignore_errors=True)
-    return f"{output}/versions/{version}"
+    local = out.local_path()
+    # locally the staging folder sits beside the versions, so making it a version is a rename
+    staging = Path(tempfile.mkdtemp(prefix=f".staging-{version}-", dir=_mkdir(local / VERSIONS_DIR))) \
+        if local is not None else Path(tempfile.mkdtemp(prefix="graphrag-ray-staging-"))
+    try:
+        built = build(staging)
+        if local is not None:
+            os.replace(staging, local / VERSIONS_DIR / version)
+        else:
+            out.upload_tree(staging, f"{VERSIONS_DIR}/{version}")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    out.write_bytes(CURRENT_POINTER, version.encode())
+    _prune(out, version, keep)
+    return out.child(f"{VERSIONS_DIR}/{version}"), built
 
 
-def current_index(output: str | Path) -> str | Path | None:
-    """The folder of the published index: a local path as it is (the symlink points at the version), or for an
-    object store the version CURRENT names (None when nothing was published there)."""
-    if not is_uri(output):
-        return Path(output)
-    store = Store(output)
-    pointer = store.read_bytes(CURRENT_POINTER)
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _prune(out: Store, current: str, keep: int) -> None:
+    versions = out.child(VERSIONS_DIR)
+    older = [v for v in versions.list_dirs() if v != current]
+    for stale in older[:len(older) - max(0, keep - 1)]:
+        versions.delete_tree(stale)
+    local = versions.local_path()
+    if local is not None:  # staging folders of runs that died while writing (the run lock keeps runs apart)
+        for leftover in local.glob(".staging-*"):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def current_index(output: Store | str | Path) -> Store | None:
+    """The published index at `output`: the version CURRENT names; a plain index folder (tables at its top, as
+    copied by hand or published by the earlier symlink layout) as it is; None when there is no index."""
+    out = Store(output)
+    pointer = out.read_bytes(CURRENT_POINTER)
     if pointer is not None:
-        return f"{store.location}/versions/{pointer.decode().strip()}"
-    return store.location if store.read_bytes("entities.parquet") is not None else None
+        return out.child(f"{VERSIONS_DIR}/{pointer.decode().strip()}")
+    if out.exists("entities.parquet") or out.is_dir("entities"):
+        return out
+    return None

@@ -3,18 +3,19 @@ names them (entity_description, text_unit_text, community_full_content)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pyarrow as pa
 
-os.environ.setdefault("LANCE_LOG", "error")  # lance warns on every new table otherwise
+from graphrag_ray.storage.location import Store
 
 VECTOR_TABLES = ("entity_description", "text_unit_text", "community_full_content")
 
 
 def write_vectors(folder: str | Path, name: str, ids: list[str], texts: list[str], vectors: list[list[float]],
                   ann_index_rows: int) -> None:
+    """A new table in a new index version (mode "create": lance warns on stderr when "overwrite" finds nothing
+    to overwrite)."""
     import lancedb
 
     if not ids:
@@ -22,13 +23,12 @@ def write_vectors(folder: str | Path, name: str, ids: list[str], texts: list[str
     dim = len(vectors[0])
     table = pa.table({"id": pa.array(ids, pa.string()), "text": pa.array(texts, pa.string()),
                       "vector": pa.array(vectors, pa.list_(pa.float32(), dim))})
-    db = lancedb.connect(str(folder))
-    tbl = db.create_table(name, data=table, mode="overwrite")
+    tbl = lancedb.connect(str(folder)).create_table(name, data=table)
     if len(ids) >= ann_index_rows:
         tbl.create_index(metric="cosine", vector_column_name="vector")
 
 
-def open_vectors(folder: str | Path, name: str):
+def open_vectors(folder: Store | str | Path, name: str):
     import lancedb
 
     try:

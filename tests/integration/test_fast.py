@@ -20,7 +20,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 def example_root(tmp: Path, name: str) -> Path:
     root = tmp / name
-    shutil.copytree(EXAMPLES / name, root, ignore=shutil.ignore_patterns("output", ".output-versions", "cache",
+    shutil.copytree(EXAMPLES / name, root, ignore=shutil.ignore_patterns("output", "cache",
                                                                          "runs"))
     return root
 
@@ -53,12 +53,12 @@ def top_titles(output: Path, n: int) -> list[str]:
 def test_fast_index_of_chinese_corpus_needs_no_llm(coffee):
     root, result = coffee
     assert result.ledger.total().calls == 0 and result.ledger.total().cache_hits == 0
-    top = top_titles(result.output, 8)
-    assert top[0] == "李明" and {"王芳", "杭州", "张伟"} <= set(read_table(result.output, "entities")["title"])
-    types = dict(read_table(result.output, "entities").select("title", "type").iter_rows())
+    top = top_titles(result.index, 8)
+    assert top[0] == "李明" and {"王芳", "杭州", "张伟"} <= set(read_table(result.index, "entities")["title"])
+    types = dict(read_table(result.index, "entities").select("title", "type").iter_rows())
     assert types["李明"] == "PERSON" and types["王芳"] == "PERSON" and types["杭州"] == "GEO"
-    communities = read_table(result.output, "communities")
-    reports = read_table(result.output, "community_reports")
+    communities = read_table(result.index, "communities")
+    reports = read_table(result.index, "community_reports")
     assert communities.height >= 2 and reports.height == communities.height
     assert all(r.startswith("# ") and "[Data: " in r for r in reports["full_content"].to_list())
     assert reports["rank"].min() > 0
@@ -66,7 +66,7 @@ def test_fast_index_of_chinese_corpus_needs_no_llm(coffee):
 
 def test_no_llm_local_answer_cites_the_right_source(coffee):
     root, result = coffee
-    units = read_table(result.output, "text_units")
+    units = read_table(result.index, "text_units")
     supplier_unit = units.filter(pl.col("text").str.contains("张伟"))["human_readable_id"].item()
     answer = asyncio.run(api.search("李明的咖啡豆供应商张伟在哪里？", "local", root)).response
     assert answer.startswith("[Extractive answer")
@@ -83,9 +83,9 @@ def test_every_method_answers_without_an_llm(coffee, method):
 
 def test_fast_index_of_english_corpus(english):
     root, result = english
-    titles = set(read_table(result.output, "entities")["title"])
+    titles = set(read_table(result.index, "entities")["title"])
     assert {"MARIA LOPEZ", "TOM BECKER", "HARBOR BREAD", "PORTSMOUTH"} <= titles
-    assert top_titles(result.output, 3)[0] in {"MARIA LOPEZ", "HARBOR BREAD", "PORTSMOUTH"}
+    assert top_titles(result.index, 3)[0] in {"MARIA LOPEZ", "HARBOR BREAD", "PORTSMOUTH"}
     answer = asyncio.run(api.search("Where did Tom Becker train?", "local", root)).response
     assert "Paris Culinary Institute" in answer and "Sources (" in answer
 

@@ -30,7 +30,7 @@ def coffee_root(tmp: Path, base_url: str) -> Path:
 def coffee(tmp_path_factory, simulator, ray_session):
     root = coffee_root(tmp_path_factory.mktemp("coffee"), simulator.base_url)
     first = build_index(root=root)
-    snapshot = {name: read_table(first.output, name) for name in REQUIRED_TABLES}
+    snapshot = {name: read_table(first.index, name) for name in REQUIRED_TABLES}
     return root, first, snapshot
 
 
@@ -41,11 +41,11 @@ def test_every_table_with_graphrag_columns(coffee):
         assert df is not None and df.height > 0, name
         assert dict(df.schema) == SCHEMAS[name], name
         assert df["id"].n_unique() == df.height, f"{name} ids are unique"
-    failures = read_table(result.output, "failures")
+    failures = read_table(result.index, "failures")
     assert failures.height == 0
-    stats = json.loads((result.output / "stats.json").read_text())
+    stats = json.loads(result.index.read_bytes("stats.json"))
     assert stats["total"]["calls"] > 0 and stats["rows"]["entities"] == tables["entities"].height
-    assert json.loads((result.output / "ledger.json").read_text())["total"]["calls"] == stats["total"]["calls"]
+    assert json.loads(result.index.read_bytes("ledger.json"))["total"]["calls"] == stats["total"]["calls"]
 
 
 def test_graph_contents_make_sense(coffee):
@@ -70,7 +70,7 @@ def test_graph_contents_make_sense(coffee):
 
 def test_vectors_in_lancedb(coffee):
     _, result, t = coffee
-    counts = {name: open_vectors(result.output / "lancedb", name).count_rows() for name in VECTOR_TABLES}
+    counts = {name: open_vectors(result.index.child("lancedb"), name).count_rows() for name in VECTOR_TABLES}
     assert counts == {"entity_description": t["entities"].height, "text_unit_text": t["text_units"].height,
                       "community_full_content": t["community_reports"].height}
 
@@ -82,7 +82,7 @@ def test_second_run_is_identical_and_makes_no_calls(coffee, simulator):
     assert simulator.stats().get("ok", 0) == before
     assert second.ledger.total().calls == 0 and second.ledger.total().cache_hits > 0
     for name in REQUIRED_TABLES:
-        assert read_table(second.output, name).equals(tables[name]), name
+        assert read_table(second.index, name).equals(tables[name]), name
 
 
 def test_in_process_executor_builds_the_same_index(coffee, tmp_path, simulator):
@@ -97,16 +97,16 @@ def test_in_process_executor_builds_the_same_index(coffee, tmp_path, simulator):
     assert "local" not in first.node_ids, "the module's index ran on Ray actors"
     assert simulator.stats().get("ok", 0) - before == first.ledger.total().calls  # its own cache: paid again
     for name in REQUIRED_TABLES:  # (documents' creation_date is the input file's mtime: a fresh copy here)
-        ours, theirs = read_table(result.output, name), tables[name]
+        ours, theirs = read_table(result.index, name), tables[name]
         keep = [c for c in ours.columns if c != "creation_date"]
         assert ours.select(keep).equals(theirs.select(keep)), name
 
 
-def test_auto_executor_runs_small_inputs_in_process_and_joins_a_running_ray():
-    from graphrag_ray.index.pools import choose_executor
+def test_auto_executor_runs_small_inputs_in_process_and_joins_a_running_ray(ray_session):
+    from graphrag_ray.exec.runtime import choose_backend
 
-    assert choose_executor("auto", 10_000, 1.0) == "ray"  # this session's Ray is running: join it
-    assert choose_executor("local", 10**12, 1.0) == "local" and choose_executor("ray", 1, 1.0) == "ray"
+    assert choose_backend("auto", 10_000, 1.0) == "ray"  # this session's Ray is running: join it
+    assert choose_backend("local", 10**12, 1.0) == "local" and choose_backend("ray", 1, 1.0) == "ray"
 
 
 def test_claims_when_enabled_land_in_covariates(tmp_path, simulator, ray_session):
@@ -117,8 +117,8 @@ def test_claims_when_enabled_land_in_covariates(tmp_path, simulator, ray_session
     settings["extract_claims"] = {"enabled": True}
     (root / "settings.yaml").write_text(yaml.safe_dump(settings, allow_unicode=True))
     result = build_index(root=root)
-    claims = read_table(result.output, "covariates")
-    units = read_table(result.output, "text_units")
+    claims = read_table(result.index, "covariates")
+    units = read_table(result.index, "text_units")
     assert claims is not None and claims.height > 0 and dict(claims.schema) == SCHEMAS["covariates"]
     assert set(claims["text_unit_id"].to_list()) <= set(units["id"].to_list())
     assert sum(units["covariate_ids"].list.len().to_list()) == claims.height

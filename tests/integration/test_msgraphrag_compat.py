@@ -46,7 +46,7 @@ def reference_python() -> str | None:
 @pytest.mark.skipif(reference_python() is None, reason="Microsoft GraphRAG is not installed (optional)")
 def test_microsoft_graphrag_readers_load_our_index(tmp_path, simulator, ray_session):
     result = build_index(root=coffee_root(tmp_path / "coffee", simulator.base_url))
-    done = subprocess.run([reference_python(), "-c", READER, str(result.output)], capture_output=True, text=True,
+    done = subprocess.run([reference_python(), "-c", READER, str(result.index.local_path())], capture_output=True, text=True,
                           timeout=300)
     print(done.stdout, done.stderr[-2000:])
     assert done.returncode == 0 and done.stdout.startswith("OK")

@@ -61,8 +61,8 @@ def test_index_and_query_with_input_output_and_cache_in_s3(tmp_path, simulator, 
     assert not (root / "output").exists() and not (root / "cache").exists()
 
     store = Store(output)
-    version = current_index(output)
-    assert isinstance(version, str) and version.startswith(f"{output}/versions/")
+    version = current_index(output).location
+    assert version.startswith(f"{output}/versions/")
     index = IndexData.load(output)  # the URI of the output: CURRENT names the version
     titles = set(index.entities["title"].to_list())
     assert {"李明", "王芳", "张伟"} <= titles
@@ -79,7 +79,7 @@ def test_index_and_query_with_input_output_and_cache_in_s3(tmp_path, simulator, 
 
     second = _cli(root, "index", "--no-resume", env=s3_env)  # new run, same cache in S3: nothing paid again
     assert second.returncode == 0, second.stderr[-2000:]
-    newer = current_index(output)
+    newer = current_index(output).location
     assert newer != version
     stats = json.loads(store.read_bytes(newer.removeprefix(output + "/") + "/stats.json"))
     assert stats["total"]["calls"] == 0 and stats["total"]["cache_hits"] >= raw["total"]["calls"]
@@ -89,7 +89,7 @@ def test_index_and_query_with_input_output_and_cache_in_s3(tmp_path, simulator, 
 def test_two_projects_share_a_cache_and_output_on_a_shared_path(tmp_path, simulator, ray_session):
     """Nodes of a cluster see one shared folder (NFS, EFS, Filestore): a second project (another node's checkout)
     pointing its cache there pays nothing for work the first one did."""
-    from graphrag_ray.index.pipeline import build_index
+    from graphrag_ray.api import build_index
 
     shared = tmp_path / "shared-fs"
     input_dir = shared / "input"
@@ -101,7 +101,7 @@ def test_two_projects_share_a_cache_and_output_on_a_shared_path(tmp_path, simula
     second_root = make_root(tmp_path / "node-b", simulator.base_url, **sections)
     first = build_index(root=first_root)
     assert first.stats["total"]["calls"] > 0
-    assert (shared / "index" / "entities.parquet").exists()
+    assert (shared / "index" / "CURRENT").exists()
     second = build_index(root=second_root)
     assert second.stats["total"]["calls"] == 0
     assert second.stats["total"]["cache_hits"] == first.stats["total"]["calls"]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from graphrag_ray.api import build_index
-from graphrag_ray.index.executor import PARTITIONS_PER_ACTOR
+from graphrag_ray.exec.executor import PARTITIONS_PER_WORKER
 from graphrag_ray.simulate.process import SimulatorProcess
 from graphrag_ray.storage.schemas import REQUIRED_TABLES
 from graphrag_ray.storage.tables import read_table
@@ -77,7 +77,7 @@ def test_kill_minus_9_then_resume(tmp_path, ray_session, step, markers, calls_pe
         resumed = build_index(root=root)  # the dead driver's lock is stale and taken over
         paid = sim.stats()["ok"] - clean_calls
     # calls that can be in flight at the kill: every actor's partitions (extraction: first pass + one gleaning)
-    in_flight_bound = 2 * PARTITIONS_PER_ACTOR * SECTIONS["workers"]["partition_size"] * calls_per_item
+    in_flight_bound = 2 * PARTITIONS_PER_WORKER * SECTIONS["workers"]["partition_size"] * calls_per_item
     print(f"{step}: reference calls {clean_calls}, paid before kill {calls_before_resume}, total paid {paid}, "
           f"paid twice {paid - clean_calls} (bound {in_flight_bound})")
     stats = resumed.stats["steps"][step]
@@ -85,4 +85,4 @@ def test_kill_minus_9_then_resume(tmp_path, ray_session, step, markers, calls_pe
     assert stats.get("resumed") is True or stats["resumed_partitions"] >= markers
     assert paid - clean_calls <= in_flight_bound
     for name in REQUIRED_TABLES:
-        assert read_table(resumed.output, name).equals(read_table(clean.output, name)), name
+        assert read_table(resumed.index, name).equals(read_table(clean.index, name)), name

@@ -12,7 +12,7 @@ import pytest
 
 from graphrag_ray.simulate.process import SimulatorProcess
 from graphrag_ray.storage.tables import read_table
-from tests.helpers import make_root
+from tests.helpers import make_root, published_index
 from tests.integration.test_resume import copy_input, write_corpus
 
 pytestmark = pytest.mark.reliability
@@ -50,7 +50,7 @@ def test_removing_a_worker_node_mid_extraction_loses_no_text_unit(tmp_path):
         copy_input(tmp_path / "corpus", root / "input")
         report = run_driver(root, "--kill-node-after-partitions", "2")
     assert report["removed"], "a node was removed during extraction"
-    output = root / "output"
+    output = published_index(root)
     units = read_table(output, "text_units")
     failures = read_table(output, "failures")
     entity_units = {u for ids in read_table(output, "entities")["text_unit_ids"].to_list() for u in ids}

@@ -55,7 +55,7 @@ def test_submission_id_is_deterministic(tmp_path):
     examples = Path(__file__).resolve().parents[2] / "examples" / "coffee_shop"
     a, b = tmp_path / "a", tmp_path / "b"
     for target in (a, b):
-        shutil.copytree(examples, target, ignore=shutil.ignore_patterns("output", ".output-versions", "cache", "runs"))
+        shutil.copytree(examples, target, ignore=shutil.ignore_patterns("output", "cache", "runs"))
     assert submission_id(a) == submission_id(b) == submission_id(a)
     (b / "input" / "extra.txt").write_text("another document")
     assert submission_id(a) != submission_id(b)

@@ -1,7 +1,7 @@
 from hypothesis import given, settings, strategies as st
 
-from graphrag_ray.index.parsing import looks_complete, parse_json_object, parse_tuples
-from graphrag_ray.index.step import fill
+from graphrag_ray.parsing.llm_output import looks_complete, parse_json_object, parse_tuples
+from graphrag_ray.config.prompts import fill
 
 GOOD = ('("entity"<|>李明<|>PERSON<|>李明在杭州开了一家咖啡店)\n##\n'
         '("entity"<|>ACME CORP<|>ORGANIZATION<|>A company)\n##\n'

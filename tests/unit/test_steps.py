@@ -9,8 +9,8 @@ import pytest
 
 from graphrag_ray.config.settings import Settings
 from graphrag_ray.errors import InputError
-from graphrag_ray.index.ids import normalize_name
-from graphrag_ray.index.step import StepContext
+from graphrag_ray.ids import normalize_name
+from graphrag_ray.exec.step import StepContext
 from graphrag_ray.index.steps.chunk import STEP as CHUNK, windows
 from graphrag_ray.index.steps.communities import hierarchical_leiden
 from graphrag_ray.index.steps.load_documents import STEP as LOAD

@@ -41,7 +41,7 @@ def test_parsed_encoding_is_kept_in_marshal_form_and_rebuilt_when_the_file_chang
     text = "李明在杭州开咖啡店, supplier of coffee beans 1234 <|endoftext|>"
 
     first = load_encoding_file("cl100k_base", source)  # parses, writes the marshal file
-    parsed = list(tmp_path.glob(f"{source.name}.py*.marshal"))
+    parsed = list(tmp_path.glob(f"{source.name}.ranks-py*.marshal"))
     assert len(parsed) == 1 and parsed[0].stat().st_size > 1_000_000
     second = load_encoding_file("cl100k_base", source)  # read back from it
     for enc in (first, second):

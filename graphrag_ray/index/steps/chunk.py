@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from graphrag_ray.index.ids import content_id
-from graphrag_ray.index.step import ItemStep, Rows, StepContext, Tables
+from graphrag_ray.ids import content_id
+from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
 from graphrag_ray.llm.tokens import encoding_for_model, get_encoding
 
 
@@ -34,9 +34,8 @@ class Chunk(ItemStep):
     name = "chunk"
     reads = ("documents",)
     writes = ("text_units",)
-    partial = {"text_units": {"id": pl.String, "text": pl.String, "n_tokens": pl.Int64, "document_id": pl.String,
+    yields = {"text_units": {"id": pl.String, "text": pl.String, "n_tokens": pl.Int64, "document_id": pl.String,
                               "doc_order": pl.Int64, "chunk_index": pl.Int64}}
-    uses_llm = False
 
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
         return [{"item_id": row["id"], "text": row["text"], "order": row["human_readable_id"]}
@@ -56,8 +55,8 @@ class Chunk(ItemStep):
                           "chunk_index": index})
         return {"text_units": units}
 
-    def finish(self, ctx: StepContext, tables: Tables, partial: Tables) -> Tables:
-        units = partial["text_units"].sort(["doc_order", "chunk_index"])
+    def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
+        units = yielded["text_units"].sort(["doc_order", "chunk_index"])
         units = units.with_columns(pl.int_range(pl.len()).cast(pl.Int64).alias("human_readable_id"))
         return {"text_units": units.drop("doc_order", "chunk_index")}
 

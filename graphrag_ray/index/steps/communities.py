@@ -8,27 +8,30 @@ enough, cannot be split, or `max_levels` is reached. Entities with no relationsh
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import polars as pl
 
-from graphrag_ray.deferred_imports import import_igraph
-from graphrag_ray.index.ids import content_id
-from graphrag_ray.index.step import BatchStep, StepContext, Tables
+from graphrag_ray.exec.step import BatchStep, StepContext, Tables
+from graphrag_ray.ids import content_id
 
-ig = import_igraph()
-import leidenalg  # noqa: E402 - after igraph, which it imports
+if TYPE_CHECKING:
+    import igraph
 
 
-def leiden(graph: ig.Graph, seed: int) -> list[list[int]]:
+def leiden(graph: igraph.Graph, seed: int) -> list[list[int]]:
     """Modularity-optimising Leiden; returns vertex index groups."""
+    import leidenalg  # with igraph, imported by the step that clusters: no other process needs them
+
     partition = leidenalg.find_partition(graph, leidenalg.ModularityVertexPartition, weights="weight",
                                          seed=seed, n_iterations=2)
     return [list(c) for c in partition if c]
 
 
-def hierarchical_leiden(graph: ig.Graph, max_size: int, seed: int, max_levels: int) -> list[dict]:
+def hierarchical_leiden(graph: igraph.Graph, max_size: int, seed: int, max_levels: int) -> list[dict]:
     """[{level, parent (the parent's dict or None), members: [sorted vertex names]}]."""
     result: list[dict] = []
-    frontier: list[tuple[dict | None, ig.Graph]] = [(None, graph)]
+    frontier: list[tuple[dict | None, igraph.Graph]] = [(None, graph)]
     for level in range(max_levels):
         next_frontier = []
         for parent, sub in frontier:
@@ -61,7 +64,9 @@ class Communities(BatchStep):
                              "weight")
                  .group_by("a", "b").agg(pl.col("weight").sum()).sort("a", "b"))
         names = sorted(set(pairs["a"].to_list()) | set(pairs["b"].to_list()))
-        graph = ig.Graph()
+        import igraph
+
+        graph = igraph.Graph()
         graph.add_vertices(names)
         graph.add_edges(list(zip(pairs["a"].to_list(), pairs["b"].to_list())))
         graph.es["weight"] = [max(1e-6, float(w)) for w in pairs["weight"].to_list()]

@@ -16,9 +16,10 @@ import json
 import polars as pl
 
 from graphrag_ray.errors import LLMUnavailableError
-from graphrag_ray.index.ids import content_id
-from graphrag_ray.index.parsing import parse_json_object
-from graphrag_ray.index.step import ItemStep, Rows, StepContext, Tables, fill
+from graphrag_ray.ids import content_id
+from graphrag_ray.parsing.llm_output import parse_json_object
+from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
+from graphrag_ray.config.prompts import fill
 
 STAGE = "community_reports"
 REPORT_SCHEMA = {
@@ -35,9 +36,9 @@ REPORT_SCHEMA = {
 }
 RESPONSE_FORMAT = {"type": "json_schema", "json_schema": {"name": "community_report", "schema": REPORT_SCHEMA,
                                                           "strict": True}}
-REPORT_PARTIAL = {"id": pl.String, "community": pl.Int64, "title": pl.String, "summary": pl.String,
-                  "full_content": pl.String, "rank": pl.Float64, "rating_explanation": pl.String,
-                  "findings_json": pl.String, "full_content_json": pl.String}
+REPORT_ROW_SCHEMA = {"id": pl.String, "community": pl.Int64, "title": pl.String, "summary": pl.String,
+                     "full_content": pl.String, "rank": pl.Float64, "rating_explanation": pl.String,
+                     "findings_json": pl.String, "full_content_json": pl.String}
 
 
 def csv_table(name: str, header: list[str], rows: list[list]) -> str:
@@ -65,9 +66,10 @@ def render_markdown(report: dict) -> str:
 
 class CommunityReports(ItemStep):
     name = "community_reports"
+    uses_llm, settings_section = True, "community_reports"
     reads = ("communities", "entities_summarized", "relationships_summarized")
     writes = ("community_reports",)
-    partial = {"reports": REPORT_PARTIAL}
+    yields = {"reports": REPORT_ROW_SCHEMA}
 
     def rounds(self, ctx: StepContext, tables: Tables) -> int:
         levels = tables["communities"]["level"]
@@ -162,8 +164,8 @@ class CommunityReports(ItemStep):
             "findings_json": json.dumps(findings, ensure_ascii=False),
             "full_content_json": json.dumps(report, ensure_ascii=False)}]}
 
-    def finish(self, ctx: StepContext, tables: Tables, partial: Tables) -> Tables:
-        reports = partial["reports"]
+    def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
+        reports = yielded["reports"]
         finding_type = pl.List(pl.Struct({"summary": pl.String, "explanation": pl.String}))
         reports = reports.with_columns(pl.col("findings_json").str.json_decode(finding_type).alias("findings"))
         meta = tables["communities"].select("community", "level", "parent", "children", "period", "size")

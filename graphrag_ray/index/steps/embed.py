@@ -5,16 +5,17 @@ from __future__ import annotations
 import polars as pl
 
 from graphrag_ray.errors import LLMUnavailableError
-from graphrag_ray.index.step import ItemStep, Rows, StepContext, Tables
+from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
 
 STAGE = "embed"
 
 
 class Embed(ItemStep):
     name = "embed"
+    uses_llm, settings_section = True, "embed_text"
     reads = ("entities_summarized", "text_units", "community_reports")
     writes = ("embeddings",)
-    partial = {"embeddings": {"id": pl.String, "target": pl.String, "text": pl.String,
+    yields = {"embeddings": {"id": pl.String, "target": pl.String, "text": pl.String,
                               "vector": pl.List(pl.Float32)}}
     partition_size = 256
 
@@ -41,8 +42,8 @@ class Embed(ItemStep):
         return {"embeddings": [{"id": it["item_id"], "target": it["target"], "text": it["text"], "vector": vec}
                                for it, vec in zip(items, vectors)]}
 
-    def finish(self, ctx: StepContext, tables: Tables, partial: Tables) -> Tables:
-        return {"embeddings": partial["embeddings"].sort("target", "id")}
+    def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
+        return {"embeddings": yielded["embeddings"].sort("target", "id")}
 
 
 STEP = Embed()

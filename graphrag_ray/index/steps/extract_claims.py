@@ -11,16 +11,18 @@ import re
 import polars as pl
 
 from graphrag_ray.errors import LLMUnavailableError
-from graphrag_ray.index.ids import content_id
-from graphrag_ray.index.parsing import COMPLETION_DELIMITER, RECORD_DELIMITER, TUPLE_DELIMITER, looks_complete
-from graphrag_ray.index.step import ItemStep, Rows, StepContext, Tables, fill
+from graphrag_ray.ids import content_id
+from graphrag_ray.parsing.llm_output import COMPLETION_DELIMITER, RECORD_DELIMITER, TUPLE_DELIMITER, looks_complete
+from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
+from graphrag_ray.config.prompts import fill
 
 log = logging.getLogger(__name__)
 STAGE = "extract_claims"
 CLAIM_FIELDS = ("subject_id", "object_id", "type", "status", "start_date", "end_date", "description", "source_text")
-PARTIAL = {"claims": {"subject_id": pl.String, "object_id": pl.String, "type": pl.String, "status": pl.String,
-                      "start_date": pl.String, "end_date": pl.String, "description": pl.String,
-                      "source_text": pl.String, "text_unit_id": pl.String, "order": pl.Int64}}
+CLAIM_SCHEMAS = {"claims": {"subject_id": pl.String, "object_id": pl.String, "type": pl.String,
+                            "status": pl.String, "start_date": pl.String, "end_date": pl.String,
+                            "description": pl.String, "source_text": pl.String, "text_unit_id": pl.String,
+                            "order": pl.Int64}}
 
 
 def parse_claims(output: str) -> tuple[list[dict], int]:
@@ -44,9 +46,10 @@ def parse_claims(output: str) -> tuple[list[dict], int]:
 
 class ExtractClaims(ItemStep):
     name = "extract_claims"
+    uses_llm, settings_section = True, "extract_claims"
     reads = ("text_units",)
     writes = ("covariates",)
-    partial = PARTIAL
+    yields = CLAIM_SCHEMAS
 
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
         if not ctx.settings.extract_claims.enabled:
@@ -79,8 +82,8 @@ class ExtractClaims(ItemStep):
             log.warning("text unit %s: %d unparseable claim records", item["item_id"], unparsed)
         return {"claims": [{**c, "text_unit_id": item["item_id"], "order": i} for i, c in enumerate(claims)]}
 
-    def finish(self, ctx: StepContext, tables: Tables, partial: Tables) -> Tables:
-        claims = partial["claims"].unique(subset=["text_unit_id", "subject_id", "object_id", "type", "description"],
+    def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
+        claims = yielded["claims"].unique(subset=["text_unit_id", "subject_id", "object_id", "type", "description"],
                                           keep="first", maintain_order=True)
         order = tables["text_units"].select(pl.col("id").alias("text_unit_id"), pl.col("human_readable_id").alias("u"))
         claims = claims.join(order, on="text_unit_id").sort("u", "order").drop("u", "order")

@@ -12,9 +12,10 @@ import logging
 import polars as pl
 
 from graphrag_ray.errors import LLMUnavailableError
-from graphrag_ray.index.parsing import (COMPLETION_DELIMITER, RECORD_DELIMITER, TUPLE_DELIMITER, Extraction,
+from graphrag_ray.parsing.llm_output import (COMPLETION_DELIMITER, RECORD_DELIMITER, TUPLE_DELIMITER, Extraction,
                                         looks_complete, parse_tuples)
-from graphrag_ray.index.step import ItemStep, Rows, StepContext, Tables, fill
+from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
+from graphrag_ray.config.prompts import fill
 
 log = logging.getLogger(__name__)
 STAGE = "extract_graph"
@@ -30,7 +31,7 @@ def extraction_prompt(ctx: StepContext, text: str) -> str:
                 completion_delimiter=COMPLETION_DELIMITER)
 
 
-PARTIAL_SCHEMAS = {
+YIELDED_SCHEMAS = {
     "extracted_entities": {"title": pl.String, "type": pl.String, "description": pl.String,
                            "text_unit_id": pl.String, "order": pl.Int64},
     "extracted_relationships": {"source": pl.String, "target": pl.String, "description": pl.String,
@@ -40,9 +41,10 @@ PARTIAL_SCHEMAS = {
 
 class ExtractGraph(ItemStep):
     name = "extract_graph"
+    uses_llm, settings_section = True, "extract_graph"
     reads = ("text_units",)
     writes = ("extracted_entities", "extracted_relationships")
-    partial = PARTIAL_SCHEMAS
+    yields = YIELDED_SCHEMAS
 
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
         return [{"item_id": r["id"], "text": r["text"], "document_id": r["document_id"]}
@@ -90,9 +92,9 @@ class ExtractGraph(ItemStep):
             rows["extracted_relationships"].append({**r, "text_unit_id": item["item_id"], "order": order})
         return rows
 
-    def finish(self, ctx: StepContext, tables: Tables, partial: Tables) -> Tables:
-        return {"extracted_entities": partial["extracted_entities"],
-                "extracted_relationships": partial["extracted_relationships"]}
+    def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
+        return {"extracted_entities": yielded["extracted_entities"],
+                "extracted_relationships": yielded["extracted_relationships"]}
 
 
 STEP = ExtractGraph()

@@ -12,8 +12,8 @@ import math
 
 import polars as pl
 
-from graphrag_ray.index.ids import content_id
-from graphrag_ray.index.step import BatchStep, StepContext, Tables
+from graphrag_ray.ids import content_id
+from graphrag_ray.exec.step import BatchStep, StepContext, Tables
 from graphrag_ray.index.steps.community_reports import render_markdown
 from graphrag_ray.nlp.entities import sentences
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from graphrag_ray.index.step import BatchStep, StepContext, Tables
+from graphrag_ray.exec.step import BatchStep, StepContext, Tables
 from graphrag_ray.storage.schemas import conform, empty
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from graphrag_ray.index.step import BatchStep, StepContext, Tables
+from graphrag_ray.exec.step import BatchStep, StepContext, Tables
 from graphrag_ray.index.steps.summarize_descriptions import STEP as SUMMARIZE
 
 
@@ -17,7 +17,7 @@ class JoinDescriptions(BatchStep):
         keep = ctx.settings.fast.max_description_sentences
         trimmed = {name: tables[name].with_columns(pl.col("descriptions").list.head(keep))
                    for name in ("merged_entities", "merged_relationships")}
-        return SUMMARIZE.finish(ctx, trimmed, {"summaries": pl.DataFrame(schema=SUMMARIZE.partial["summaries"])})
+        return SUMMARIZE.finish(ctx, trimmed, {"summaries": pl.DataFrame(schema=SUMMARIZE.yields["summaries"])})
 
 
 STEP = JoinDescriptions()

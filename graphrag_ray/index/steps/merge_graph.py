@@ -13,8 +13,8 @@ import logging
 
 import polars as pl
 
-from graphrag_ray.index.ids import content_id, normalize_name
-from graphrag_ray.index.step import BatchStep, StepContext, Tables
+from graphrag_ray.ids import content_id, normalize_name
+from graphrag_ray.exec.step import BatchStep, StepContext, Tables
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ import math
 
 import polars as pl
 
-from graphrag_ray.index.step import ItemStep, Rows, StepContext, Tables
-from graphrag_ray.index.steps.extract_graph import PARTIAL_SCHEMAS
+from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
+from graphrag_ray.index.steps.extract_graph import YIELDED_SCHEMAS
 from graphrag_ray.nlp.entities import mentions, sentences
 
 log = logging.getLogger(__name__)
@@ -27,8 +27,7 @@ class NlpGraph(ItemStep):
     name = "nlp_graph"
     reads = ("text_units",)
     writes = ("extracted_entities", "extracted_relationships")
-    partial = PARTIAL_SCHEMAS
-    uses_llm = False
+    yields = YIELDED_SCHEMAS
     partition_size = 64
 
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
@@ -61,9 +60,9 @@ class NlpGraph(ItemStep):
                                       "order": len(relationships)})
         return {"extracted_entities": entities, "extracted_relationships": relationships}
 
-    def finish(self, ctx: StepContext, tables: Tables, partial: Tables) -> Tables:
+    def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
         cfg = ctx.settings.fast
-        ents, rels = partial["extracted_entities"], partial["extracted_relationships"]
+        ents, rels = yielded["extracted_entities"], yielded["extracted_relationships"]
         freq = ents.group_by("title").agg(pl.col("text_unit_id").n_unique().alias("n"))
         keep = freq.filter(pl.col("n") >= cfg.min_node_frequency)["title"]
         dropped_nodes = freq.height - keep.len()

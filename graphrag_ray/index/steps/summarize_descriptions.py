@@ -11,16 +11,18 @@ import json
 import polars as pl
 
 from graphrag_ray.errors import LLMUnavailableError
-from graphrag_ray.index.step import ItemStep, Rows, StepContext, Tables, fill
+from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
+from graphrag_ray.config.prompts import fill
 
 STAGE = "summarize_descriptions"
 
 
 class SummarizeDescriptions(ItemStep):
     name = "summarize_descriptions"
+    uses_llm, settings_section = True, "summarize_descriptions"
     reads = ("merged_entities", "merged_relationships")
     writes = ("entities_summarized", "relationships_summarized")
-    partial = {"summaries": {"id": pl.String, "description": pl.String}}
+    yields = {"summaries": {"id": pl.String, "description": pl.String}}
 
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
         items = []
@@ -57,8 +59,8 @@ class SummarizeDescriptions(ItemStep):
                     "summaries": [{"id": item["item_id"], "description": "\n".join(item["descriptions"])}]}
         return {"summaries": [{"id": item["item_id"], "description": summary or ""}]}
 
-    def finish(self, ctx: StepContext, tables: Tables, partial: Tables) -> Tables:
-        summaries = partial["summaries"]
+    def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
+        summaries = yielded["summaries"]
 
         def resolve(df: pl.DataFrame) -> pl.DataFrame:
             single = pl.col("descriptions").list.join("\n")

@@ -1,6 +1,7 @@
-"""`graphrag-ray index --rehearse`: run the whole job against an automatically started simulator that
-enforces the configured RPM/TPM limits with a chosen latency, then report what the real run would call,
-spend and take. The cluster plumbing (actors, limiter, resume, publish) is proven before money is spent.
+"""`graphrag-ray index --rehearse`: run the whole job against an automatically started simulator that enforces
+the configured RPM/TPM limits with a chosen latency, then report what the real run would call, spend and take. The
+cluster plumbing (actors, limiter, resume, publish) is proven before money is spent. A command-layer feature, as the
+simulator is: the engine never imports either.
 
 Everything a rehearsal writes stays under RUNS_DIR/rehearsal/ (its own cache, runs and output): simulated
 answers never reach the real cache or the published index.
@@ -11,11 +12,15 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from graphrag_ray.api import build_index
 from graphrag_ray.config.load import load_settings
 from graphrag_ray.config.settings import Settings
-from graphrag_ray.index.pipeline import IndexResult, build_index
 from graphrag_ray.simulate.process import SimulatorProcess
+
+if TYPE_CHECKING:
+    from graphrag_ray.index.pipeline import IndexResult
 
 REHEARSAL_KEY = "rehearsal-not-a-real-key"
 
@@ -60,6 +65,6 @@ def rehearse(root: str | Path = ".", config_file: str | Path | None = None, meth
     limits = settings.model(settings.extract_graph.model_id).rate_limit
     shutil.rmtree(root / settings.output.runs_dir / "rehearsal" / "cache", ignore_errors=True)
     with SimulatorProcess(latency=latency, rpm=limits.rpm, tpm=limits.tpm) as sim:
-        result = build_index(root, method=method, settings=rehearsal_settings(settings, sim.base_url),
+        result = build_index(rehearsal_settings(settings, sim.base_url), root, method=method,
                              show_progress=show_progress, verbose=verbose)
     return Rehearsal(result, latency, limits.rpm, limits.tpm)

@@ -1,0 +1,183 @@
+"""The executor: runs a list of steps in order, fans item steps out over a pool of workers (pools.py: Ray actors,
+or objects in this process for small jobs), records completion markers as partitions finish (run_state.py), shows
+progress and keeps per-step stats.
+
+Steps know nothing of this module. Ray actors are restartable, so a killed worker process or a lost node costs
+only the partitions it held, which Ray re-runs elsewhere; partitions already recorded are never recomputed, and
+calls already answered come from the cache.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any
+
+import polars as pl
+
+from graphrag_ray.errors import GraphRagRayError
+from graphrag_ray.exec.dispatch import dispatch
+from graphrag_ray.exec.pools import Pool, WorkerSpec, open_pool
+from graphrag_ray.exec.run_state import RunState
+from graphrag_ray.exec.step import BatchStep, ItemStep, Step, StepContext, Tables, collecting_stats
+from graphrag_ray.exec.worker import StepWorker
+from graphrag_ray.llm.ledger import UsageLedger
+from graphrag_ray.storage.schemas import SCHEMAS
+
+FAILURE_SCHEMA = SCHEMAS["failures"]
+PARTITIONS_PER_WORKER = 2  # in flight per worker: one running, one queued, so no worker idles between partitions
+
+
+class Executor:
+    def __init__(self, ctx: StepContext, run: RunState, limiter: Any, progress: Any = None, backend: str = "ray"):
+        self.ctx = ctx
+        self.run = run
+        self.limiter = limiter
+        self.backend = backend  # "ray": actors; "local": in this process
+        self.progress = progress
+        self.ledger = UsageLedger()          # what this command spent
+        self.stats: dict[str, dict] = {}
+        self.node_ids: Counter = Counter()  # partitions run per Ray node (multi-node checks)
+        self._pool: Pool | None = None
+
+    # -- steps -------------------------------------------------------------------------------------
+    def run_steps(self, steps: list[Step], given: Tables | None = None) -> Tables:
+        """Run `steps` in order (resuming what the run already finished); `given` are input tables no step
+        writes. Returns every table written, and all `failures` rows together."""
+        tables: Tables = dict(given or {})
+        failures: list[pl.DataFrame] = []
+        try:
+            for step in steps:
+                tables.update(self._run_step(step, tables))
+                failed = self.run.load_table(f"failures__{step.name}")
+                if failed is not None:
+                    failures.append(failed)
+        finally:
+            self.close()
+        tables["failures"] = pl.concat(failures, how="diagonal_relaxed") if failures else \
+            pl.DataFrame(schema=FAILURE_SCHEMA)
+        return tables
+
+    def _run_step(self, step: Step, tables: Tables) -> Tables:
+        started = time.perf_counter()
+        if self.run.step_done(step.name):
+            self.stats[step.name] = {**self.run.step_stats(step.name), "resumed": True}
+            return {w: self.run.load_table(w) for w in step.writes}
+        inputs = {r: tables[r] if r in tables else self.run.load_table(r) for r in step.reads}
+        for r in step.optional_reads:
+            found = tables.get(r) if r in tables else self.run.load_table(r)
+            if found is not None:
+                inputs[r] = found
+        missing = [r for r, df in inputs.items() if df is None]
+        if missing:
+            raise GraphRagRayError(f"step {step.name}: input tables missing from the run: {', '.join(missing)}")
+        before = self.ledger.snapshot()
+        if isinstance(step, BatchStep):
+            out, stats = self._batch(step, inputs)
+        else:
+            out, stats = self._items(step, inputs)
+        step_failures = out.pop("failures", None)
+        if step_failures is not None and step_failures.height:
+            self.run.save_tables({f"failures__{step.name}": step_failures})
+        stats.update(wall_s=round(time.perf_counter() - started, 3),
+                     failures=0 if step_failures is None else step_failures.height,
+                     ledger=self.ledger.minus(before).to_dict())
+        self.run.save_tables(out)
+        self.run.mark_step(step.name, stats)
+        self.stats[step.name] = stats
+        # continue from what is on disk, so a fresh run and a resumed one take the same path
+        return {w: self.run.load_table(w) for w in step.writes}
+
+    def _batch(self, step: BatchStep, inputs: Tables) -> tuple[Tables, dict]:
+        task = self._task(step.name, 1)
+        with collecting_stats() as counts:
+            out = step.run(self.ctx, inputs)
+        if task is not None:
+            self.progress.update(task, completed=1)
+        return out, {"items": None, "partitions": 0, "resumed_partitions": 0, "events": dict(counts)}
+
+    # -- item steps --------------------------------------------------------------------------------
+    def _items(self, step: ItemStep, inputs: Tables) -> tuple[Tables, dict]:
+        size = step.partition_size or self.ctx.settings.workers.partition_size
+        names = list(step.yields) + ["failures"]
+        collected: dict[str, list[pl.DataFrame]] = {n: [] for n in names}
+        earlier: Tables = {}
+        counts = Counter(items=0, partitions=0, resumed_partitions=0)  # zeros recorded too
+        events: Counter = Counter()
+        rounds = step.rounds(self.ctx, inputs)
+        task = self._task(step.name, 0)
+        for round_index in range(rounds):
+            # partitions are cut from items sorted by id: the same work gets the same partitions every run
+            items = sorted(step.items(self.ctx, inputs, round_index, earlier), key=lambda it: it["item_id"])
+            parts = [items[i:i + size] for i in range(0, len(items), size)]
+            counts["items"] += len(items)
+            counts["partitions"] += len(parts)
+            if task is not None:
+                self.progress.update(task, total=(self.progress.tasks[task].total or 0) + len(items))
+            round_frames: dict[str, list[pl.DataFrame]] = {n: [] for n in names}
+            todo = []
+            for p, part in enumerate(parts):
+                if self.run.partition_done(step.name, round_index, p, part):
+                    frames, spent = self.run.load_partition(step.name, round_index, p, names)
+                    for n, df in frames.items():
+                        round_frames[n].append(df)
+                    events.update(spent.get("stats", {}))
+                    counts["resumed_partitions"] += 1
+                    if task is not None:
+                        self.progress.update(task, advance=len(part))
+                else:
+                    todo.append((p, part))
+
+            def finished(todo_entry: tuple[int, list[dict]], result: dict, round_index=round_index,
+                         round_frames=round_frames) -> None:
+                p, part = todo_entry
+                frames = {name: pl.DataFrame(rows, schema=FAILURE_SCHEMA if name == "failures" else step.yields[name])
+                          for name, rows in result["rows"].items()}
+                self.run.save_partition(step.name, round_index, p, part, frames,
+                                        {**result["ledger"], "stats": result["stats"]})
+                self.ledger.merge(result["ledger"])
+                events.update(result["stats"])
+                self.node_ids[result["node_id"]] += 1
+                for n, df in frames.items():
+                    round_frames[n].append(df)
+                self._advance(task, len(part))
+
+            if todo:
+                dispatch(self._workers(), todo, "run_partition", lambda entry: (step, entry[1]), finished,
+                         PARTITIONS_PER_WORKER)
+            for n in names:
+                collected[n] += round_frames[n]
+                if n != "failures" and round_frames[n]:
+                    earlier[n] = pl.concat([earlier[n]] + round_frames[n] if n in earlier else round_frames[n],
+                                           how="diagonal_relaxed")
+        yielded = {n: pl.concat(collected[n], how="diagonal_relaxed") if collected[n]
+                   else pl.DataFrame(schema=step.yields[n]) for n in step.yields}
+        out = step.finish(self.ctx, inputs, yielded)
+        if collected["failures"]:
+            out["failures"] = pl.concat(collected["failures"], how="diagonal_relaxed")
+        return out, dict(counts, rounds=rounds, events=dict(events))
+
+    def _task(self, name: str, total: int):
+        if not self.progress:
+            return None
+        usage = self.ledger.total()
+        return self.progress.add_task(name, total=total, calls=usage.calls, cost=usage.cost,
+                                      tokens=usage.prompt_tokens + usage.completion_tokens)
+
+    def _advance(self, task, n: int) -> None:
+        if task is None:
+            return
+        usage = self.ledger.total()
+        self.progress.update(task, advance=n, calls=usage.calls, cost=usage.cost,
+                             tokens=usage.prompt_tokens + usage.completion_tokens)
+
+    def _workers(self) -> Pool:
+        if self._pool is None:
+            spec = WorkerSpec(StepWorker, (self.ctx, self.limiter), num_cpus=self.ctx.settings.workers.actor_cpus)
+            self._pool = open_pool(self.backend, spec, self.ctx.settings.workers.num_actors)
+        return self._pool
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+        self._pool = None

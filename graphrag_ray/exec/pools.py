@@ -1,0 +1,218 @@
+"""Where work runs: a pool of workers - async Ray actors, or the same worker objects in this process.
+
+A worker is any object with async methods (a step runner, an eval answerer, a global-search mapper), described by
+a `WorkerSpec`. Both pools offer the same two ways in:
+  * `submit(i, method, *args)` -> a handle, with `wait_any`, `result` and `cancel` - for a driver's dispatch loop
+    (dispatch.py), which is the same for both pools (datatrove's local and Ray executors, in one loop);
+  * `await call(method, *args)` - from an event loop, spread over the workers (global search's map calls).
+A Ray task's error arrives unwrapped (our own errors as themselves, not as RayTaskError); `close()` cancels what
+is still running and ends the actors. Use a pool as a context manager, or `shared_pool` for one that lives as long
+as the process (warm workers reused by many queries).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import itertools
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+from graphrag_ray.errors import GraphRagRayError
+from graphrag_ray.exec.runtime import ensure_ray
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """How to make a worker: `cls(*args)`; on Ray, with these actor options."""
+
+    cls: type
+    args: tuple = ()
+    num_cpus: float = 0
+    max_concurrency: int | None = None  # async actors: calls running at once (Ray's default is 1000)
+    restartable: bool = True             # a lost worker process or node is replaced and its calls re-run
+    options: dict = field(default_factory=dict)
+
+
+class Pool(ABC):
+    size: int
+
+    def __len__(self) -> int:
+        return self.size
+
+    @abstractmethod
+    def submit(self, worker: int, method: str, *args) -> Any:
+        """Start `method(*args)` on worker `worker`; returns a handle."""
+
+    @abstractmethod
+    def wait_any(self, handles: list) -> list:
+        """Block until at least one handle is done; return the done ones."""
+
+    @abstractmethod
+    def result(self, handle) -> Any:
+        """The handle's value, or its error (unwrapped)."""
+
+    @abstractmethod
+    def cancel(self, handles: list) -> None:
+        """Stop work that is still running (best effort)."""
+
+    @abstractmethod
+    async def call(self, method: str, *args) -> Any:
+        """`method(*args)` on the next worker, awaited on the caller's event loop."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Cancel what runs, end the workers."""
+
+    def __enter__(self) -> "Pool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class InProcessPool(Pool):
+    """Worker objects in this process. `submit` runs them on one event loop in a background thread (started on
+    first use), so a synchronous driver waits on their futures as it would on Ray's; `call` runs them on the
+    caller's own loop."""
+
+    def __init__(self, spec: WorkerSpec, size: int):
+        self.size = size
+        self.workers = [spec.cls(*spec.args) for _ in range(size)]
+        self._next = itertools.cycle(range(size))
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def _background_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+            self._thread = threading.Thread(target=self._loop.run_forever, name="graphrag-ray-pool", daemon=True)
+            self._thread.start()
+        return self._loop
+
+    def submit(self, worker: int, method: str, *args) -> concurrent.futures.Future:
+        coro = getattr(self.workers[worker], method)(*args)
+        return asyncio.run_coroutine_threadsafe(coro, self._background_loop())
+
+    def wait_any(self, handles: list) -> list:
+        done, _ = concurrent.futures.wait(handles, return_when=concurrent.futures.FIRST_COMPLETED)
+        return list(done)
+
+    def result(self, handle: concurrent.futures.Future) -> Any:
+        return handle.result()
+
+    def cancel(self, handles: list) -> None:
+        for handle in handles:
+            handle.cancel()
+
+    async def call(self, method: str, *args) -> Any:
+        return await getattr(self.workers[next(self._next)], method)(*args)
+
+    def close(self) -> None:
+        if self._loop is None:
+            return
+        loop, thread, self._loop = self._loop, self._thread, None
+        if thread.is_alive():
+            from graphrag_ray.llm.client import close_loop_clients
+
+            # the SDK clients the workers opened on that loop belong to it: close them there
+            asyncio.run_coroutine_threadsafe(close_loop_clients(), loop).result(timeout=30)
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=30)
+        loop.close()
+
+
+class RayPool(Pool):
+    """Async Ray actors, spread over the cluster's nodes."""
+
+    def __init__(self, spec: WorkerSpec, size: int, name: str | None = None):
+        ensure_ray()
+        import ray  # here, not at the top: an in-process job never imports Ray
+
+        self.ray = ray
+        self.size = size
+        options: dict[str, Any] = {"num_cpus": spec.num_cpus, "scheduling_strategy": "SPREAD", **spec.options}
+        if spec.max_concurrency is not None:
+            options["max_concurrency"] = spec.max_concurrency
+        if spec.restartable:
+            options.update(max_restarts=-1, max_task_retries=-1)
+        actor_cls = ray.remote(spec.cls)
+        self.actors = []
+        for i in range(size):
+            named = {"name": f"{name}-{i}", "namespace": "graphrag_ray", "get_if_exists": True} if name else {}
+            self.actors.append(actor_cls.options(**options, **named).remote(*spec.args))
+        self._next = itertools.cycle(range(size))
+        self._running: set = set()
+
+    def submit(self, worker: int, method: str, *args):
+        ref = getattr(self.actors[worker], method).remote(*args)
+        self._running.add(ref)
+        return ref
+
+    def wait_any(self, handles: list) -> list:
+        ready, _ = self.ray.wait(handles, num_returns=1)
+        return ready
+
+    def result(self, handle) -> Any:
+        self._running.discard(handle)
+        try:
+            return self.ray.get(handle)
+        except self.ray.exceptions.RayTaskError as exc:
+            raise _unwrapped(exc) from None
+
+    def cancel(self, handles: list) -> None:
+        for handle in handles:
+            self._running.discard(handle)
+            self.ray.cancel(handle)
+
+    async def call(self, method: str, *args) -> Any:
+        try:
+            return await getattr(self.actors[next(self._next)], method).remote(*args)
+        except self.ray.exceptions.RayTaskError as exc:
+            raise _unwrapped(exc) from None
+
+    def close(self) -> None:
+        try:
+            self.cancel(list(self._running))
+        finally:
+            for actor in self.actors:
+                self.ray.kill(actor)
+            self.actors = []
+
+
+def _unwrapped(exc: Exception) -> Exception:
+    """Our own errors (a bad key, an unreachable endpoint) travel as themselves; anything else stays Ray's."""
+    cause = getattr(exc, "cause", None)
+    return cause if isinstance(cause, GraphRagRayError) else exc
+
+
+def open_pool(backend: str, spec: WorkerSpec, size: int) -> Pool:
+    """A pool for one job: close it (or use it as a context manager) when the job ends."""
+    return RayPool(spec, size) if backend == "ray" else InProcessPool(spec, size)
+
+
+_SHARED: dict[tuple[str, str], Pool] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_pool(backend: str, name: str, spec: WorkerSpec, size: int = 1) -> Pool:
+    """A pool kept for the process's life under `name` (on Ray: named actors, found again by later drivers of
+    the same job), closed at exit: many short calls (a bulk eval's thousands of queries) reuse warm workers."""
+    key = (backend, name)
+    with _SHARED_LOCK:
+        if key not in _SHARED:
+            _SHARED[key] = RayPool(spec, size, name=name) if backend == "ray" else InProcessPool(spec, size)
+        return _SHARED[key]
+
+
+@atexit.register
+def _close_shared() -> None:
+    for pool in list(_SHARED.values()):
+        try:
+            pool.close()
+        except Exception:  # at exit Ray may already be down: nothing is left to end
+            pass
+    _SHARED.clear()

@@ -1,0 +1,83 @@
+"""A run's work in progress (RUNS_DIR/<run-id>/, on any Store): step outputs and completion markers.
+
+    tables/<table>.parquet                      outputs of finished steps
+    steps/<step>/r<round>/p<part>/<t>.parquet   outputs of finished partitions of item steps
+    steps/<step>/r<round>/p<part>/ledger.json   what that partition spent (and its step stats)
+    _done/<step>.step                           a step is complete (its stats)
+    _done/<step>/r<round>-p<part>               a partition is complete (written after its outputs), holding a
+                                                fingerprint of its item ids
+Resume reads only this folder: a completed partition is never recomputed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import polars as pl
+
+from graphrag_ray.storage.location import Store
+from graphrag_ray.storage.tables import read_table, write_table
+
+
+def fingerprint(items: list[dict]) -> str:
+    """Which items a partition held: a marker counts only for exactly the same items."""
+    return hashlib.sha256("\n".join(it["item_id"] for it in items).encode()).hexdigest()
+
+
+class RunState:
+    def __init__(self, where: Store | str | Path):
+        self.store = Store(where)
+
+    @property
+    def location(self) -> str:
+        return self.store.location
+
+    def reset(self) -> None:
+        self.store.delete_tree()
+
+    # steps -----------------------------------------------------------------------------------------
+    def step_done(self, step: str) -> bool:
+        return self.store.exists(f"_done/{step}.step")
+
+    def mark_step(self, step: str, stats: dict) -> None:
+        self.store.write_bytes(f"_done/{step}.step", json.dumps(stats, indent=2, default=str).encode())
+
+    def step_stats(self, step: str) -> dict:
+        return json.loads(self.store.read_bytes(f"_done/{step}.step") or b"{}")
+
+    def save_tables(self, tables: dict[str, pl.DataFrame]) -> None:
+        for name, df in tables.items():
+            write_table(df, self.store.child("tables"), name, typed=False)
+
+    def load_table(self, name: str) -> pl.DataFrame | None:
+        return read_table(self.store.child("tables"), name)
+
+    # partitions ------------------------------------------------------------------------------------
+    @staticmethod
+    def _part(step: str, round_index: int, part: int) -> str:
+        return f"steps/{step}/r{round_index}/p{part:05d}"
+
+    @staticmethod
+    def _marker(step: str, round_index: int, part: int) -> str:
+        return f"_done/{step}/r{round_index}-p{part:05d}"
+
+    def partition_done(self, step: str, round_index: int, part: int, items: list[dict]) -> bool:
+        """Done, and done for exactly these items."""
+        marker = self.store.read_bytes(self._marker(step, round_index, part))
+        return marker is not None and marker.decode() == fingerprint(items)
+
+    def save_partition(self, step: str, round_index: int, part: int, items: list[dict],
+                       frames: dict[str, pl.DataFrame], spent: dict) -> None:
+        folder = self.store.child(self._part(step, round_index, part))
+        for name, df in frames.items():
+            write_table(df, folder, name, typed=False)
+        folder.write_bytes("ledger.json", json.dumps(spent).encode())
+        self.store.write_bytes(self._marker(step, round_index, part), fingerprint(items).encode())
+
+    def load_partition(self, step: str, round_index: int, part: int, names) -> tuple[dict, dict]:
+        folder = self.store.child(self._part(step, round_index, part))
+        frames = {name: read_table(folder, name) for name in names}
+        spent = json.loads(folder.read_bytes("ledger.json") or b"{}")
+        return {k: v for k, v in frames.items() if v is not None}, spent

@@ -1,0 +1,108 @@
+"""The step contract. Steps never import ray: the executor owns partitioning, workers, markers and progress.
+
+A step has a name, the tables it reads and the tables it writes, says whether it calls models (`uses_llm`, and
+which: `model_ids`, so a run checks exactly those endpoints before any work), counts what happens through
+`stat_update` (datatrove's stats call; the executor adds the counts up per step into stats.json), and is either
+  * a `BatchStep`: `run(ctx, tables) -> {table: DataFrame}` over whole tables (merge, communities), or
+  * an `ItemStep`, fanned out by the executor over partitions and workers:
+      rounds(ctx, tables)                   how many dependent rounds (report levels); 1 by default
+      items(ctx, tables, round, earlier)    work items (dicts with an "item_id"); `earlier` = prior rounds' rows
+      async process(ctx, item, models)      rows per table in `yields` for one item (+ "failures" rows)
+        or async process_batch(ctx, items, models) for steps that batch their own calls (embeddings)
+      finish(ctx, tables, yielded)          the step's output tables from the rows every item yielded
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections import Counter
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import polars as pl
+
+from graphrag_ray.config.prompts import load_prompt
+from graphrag_ray.config.settings import Settings
+
+Tables = dict[str, pl.DataFrame]
+Rows = dict[str, list[dict[str, Any]]]
+
+_STATS: ContextVar[Counter | None] = ContextVar("graphrag_ray_step_stats", default=None)
+
+
+@contextmanager
+def collecting_stats() -> Iterator[Counter]:
+    """Counts `stat_update` calls made in this context (and in tasks started from it)."""
+    counts: Counter = Counter()
+    token = _STATS.set(counts)
+    try:
+        yield counts
+    finally:
+        _STATS.reset(token)
+
+
+@dataclass
+class StepContext:
+    """What a step may use besides its tables: settings, the root and the prompt texts (picklable)."""
+
+    settings: Settings
+    root: Path
+    prompts: dict[str, str] = field(default_factory=dict)
+
+    def prompt(self, relative_path: str) -> str:
+        if relative_path not in self.prompts:
+            self.prompts[relative_path] = load_prompt(self.root, relative_path)
+        return self.prompts[relative_path]
+
+
+class Step(ABC):
+    name: str = ""
+    reads: tuple[str, ...] = ()
+    optional_reads: tuple[str, ...] = ()  # given when an earlier step of the method wrote them
+    writes: tuple[str, ...] = ()
+    uses_llm: bool = False
+    settings_section: str | None = None   # with uses_llm: the settings section naming the model (model_id)
+
+    def model_ids(self, settings: Settings) -> list[str]:
+        """The models this step will call with these settings (none when its section is disabled)."""
+        if not self.uses_llm or self.settings_section is None:
+            return []
+        section = getattr(settings, self.settings_section)
+        return [section.model_id] if getattr(section, "enabled", True) else []
+
+    def stat_update(self, key: str, value: int = 1) -> None:
+        """Count an event (a gleaning round, an unparsed record, a truncated answer) into this step's stats."""
+        counts = _STATS.get()
+        if counts is not None:
+            counts[key] += value
+
+
+class BatchStep(Step):
+    @abstractmethod
+    def run(self, ctx: StepContext, tables: Tables) -> Tables:
+        """The step's output tables from its input tables."""
+
+
+class ItemStep(Step):
+    yields: dict[str, dict] = {}        # tables each item yields rows of (besides failures), with their schemas
+    partition_size: int | None = None   # None: settings.workers.partition_size
+
+    def rounds(self, ctx: StepContext, tables: Tables) -> int:
+        return 1
+
+    @abstractmethod
+    def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
+        """The work items of one round."""
+
+    async def process(self, ctx: StepContext, item: dict, models: Any) -> Rows:
+        """Rows for one item. A step that batches its own calls defines process_batch instead."""
+        raise TypeError(f"step {self.name} defines neither process nor process_batch")
+
+    process_batch = None  # optional: async (ctx, items, models) -> Rows
+
+    @abstractmethod
+    def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
+        """The step's output tables from the rows every item yielded."""

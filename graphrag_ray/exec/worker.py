@@ -1,0 +1,41 @@
+"""The worker that runs item steps' partitions: many run at once (Ray actors, or objects in this process), each
+with the job's models sharing one rate limiter; the driver (executor.py) hands them partitions and writes what they
+return."""
+
+from __future__ import annotations
+
+import asyncio
+
+from graphrag_ray.exec.step import ItemStep, StepContext, collecting_stats
+from graphrag_ray.llm.ledger import UsageLedger, recording_into
+from graphrag_ray.llm.model import Models
+
+
+class StepWorker:
+    def __init__(self, ctx: StepContext, limiter):
+        self.ctx = ctx
+        self.models = Models.create(ctx.settings, ctx.root, limiter=limiter)
+
+    async def run_partition(self, step: ItemStep, items: list[dict]) -> dict:
+        with recording_into(UsageLedger()) as ledger, collecting_stats() as stats:
+            if step.process_batch is not None:
+                results = [await step.process_batch(self.ctx, items, self.models)]
+            else:
+                results = await asyncio.gather(*(step.process(self.ctx, item, self.models) for item in items))
+        rows: dict[str, list] = {}
+        for result in results:
+            for table, table_rows in result.items():
+                rows.setdefault(table, []).extend(table_rows)
+        return {"rows": rows, "ledger": ledger.to_dict(), "stats": dict(stats), "node_id": node_id()}
+
+
+def node_id() -> str:
+    """The Ray node of the actor this runs in; "local" for a worker in the driver's own process."""
+    from graphrag_ray.exec.runtime import ray_running
+
+    if not ray_running():
+        return "local"
+    import ray
+
+    context = ray.get_runtime_context()
+    return context.get_node_id() if context.get_actor_id() is not None else "local"

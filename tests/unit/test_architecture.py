@@ -1,0 +1,146 @@
+"""The layers README's architecture section draws, checked on the source: imports point one way, Ray lives in the
+execution package (and the limiter's actor), storage backends are told apart only in storage, and importing or
+running the library leaves other packages' modules and the environment as they were."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "graphrag_ray"
+
+# What each part of graphrag_ray may import (besides itself). Read top-down: the command layer (cli, rehearse,
+# the simulator) over api, over eval, over index and query (siblings), over exec, over llm and storage and config;
+# parsing, nlp, ids, errors and secrets are leaves everyone may use.
+LEAVES = {"parsing", "nlp", "ids", "errors", "secrets", "_configs"}
+BASE = {"config", "storage", "llm"}
+ALLOWED: dict[str, set[str]] = {
+    "cli": {"__init__", "api", "rehearse", "simulate"} | BASE | LEAVES,
+    "rehearse": {"api", "simulate"} | BASE | LEAVES,
+    "simulate": BASE | LEAVES,
+    "api": {"eval", "index", "query", "exec"} | BASE | LEAVES,
+    "eval": {"query", "exec"} | BASE | LEAVES,
+    "index": {"exec"} | BASE | LEAVES,
+    "query": {"exec"} | BASE | LEAVES,
+    "exec": BASE | LEAVES,
+    "llm": {"config", "storage"} | LEAVES,
+    "storage": {"config"} | LEAVES,
+    "config": LEAVES,
+    **{leaf: {"errors"} for leaf in LEAVES},
+    "__init__": set(),
+}
+
+
+def _part(path: Path) -> str:
+    first = path.relative_to(PACKAGE).parts[0]
+    return "__init__" if first == "__init__.py" else first.removesuffix(".py")
+
+
+def _imports(tree: ast.AST):
+    """(module, line) of every import, leaving out those under `if TYPE_CHECKING:` (annotations only)."""
+    skipped = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            yield from ((alias.name, node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module, node.lineno
+
+
+def _sources():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        yield path, ast.parse(path.read_text(encoding="utf-8"))
+
+
+def test_imports_point_one_way():
+    wrong = []
+    for path, tree in _sources():
+        part = _part(path)
+        assert part in ALLOWED, f"{path}: a new part of the package; give it a place in ALLOWED (and README)"
+        for module, line in _imports(tree):
+            if module == "graphrag_ray":
+                target = "__init__"
+            elif module.startswith("graphrag_ray."):
+                target = module.split(".")[1]
+            else:
+                continue
+            if target != part and target not in ALLOWED[part]:
+                wrong.append(f"{path.relative_to(PACKAGE.parent)}:{line} ({part}) imports {module}")
+    assert not wrong, "wrong-way imports:\n" + "\n".join(wrong)
+
+
+def test_the_checker_catches_a_wrong_way_import(tmp_path):
+    """The check above is not vacuous: the same reading of a module that imports upward finds it."""
+    tree = ast.parse("from graphrag_ray.api import search\nif TYPE_CHECKING:\n    import graphrag_ray.cli\n")
+    assert [m for m, _ in _imports(tree)] == ["graphrag_ray.api"]
+    assert "api" not in ALLOWED["index"] and "index" not in ALLOWED["query"] and "query" not in ALLOWED["index"]
+    assert "simulate" not in ALLOWED["api"] and "exec" not in ALLOWED["llm"]
+
+
+def test_ray_is_imported_only_by_the_execution_package_and_the_limiter():
+    found = sorted(str(path.relative_to(PACKAGE)) for path, tree in _sources()
+                   if any(m == "ray" or m.startswith("ray.") for m, _ in _imports(tree)))
+    assert found and all(f.startswith("exec/") or f == "llm/ratelimit.py" for f in found), found
+
+
+def test_storage_backends_are_told_apart_only_in_storage():
+    markers = ("is_uri(", ".remote", "local_path(", "pyarrow.fs", "pafs.")
+    found = []
+    for path, _ in _sources():
+        rel = str(path.relative_to(PACKAGE))
+        if rel.startswith("storage/"):
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if any(marker in code for marker in markers) and ".remote(" not in code:
+                found.append(f"{rel}:{number}: {line.strip()}")
+    assert not found, "backend checks outside storage:\n" + "\n".join(found)
+
+
+PROBE = r"""
+import json, os, sys
+import polars  # sets _RJEM_MALLOC_CONF for its allocator at import: its doing, not ours
+before_env = dict(os.environ)
+before = {k: id(v) for k, v in sys.modules.items()}
+import graphrag_ray
+from graphrag_ray import api
+result = api.build_index(root=sys.argv[1], method="fast")
+ours = ("graphrag_ray", "tests", "__main__")
+others = {k: v for k, v in sys.modules.items() if k.split(".")[0] not in ours}
+print(json.dumps({
+    "replaced": sorted(k for k, v in others.items() if k in before and id(v) != before[k]),
+    "blocked": sorted(k for k, v in others.items() if v is None),
+    "stand_ins": sorted(k for k, v in others.items() if type(v).__module__.split(".")[0] == "graphrag_ray"),
+    "env": sorted(k for k in set(before_env) | set(os.environ) if before_env.get(k) != os.environ.get(k)),
+    "entities": result.stats["rows"]["entities"]}))
+"""
+
+
+def test_importing_and_indexing_change_no_other_module_and_no_environment_variable(tmp_path):
+    """In a fresh interpreter: import graphrag_ray, build an index in-process (the offline method, local
+    executor); sys.modules holds no replaced or stand-in entry of another package and os.environ is as before."""
+    import shutil
+
+    import yaml
+
+    examples = PACKAGE.parent / "examples" / "english"
+    root = tmp_path / "english"
+    shutil.copytree(examples / "input", root / "input")
+    settings = yaml.safe_load((examples / "settings.yaml").read_text())
+    settings.setdefault("workers", {})["executor"] = "local"
+    (root / "settings.yaml").write_text(yaml.safe_dump(settings))
+    done = subprocess.run([sys.executable, "-c", PROBE, str(root)], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["entities"] > 0, "an index was built"
+    assert report["replaced"] == [] and report["stand_ins"] == [], report
+    assert report["blocked"] == [], "no module is blocked by a None entry"
+    assert report["env"] == [], f"environment variables changed: {report['env']}"

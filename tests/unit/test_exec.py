@@ -1,0 +1,155 @@
+"""The execution package with fake steps, on both backends: outputs, per-step event counts, partition markers and
+resume, error unwrapping with cancellation, and actor lifetime."""
+
+from __future__ import annotations
+
+import asyncio
+
+import polars as pl
+import pytest
+
+from graphrag_ray.config.settings import Settings
+from graphrag_ray.errors import GraphRagRayError
+from graphrag_ray.exec.dispatch import dispatch
+from graphrag_ray.exec.executor import Executor
+from graphrag_ray.exec.pools import WorkerSpec, open_pool
+from graphrag_ray.exec.run_state import RunState
+from graphrag_ray.exec.step import BatchStep, ItemStep, StepContext
+from graphrag_ray.llm.ratelimit import LocalRateLimiter
+
+NUMBERS = pl.DataFrame({"n": list(range(23))})
+
+
+class Squares(ItemStep):
+    name = "squares"
+    reads = ("numbers",)
+    writes = ("squares",)
+    yields = {"squares": {"n": pl.Int64, "square": pl.Int64}}
+    partition_size = 5
+
+    def __init__(self, fail_on: int | None = None, refuse: bool = False):
+        self.fail_on = fail_on
+        self.refuse = refuse  # a resumed run must not call process at all
+
+    def items(self, ctx, tables, round_index, earlier):
+        return [{"item_id": f"{n:03d}", "n": n} for n in tables["numbers"]["n"].to_list()]
+
+    async def process(self, ctx, item, models):
+        if self.refuse:
+            raise AssertionError(f"item {item['n']} was computed again")
+        if item["n"] == self.fail_on:
+            raise GraphRagRayError(f"item {item['n']} cannot be done")
+        await asyncio.sleep(0.01 if item["n"] != self.fail_on else 0)
+        self.stat_update("squared")
+        if item["n"] % 2:
+            self.stat_update("odd")
+        return {"squares": [{"n": item["n"], "square": item["n"] ** 2}]}
+
+    def finish(self, ctx, tables, yielded):
+        return {"squares": yielded["squares"].sort("n")}
+
+
+class Total(BatchStep):
+    name = "total"
+    reads = ("squares",)
+    writes = ("total",)
+
+    def run(self, ctx, tables):
+        self.stat_update("rows", tables["squares"].height)
+        return {"total": pl.DataFrame({"sum": [tables["squares"]["square"].sum()]})}
+
+
+def _settings() -> Settings:
+    return Settings.model_validate({"workers": {"num_actors": 2, "actor_cpus": 0, "partition_size": 5}})
+
+
+def _executor(tmp_path, backend: str) -> Executor:
+    ctx = StepContext(_settings(), tmp_path)
+    return Executor(ctx, RunState(tmp_path / "run"), LocalRateLimiter(), backend=backend)
+
+
+@pytest.fixture(params=["local", "ray"])
+def backend(request):
+    if request.param == "ray":
+        request.getfixturevalue("ray_session")
+    return request.param
+
+
+def test_steps_run_in_order_with_stats_and_markers(tmp_path, backend):
+    executor = _executor(tmp_path, backend)
+    tables = executor.run_steps([Squares(), Total()], given={"numbers": NUMBERS})
+    assert tables["squares"]["square"].to_list() == [n * n for n in range(23)]
+    assert tables["total"]["sum"].item() == sum(n * n for n in range(23))
+    assert tables["failures"].height == 0
+    stats = executor.stats["squares"]
+    assert (stats["items"], stats["partitions"], stats["resumed_partitions"]) == (23, 5, 0)
+    assert stats["events"] == {"squared": 23, "odd": 11}
+    assert executor.stats["total"]["events"] == {"rows": 23}
+    assert sum(executor.node_ids.values()) == 5
+    run = RunState(tmp_path / "run")
+    assert run.step_done("squares") and run.step_done("total")
+    assert run.partition_done("squares", 0, 4, [{"item_id": f"{n:03d}"} for n in range(20, 23)])
+    assert not run.partition_done("squares", 0, 4, [{"item_id": "020"}]), "a marker is for exactly its items"
+
+
+def test_a_resumed_run_reuses_finished_partitions_and_recomputes_none(tmp_path, backend):
+    _executor(tmp_path, backend).run_steps([Squares()], given={"numbers": NUMBERS})
+    run = RunState(tmp_path / "run")
+    run.store.delete("_done/squares.step")  # as if the driver died after the last partition
+    resumed = _executor(tmp_path, backend)
+    tables = resumed.run_steps([Squares(refuse=True)], given={"numbers": NUMBERS})
+    assert tables["squares"]["n"].to_list() == list(range(23))
+    assert resumed.stats["squares"]["resumed_partitions"] == 5
+    assert resumed.stats["squares"]["events"] == {"squared": 23, "odd": 11}, "counts come back with partitions"
+    again = _executor(tmp_path, backend)
+    again.run_steps([Squares(refuse=True)], given={"numbers": NUMBERS})
+    assert again.stats["squares"]["resumed"] is True
+
+
+def test_an_error_in_one_item_arrives_as_itself_and_keeps_what_finished(tmp_path, backend):
+    executor = _executor(tmp_path, backend)
+    with pytest.raises(GraphRagRayError, match="item 22 cannot be done"):  # in the last partition, queued
+        executor.run_steps([Squares(fail_on=22)], given={"numbers": NUMBERS})
+    assert executor._pool is None, "the pool is closed when the run fails"
+    run = RunState(tmp_path / "run")
+    assert not run.step_done("squares")
+    again = _executor(tmp_path, backend)
+    tables = again.run_steps([Squares()], given={"numbers": NUMBERS})
+    assert tables["squares"].height == 23
+    assert 1 <= again.stats["squares"]["resumed_partitions"] <= 4, "what finished before the error is kept"
+
+
+class Echo:
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+
+    async def say(self, text: str) -> str:
+        await asyncio.sleep(0.01)
+        return self.prefix + text
+
+    async def fail(self, text: str) -> str:
+        raise GraphRagRayError(f"cannot say {text}")
+
+
+def test_a_pool_answers_async_calls_and_a_closed_ray_pool_has_no_actors(backend):
+    pool = open_pool(backend, WorkerSpec(Echo, ("> ",)), 2)
+
+    async def main():
+        said = await asyncio.gather(*(pool.call("say", str(i)) for i in range(6)))
+        with pytest.raises(GraphRagRayError, match="cannot say x"):
+            await pool.call("fail", "x")
+        return said
+
+    with pool:
+        assert asyncio.run(main()) == [f"> {i}" for i in range(6)]
+        results = []
+        dispatch(pool, list(range(7)), "say", lambda n: (str(n),), lambda n, value: results.append(value))
+        assert sorted(results) == sorted(f"> {n}" for n in range(7))
+        actors = list(getattr(pool, "actors", []))
+    if backend == "ray":
+        import ray
+
+        assert len(actors) == 2 and pool.actors == []
+        for actor in actors:  # closed: every actor was ended
+            with pytest.raises(ray.exceptions.RayActorError):
+                ray.get(actor.say.remote("again"), timeout=30)
