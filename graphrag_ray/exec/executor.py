@@ -114,37 +114,7 @@ class Executor:
             counts["partitions"] += len(parts)
             if task is not None:
                 self.progress.update(task, total=(self.progress.tasks[task].total or 0) + len(items))
-            round_frames: dict[str, list[pl.DataFrame]] = {n: [] for n in names}
-            todo = []
-            for p, part in enumerate(parts):
-                if self.run.partition_done(step.name, round_index, p, part):
-                    frames, spent = self.run.load_partition(step.name, round_index, p, names)
-                    for n, df in frames.items():
-                        round_frames[n].append(df)
-                    events.update(spent.get("stats", {}))
-                    counts["resumed_partitions"] += 1
-                    if task is not None:
-                        self.progress.update(task, advance=len(part))
-                else:
-                    todo.append((p, part))
-
-            def finished(todo_entry: tuple[int, list[dict]], result: dict, round_index=round_index,
-                         round_frames=round_frames) -> None:
-                p, part = todo_entry
-                frames = {name: pl.DataFrame(rows, schema=FAILURE_SCHEMA if name == "failures" else step.yields[name])
-                          for name, rows in result["rows"].items()}
-                self.run.save_partition(step.name, round_index, p, part, frames,
-                                        {**result["ledger"], "stats": result["stats"]})
-                self.ledger.merge(result["ledger"])
-                events.update(result["stats"])
-                self.node_ids[result["node_id"]] += 1
-                for n, df in frames.items():
-                    round_frames[n].append(df)
-                self._advance(task, len(part))
-
-            if todo:
-                dispatch(self._workers(), todo, "run_partition", lambda entry: (step, entry[1]), finished,
-                         PARTITIONS_PER_WORKER)
+            round_frames = self._round(step, round_index, parts, names, task, counts, events)
             for n in names:
                 collected[n] += round_frames[n]
                 if n != "failures" and round_frames[n]:
@@ -152,10 +122,48 @@ class Executor:
                                            how="diagonal_relaxed")
         yielded = {n: pl.concat(collected[n], how="diagonal_relaxed") if collected[n]
                    else pl.DataFrame(schema=step.yields[n]) for n in step.yields}
-        out = step.finish(self.ctx, inputs, yielded)
+        with collecting_stats() as finish_events:
+            out = step.finish(self.ctx, inputs, yielded)
+        events.update(finish_events)
         if collected["failures"]:
             out["failures"] = pl.concat(collected["failures"], how="diagonal_relaxed")
         return out, dict(counts, rounds=rounds, events=dict(events))
+
+    def _round(self, step: ItemStep, round_index: int, parts: list[list[dict]], names: list[str], task,
+               counts: Counter, events: Counter) -> dict[str, list[pl.DataFrame]]:
+        """One round's partitions: those a marker says are done are read back, the rest dispatched to workers and
+        recorded as each finishes. Returns each table's frames."""
+        frames_of: dict[str, list[pl.DataFrame]] = {n: [] for n in names}
+
+        def keep(frames: dict[str, pl.DataFrame], stats: dict, n_items: int) -> None:
+            for name, df in frames.items():
+                frames_of[name].append(df)
+            events.update(stats)
+            self._advance(task, n_items)
+
+        todo = []
+        for p, part in enumerate(parts):
+            if self.run.partition_done(step.name, round_index, p, part):
+                frames, spent = self.run.load_partition(step.name, round_index, p, names)
+                counts["resumed_partitions"] += 1
+                keep(frames, spent.get("stats", {}), len(part))
+            else:
+                todo.append((p, part))
+
+        def finished(entry: tuple[int, list[dict]], result: dict) -> None:
+            p, part = entry
+            frames = {name: pl.DataFrame(rows, schema=FAILURE_SCHEMA if name == "failures" else step.yields[name])
+                      for name, rows in result["rows"].items()}
+            self.run.save_partition(step.name, round_index, p, part, frames,
+                                    {**result["ledger"], "stats": result["stats"]})
+            self.ledger.merge(result["ledger"])
+            self.node_ids[result["node_id"]] += 1
+            keep(frames, result["stats"], len(part))
+
+        if todo:
+            dispatch(self._workers(), todo, "run_partition", lambda entry: (step, entry[1]), finished,
+                     PARTITIONS_PER_WORKER)
+        return frames_of
 
     def _task(self, name: str, total: int):
         if not self.progress:

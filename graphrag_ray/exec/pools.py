@@ -175,12 +175,14 @@ class RayPool(Pool):
             raise _unwrapped(exc) from None
 
     def close(self) -> None:
+        actors, self.actors = self.actors, []
+        if not self.ray.is_initialized():  # Ray was shut down (at exit, say): its actors are gone with it, and
+            return                         # a call now would start a new Ray
         try:
             self.cancel(list(self._running))
         finally:
-            for actor in self.actors:
+            for actor in actors:
                 self.ray.kill(actor)
-            self.actors = []
 
 
 def _unwrapped(exc: Exception) -> Exception:

@@ -81,15 +81,6 @@ def run(coro):
     return asyncio.run(main())
 
 
-def preload_sdk_resources() -> None:
-    """The SDK imports a resource's module (and its types) on first use, and the first client builds the SSL
-    context: a query engine does both when it is set up, so its first query does not pay for them."""
-    import openai.resources.chat.completions  # noqa: F401
-    import openai.resources.embeddings  # noqa: F401
-
-    _ssl_context()
-
-
 @functools.lru_cache(maxsize=1)
 def _ssl_context():
     """One verifying SSL context per process, shared by every client: building one loads the CA bundle, and a

@@ -10,7 +10,6 @@ from typing import AsyncIterator
 
 from graphrag_ray.config.prompts import load_prompt
 from graphrag_ray.config.settings import Settings
-from graphrag_ray.llm.client import preload_sdk_resources
 from graphrag_ray.llm.model import ChatResult, Models
 from graphrag_ray.query.context.history import ConversationHistory
 from graphrag_ray.query.extractive import extractive_answer
@@ -55,7 +54,6 @@ class QueryEngine(ABC):
             self.models.chat(chat_id).tokenizer
         if getattr(section, "embedding_model_id", None) in self.settings.models:
             self.models.embedding(section.embedding_model_id)
-        preload_sdk_resources()
         for name in self.lookups:  # the index's row lookups this method reads, built with it as well
             getattr(self.data, name)
 

@@ -46,6 +46,10 @@ def test_every_table_with_graphrag_columns(coffee):
     stats = json.loads(result.index.read_bytes("stats.json"))
     assert stats["total"]["calls"] > 0 and stats["rows"]["entities"] == tables["entities"].height
     assert json.loads(result.index.read_bytes("ledger.json"))["total"]["calls"] == stats["total"]["calls"]
+    events = stats["steps"]["extract_graph"]["events"]  # what steps count through stat_update
+    extracted = read_table(result.index, "entities")["frequency"].sum()
+    assert events["entity_mentions"] >= extracted > 0 and events["gleaning_rounds"] == stats["rows"]["text_units"]
+    assert "self_loops_dropped" in stats["steps"]["merge_graph"]["events"]
 
 
 def test_graph_contents_make_sense(coffee):

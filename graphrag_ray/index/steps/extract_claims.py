@@ -79,7 +79,9 @@ class ExtractClaims(ItemStep):
             return {"failures": [{"step": self.name, "item_id": item["item_id"], "source": item["document_id"],
                                   "reason": str(exc)}]}
         if unparsed:
-            log.warning("text unit %s: %d unparseable claim records", item["item_id"], unparsed)
+            self.stat_update("unparsed_records", unparsed)
+            log.info("text unit %s: %d unparseable claim records", item["item_id"], unparsed)
+        self.stat_update("claims", len(claims))
         return {"claims": [{**c, "text_unit_id": item["item_id"], "order": i} for i, c in enumerate(claims)]}
 
     def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:

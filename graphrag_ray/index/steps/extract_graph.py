@@ -63,6 +63,7 @@ class ExtractGraph(ItemStep):
                                                          extracted_names=", ".join(names) or "(none)",
                                                          completion_delimiter=COMPLETION_DELIMITER)}]
                 glean = await chat.chat(first + more, stage=STAGE, validate=looks_complete)
+                self.stat_update("gleaning_rounds")
                 extra = parse_tuples(glean.content)
                 found.add(extra)
                 if not (extra.entities or extra.relationships) or round_index == cfg.max_gleanings - 1:
@@ -80,12 +81,15 @@ class ExtractGraph(ItemStep):
     def _rows(self, item: dict, found: Extraction) -> Rows:
         rows: Rows = {"extracted_entities": [], "extracted_relationships": [], "failures": []}
         if found.unparsed:
-            log.warning("text unit %s: %d unparseable extraction records (e.g. %r)", item["item_id"], found.unparsed,
-                        found.unparsed_samples[:1])
+            self.stat_update("unparsed_records", found.unparsed)
+            log.info("text unit %s: %d unparseable extraction records (e.g. %r)", item["item_id"], found.unparsed,
+                     found.unparsed_samples[:1])
         if found.unparsed and not (found.entities or found.relationships):
             rows["failures"].append({"step": self.name, "item_id": item["item_id"], "source": item["document_id"],
                                      "reason": f"no parseable records in the answer ({found.unparsed} unparseable)"})
             return rows
+        self.stat_update("entity_mentions", len(found.entities))
+        self.stat_update("relationship_mentions", len(found.relationships))
         for order, e in enumerate(found.entities):
             rows["extracted_entities"].append({**e, "text_unit_id": item["item_id"], "order": order})
         for order, r in enumerate(found.relationships):

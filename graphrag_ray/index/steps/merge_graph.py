@@ -9,14 +9,10 @@ self-loops are dropped and counted.
 
 from __future__ import annotations
 
-import logging
-
 import polars as pl
 
 from graphrag_ray.ids import content_id, normalize_name
 from graphrag_ray.exec.step import BatchStep, StepContext, Tables
-
-log = logging.getLogger(__name__)
 
 
 class MergeGraph(BatchStep):
@@ -32,9 +28,7 @@ class MergeGraph(BatchStep):
         norm = lambda col: pl.col(col).map_elements(normalize_name, return_dtype=pl.String)  # noqa: E731
         ents = ents.with_columns(norm("title").alias("key")).filter(pl.col("key") != "")
         rels = rels.with_columns(norm("source").alias("skey"), norm("target").alias("tkey"))
-        loops = rels.filter(pl.col("skey") == pl.col("tkey")).height
-        if loops:
-            log.info("merge_graph: %d self-referencing relationships dropped", loops)
+        self.stat_update("self_loops_dropped", rels.filter(pl.col("skey") == pl.col("tkey")).height)
         rels = rels.filter((pl.col("skey") != pl.col("tkey")) & (pl.col("skey") != "") & (pl.col("tkey") != ""))
 
         # endpoints never extracted as entities become entities described by their relationships

@@ -10,7 +10,6 @@ text units and pairs below the `edge_percentile` of weights are pruned (both cou
 
 from __future__ import annotations
 
-import logging
 import math
 
 import polars as pl
@@ -19,7 +18,6 @@ from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
 from graphrag_ray.index.steps.extract_graph import YIELDED_SCHEMAS
 from graphrag_ray.nlp.entities import mentions, sentences
 
-log = logging.getLogger(__name__)
 MAX_PER_UNIT = 40   # most frequent mentions of a unit kept as nodes (co-occurrence grows with the square)
 
 
@@ -82,9 +80,8 @@ class NlpGraph(ItemStep):
             strong = pairs.filter(pl.col("score") >= threshold)
         else:
             strong = pairs
-        log.info("nlp_graph: pruned %d entities below %d text units and %d of %d pairs below the %g percentile",
-                 dropped_nodes, cfg.min_node_frequency, pairs.height - strong.height, pairs.height,
-                 cfg.edge_percentile)
+        self.stat_update("entities_pruned", dropped_nodes)
+        self.stat_update("pairs_pruned", pairs.height - strong.height)
         # each co-occurrence contributes its share of the pair's score, so merge_graph's sum is the score
         rels = (rels.join(strong.select("source", "target", "score", "count"), on=["source", "target"])
                 .with_columns((pl.col("score") / pl.col("count")).alias("weight")).drop("score", "count"))
