@@ -229,16 +229,20 @@ def simulate_llm(
     fault_malformed: float = typer.Option(0.0, help="fraction answered with truncated/garbled content"),
     retry_after: float = typer.Option(0.05, help="Retry-After seconds announced with an injected 429"),
     hang_seconds: float = typer.Option(600.0, help="how long a hung request sleeps"),
+    limits_after: Optional[str] = typer.Option(None, help="limits that change mid-run: 'SECONDS=RPM/TPM,...' "
+                                               "(e.g. 60=75/7500; an empty side means no limit)"),
+    answer_mode: str = typer.Option("normal", help="normal | no-delimiter | garbage (sloppy models)"),
 ) -> None:
     """Run the OpenAI-compatible simulator (for tests, benchmarks and rehearsals; costs nothing)."""
     from graphrag_ray.simulate.faults import FaultRates
-    from graphrag_ray.simulate.server import SimulatorConfig, serve
+    from graphrag_ray.simulate.server import SimulatorConfig, parse_limit_changes, serve
 
     faults = FaultRates(fault_429, fault_500, fault_503, fault_hang, fault_drop, fault_malformed, retry_after,
                         hang_seconds)
     config = SimulatorConfig(seed=seed, latency=latency, latency_per_token=latency_per_token, rpm=rpm, tpm=tpm,
                              api_key=api_key, models=[m for m in (models or "").split(",") if m],
-                             embedding_dim=embedding_dim, faults=faults)
+                             embedding_dim=embedding_dim, faults=faults, answer_mode=answer_mode,
+                             limits_after=parse_limit_changes(limits_after or ""))
     serve(config, host, port)
 
 

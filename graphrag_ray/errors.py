@@ -31,5 +31,9 @@ class LLMUnavailableError(GraphRagRayError):
     """The endpoint stayed unreachable or failing after the whole retry budget."""
 
 
+class StepFailedError(GraphRagRayError):
+    """Too many of a step's items failed to publish the index."""
+
+
 class RunLockedError(GraphRagRayError):
     """Another run holds the root's lock."""

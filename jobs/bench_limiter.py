@@ -80,7 +80,8 @@ def run_benchmark(duration: float, actors: int, concurrency: int, tpm: int, rpm:
             "429s_received": total.rate_limited, "server_429s": server.get("429_limit", 0),
             "steady_state_tokens_per_min": round(steady_tokens / steady_seconds * 60),
             "tpm_limit": tpm, "utilisation": round(utilisation, 3),
-            "server_ok": server.get("ok", 0)}
+            "server_ok": server.get("ok", 0), "server_max_requests_60s": server.get("max_requests_60s"),
+            "server_max_tokens_60s": server.get("max_tokens_60s")}
 
 
 def main() -> None:

@@ -26,7 +26,10 @@ class RateLimitConfig(Section):
 
 
 class RetryConfig(Section):
-    max_attempts: int = doc(10, "attempts per request on 429, 5xx, timeouts and dropped connections", gt=0)
+    max_attempts: int = doc(10, "attempts per request on 5xx, timeouts, dropped connections and unusable answers "
+                                "(429s do not count: see rate_limit_deadline_s)", gt=0)
+    rate_limit_deadline_s: float = doc(900.0, "seconds a request keeps retrying while the provider answers 429 "
+                                       "(a rate limit is waited out, not a failure)", gt=0)
     initial_wait: float = doc(1.0, "seconds before the first retry; doubles each attempt", gt=0)
     max_wait: float = doc(60.0, "longest wait between two attempts, in seconds", gt=0)
     jitter: float = doc(1.0, "random seconds added to each wait so workers do not retry in lockstep", ge=0)
@@ -223,6 +226,9 @@ class OutputConfig(Section):
                              "an s3:// / gs:// URI")
     runs_dir: str = doc("runs", "work in progress and completion markers (what resume reads)")
     partition_rows: int = doc(500_000, "tables with more rows are written hive-partitioned", gt=0)
+    max_failure_ratio: float = doc(0.2, "a step whose failed items exceed this share stops the run before "
+                                   "publishing (the previous index stays; a re-run retries the failed items)",
+                                   ge=0, le=1)
 
 
 class CacheConfig(Section):

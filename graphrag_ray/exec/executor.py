@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from graphrag_ray.errors import GraphRagRayError
+from graphrag_ray.errors import GraphRagRayError, StepFailedError
 from graphrag_ray.exec.dispatch import dispatch
 from graphrag_ray.exec.pools import Pool, WorkerSpec, open_pool
 from graphrag_ray.exec.run_state import RunState
@@ -29,8 +29,10 @@ PARTITIONS_PER_WORKER = 2  # in flight per worker: one running, one queued, so n
 
 
 class Executor:
-    def __init__(self, ctx: StepContext, run: RunState, limiter: Any, progress: Any = None, backend: str = "ray"):
+    def __init__(self, ctx: StepContext, run: RunState, limiter: Any, progress: Any = None, backend: str = "ray",
+                 max_failure_ratio: float | None = None):
         self.ctx = ctx
+        self.max_failure_ratio = max_failure_ratio  # an item step failing more stops the run (None: never)
         self.run = run
         self.limiter = limiter
         self.backend = backend  # "ray": actors; "local": in this process
@@ -106,6 +108,7 @@ class Executor:
         events: Counter = Counter()
         rounds = step.rounds(self.ctx, inputs)
         task = self._task(step.name, 0)
+        failed_parts: list[tuple[int, int]] = []  # (round, partition) of partitions holding failed items
         for round_index in range(rounds):
             # partitions are cut from items sorted by id: the same work gets the same partitions every run
             items = sorted(step.items(self.ctx, inputs, round_index, earlier), key=lambda it: it["item_id"])
@@ -114,7 +117,7 @@ class Executor:
             counts["partitions"] += len(parts)
             if task is not None:
                 self.progress.update(task, total=(self.progress.tasks[task].total or 0) + len(items))
-            round_frames = self._round(step, round_index, parts, names, task, counts, events)
+            round_frames = self._round(step, round_index, parts, names, task, counts, events, failed_parts)
             for n in names:
                 collected[n] += round_frames[n]
                 if n != "failures" and round_frames[n]:
@@ -122,6 +125,7 @@ class Executor:
                                            how="diagonal_relaxed")
         yielded = {n: pl.concat(collected[n], how="diagonal_relaxed") if collected[n]
                    else pl.DataFrame(schema=step.yields[n]) for n in step.yields}
+        self._check_failures(step, counts["items"], collected["failures"], failed_parts)
         with collecting_stats() as finish_events:
             out = step.finish(self.ctx, inputs, yielded)
         events.update(finish_events)
@@ -130,14 +134,16 @@ class Executor:
         return out, dict(counts, rounds=rounds, events=dict(events))
 
     def _round(self, step: ItemStep, round_index: int, parts: list[list[dict]], names: list[str], task,
-               counts: Counter, events: Counter) -> dict[str, list[pl.DataFrame]]:
+               counts: Counter, events: Counter, failed_parts: list) -> dict[str, list[pl.DataFrame]]:
         """One round's partitions: those a marker says are done are read back, the rest dispatched to workers and
         recorded as each finishes. Returns each table's frames."""
         frames_of: dict[str, list[pl.DataFrame]] = {n: [] for n in names}
 
-        def keep(frames: dict[str, pl.DataFrame], stats: dict, n_items: int) -> None:
+        def keep(p: int, frames: dict[str, pl.DataFrame], stats: dict, n_items: int) -> None:
             for name, df in frames.items():
                 frames_of[name].append(df)
+            if "failures" in frames and frames["failures"].height:
+                failed_parts.append((round_index, p))
             events.update(stats)
             self._advance(task, n_items)
 
@@ -146,7 +152,7 @@ class Executor:
             if self.run.partition_done(step.name, round_index, p, part):
                 frames, spent = self.run.load_partition(step.name, round_index, p, names)
                 counts["resumed_partitions"] += 1
-                keep(frames, spent.get("stats", {}), len(part))
+                keep(p, frames, spent.get("stats", {}), len(part))
             else:
                 todo.append((p, part))
 
@@ -158,12 +164,26 @@ class Executor:
                                     {**result["ledger"], "stats": result["stats"]})
             self.ledger.merge(result["ledger"])
             self.node_ids[result["node_id"]] += 1
-            keep(frames, result["stats"], len(part))
+            keep(p, frames, result["stats"], len(part))
 
         if todo:
             dispatch(self._workers(), todo, "run_partition", lambda entry: (step, entry[1]), finished,
                      PARTITIONS_PER_WORKER)
         return frames_of
+
+    def _check_failures(self, step: ItemStep, items: int, failures: list[pl.DataFrame], failed_parts: list) -> None:
+        """A step that mostly failed must not publish: stop with its most common reason, and forget the markers of
+        the partitions holding failed items, so a re-run retries exactly those (the rest resumes)."""
+        failed = sum(df.height for df in failures)
+        if self.max_failure_ratio is None or not items or failed / items <= self.max_failure_ratio:
+            return
+        for round_index, p in failed_parts:
+            self.run.forget_partition(step.name, round_index, p)
+        reasons = pl.concat(failures, how="diagonal_relaxed")["reason"].str.slice(0, 300).value_counts(sort=True)
+        reason, times = reasons.row(0)
+        raise StepFailedError(f"{step.name}: {failed} of {items} items failed ({failed / items:.0%}, more than "
+                              f"output.max_failure_ratio {self.max_failure_ratio:.0%}); most common reason "
+                              f"({times}x): {reason}. Nothing was published; a re-run retries the failed items")
 
     def _task(self, name: str, total: int):
         if not self.progress:

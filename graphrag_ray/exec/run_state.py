@@ -76,6 +76,10 @@ class RunState:
         folder.write_bytes("ledger.json", json.dumps(spent).encode())
         self.store.write_bytes(self._marker(step, round_index, part), fingerprint(items).encode())
 
+    def forget_partition(self, step: str, round_index: int, part: int) -> None:
+        """Make a finished partition count as not done (a re-run computes it again)."""
+        self.store.delete(self._marker(step, round_index, part))
+
     def load_partition(self, step: str, round_index: int, part: int, names) -> tuple[dict, dict]:
         folder = self.store.child(self._part(step, round_index, part))
         frames = {name: read_table(folder, name) for name in names}

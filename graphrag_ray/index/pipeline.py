@@ -111,7 +111,7 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
         limiter = job_limiter(backend, run_id, verbose)
         started = time.perf_counter()
         with progress_bar(show_progress) as progress:
-            executor = Executor(ctx, run, limiter, progress, backend)
+            executor = Executor(ctx, run, limiter, progress, backend, settings.output.max_failure_ratio)
             tables = executor.run_steps(steps)
         output = resolve(root, settings.output.base_dir)
         try:

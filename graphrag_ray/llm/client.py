@@ -29,12 +29,12 @@ class RateLimitedError(TransientLLMError):
 
 
 class MalformedResponseError(TransientLLMError):
-    """The answer could not be used (e.g. JSON mode returned something that is not JSON). It was paid for:
-    `used_tokens` is what it cost."""
+    """The answer could not be used (e.g. JSON mode returned something that is not JSON). It was paid for: its
+    prompt and completion tokens go to the ledger as an unusable call."""
 
-    def __init__(self, message: str, used_tokens: int = 0):
+    def __init__(self, message: str, prompt_tokens: int = 0, completion_tokens: int = 0):
         super().__init__(message)
-        self.used_tokens = used_tokens
+        self.prompt_tokens, self.completion_tokens = prompt_tokens, completion_tokens
 
 
 @dataclass
@@ -99,6 +99,7 @@ class OpenAIClient:
         self.model_id = model_id
         self.config = config
         self.closed = False
+        self.announced_limits: tuple[int | None, int | None] = (None, None)
         key = config.api_key.get_secret_value() if config.api_key else ""
         if not key:
             raise LLMFatalError(f"models.{model_id}.api_key is empty: set it (e.g. api_key: ${{GRAPHRAG_API_KEY}} "
@@ -125,21 +126,24 @@ class OpenAIClient:
         return {"model": self.config.model, "messages": messages, **params, **more}
 
     async def chat(self, messages: list[dict], params: dict[str, Any]) -> Completion:
-        """POST /chat/completions with the body as we built it. `create()` would first copy every message through
-        the SDK's TypedDict transform (a large share of our CPU per call); the SDK's documented `post` for a raw body skips
-        only that, and parses the answer into the same ChatCompletion."""
-        from openai.types.chat.chat_completion import ChatCompletion
+        """POST /chat/completions with the body as we built it, read as plain JSON. `create()` would first copy every
+        message through the SDK's TypedDict transform and then build pydantic models of the answer (a large share of
+        our CPU per call); the SDK's documented `post` for a raw body and response skips only those."""
+        import httpx2
 
         try:
             response = await self._sdk.post("/chat/completions", body=self._body(messages, params),
-                                            cast_to=ChatCompletion)
+                                            cast_to=httpx2.Response)
+            self._note_limits(response.headers)
+            data = response.json()
+        except ValueError:
+            raise TransientLLMError(f"{self.where} sent an answer that is not JSON") from None
         except Exception as exc:
             raise self._translate(exc) from None
-        choice = response.choices[0] if response.choices else None
-        content = (choice.message.content if choice and choice.message else None) or ""
-        usage = response.usage
-        return Completion(content, getattr(usage, "prompt_tokens", 0) or 0,
-                          getattr(usage, "completion_tokens", 0) or 0)
+        choices = data.get("choices") or [{}]
+        content = ((choices[0] or {}).get("message") or {}).get("content") or ""
+        usage = data.get("usage") or {}
+        return Completion(content, usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0)
 
     async def chat_stream(self, messages: list[dict], params: dict[str, Any],
                           usage_out: dict[str, int]) -> AsyncIterator[str]:
@@ -153,6 +157,7 @@ class OpenAIClient:
                 "/chat/completions", cast_to=ChatCompletion, stream=True,
                 stream_cls=openai.AsyncStream[ChatCompletionChunk],
                 body=self._body(messages, params, stream=True, stream_options={"include_usage": True}))
+            self._note_limits(stream.response.headers)
             async for chunk in stream:
                 if chunk.usage is not None:
                     usage_out["prompt_tokens"] = chunk.usage.prompt_tokens or 0
@@ -168,16 +173,24 @@ class OpenAIClient:
         if self.config.dimensions:
             kwargs["dimensions"] = self.config.dimensions
         try:
-            response = await self._sdk.embeddings.create(model=self.config.model, input=texts, **kwargs)
+            raw = await self._sdk.embeddings.with_raw_response.create(model=self.config.model, input=texts, **kwargs)
+            self._note_limits(raw.headers)
+            response = raw.parse()
         except Exception as exc:
             raise self._translate(exc) from None
         vectors = [item.embedding for item in sorted(response.data, key=lambda d: d.index)]
         return vectors, getattr(response.usage, "prompt_tokens", 0) or 0
 
+    def _note_limits(self, headers: Any) -> None:
+        """The requests / tokens per minute the provider says this key may use (None where it does not say)."""
+        self.announced_limits = (_header_int(headers, "x-ratelimit-limit-requests"),
+                                 _header_int(headers, "x-ratelimit-limit-tokens"))
+
     def _translate(self, exc: Exception) -> Exception:
         import openai
 
         if isinstance(exc, openai.RateLimitError):
+            self._note_limits(exc.response.headers)
             return RateLimitedError(f"429 from {self.where}", retry_after_seconds(exc.response.headers))
         if isinstance(exc, openai.AuthenticationError):
             return LLMFatalError(f"{self.where}: authentication failed (401) - check the API key")
@@ -212,6 +225,14 @@ class OpenAIClient:
         if not self.closed:
             self.closed = True
             await self._sdk.close()
+
+
+def _header_int(headers: Any, name: str) -> int | None:
+    try:
+        value = int(float(headers.get(name)))
+    except (TypeError, ValueError):
+        return None
+    return value if value > 0 else None
 
 
 def _short(exc: Exception) -> str:

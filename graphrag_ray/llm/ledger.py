@@ -10,13 +10,14 @@ from pathlib import Path
 
 @dataclass
 class Usage:
-    calls: int = 0              # successful responses paid for
+    calls: int = 0              # responses paid for, usable or not
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cache_hits: int = 0         # answers served from the cache (free)
     retries: int = 0
     rate_limited: int = 0       # 429s received
     failures: int = 0           # requests that failed after the whole retry budget
+    unusable: int = 0           # paid responses that could not be used (invalid JSON, an incomplete answer)
     cost: float = 0.0           # USD from the configured prices
 
     def add(self, other: "Usage") -> None:
@@ -96,12 +97,13 @@ class UsageLedger:
 
         table = Table(title=title)
         for col in ("stage", "model", "calls", "prompt tok", "completion tok", "cache hits", "retries",
-                    "429s", "failures", "cost $"):
+                    "429s", "unusable", "failures", "cost $"):
             table.add_column(col, justify="left" if col in ("stage", "model") else "right")
         rows = sorted(self.entries.items()) + [(("total", ""), self.total())]
         for (stage, model), u in rows:
             table.add_row(stage, model, f"{u.calls:,}", f"{u.prompt_tokens:,}", f"{u.completion_tokens:,}",
-                          f"{u.cache_hits:,}", f"{u.retries:,}", f"{u.rate_limited:,}", f"{u.failures:,}",
+                          f"{u.cache_hits:,}", f"{u.retries:,}", f"{u.rate_limited:,}", f"{u.unusable:,}",
+                          f"{u.failures:,}",
                           f"{u.cost:.4f}")
         return table
 

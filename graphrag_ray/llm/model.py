@@ -23,7 +23,7 @@ from graphrag_ray.llm.cache import ResponseCache, cache_key, open_cache, pack_ve
 from graphrag_ray.llm.client import (Completion, MalformedResponseError, OpenAIClient, RateLimitedError,
                                      TransientLLMError)
 from graphrag_ray.llm.ledger import UsageLedger, active_ledger
-from graphrag_ray.llm.ratelimit import LocalRateLimiter
+from graphrag_ray.llm.ratelimit import AdaptiveConcurrency, LocalRateLimiter
 from graphrag_ray.llm.retry import retrying
 from graphrag_ray.llm.tokens import tokenizer_for
 from graphrag_ray.storage.location import resolve
@@ -42,8 +42,9 @@ class ChatResult:
 
 class _ModelBase:
     def __init__(self, model_id: str, config: ModelConfig, *, cache: ResponseCache, limiter: Any,
-                 ledger: UsageLedger):
+                 ledger: UsageLedger, cautious_start: bool = False):
         self.model_id = model_id
+        self.cautious_start = cautious_start  # batch jobs: one call alone until the first answer
         self.config = config
         self.cache = cache
         self.limiter = limiter
@@ -73,19 +74,15 @@ class _ModelBase:
         return self._clients[loop_id]
 
     @property
-    def _slots(self) -> asyncio.Semaphore:
+    def _slots(self) -> AdaptiveConcurrency:
         loop_id = id(asyncio.get_running_loop())
         if loop_id not in self._semaphores:
-            self._semaphores[loop_id] = asyncio.Semaphore(self.config.concurrency)
+            self._semaphores[loop_id] = AdaptiveConcurrency(self.config.concurrency, self.cautious_start)
         return self._semaphores[loop_id]
 
     def _limits(self) -> tuple[str, int | None, int | None]:
         rl = self.config.rate_limit
         return self.model_id, rl.rpm, rl.tpm
-
-    def _reconcile(self, key: str, reserved: int, used: int) -> None:
-        if self.config.rate_limit.rpm or self.config.rate_limit.tpm:  # unlimited: no call to the limiter at all
-            self.limiter.reconcile(key, reserved, used)
 
     # -- the layers, composed once: cache -> retry -> limiter -> client; the ledger records every outcome --
     async def _call(self, stage: str, key: str, reserve: int, send: Send, use_cache: bool = True) -> tuple[dict, bool]:
@@ -103,33 +100,44 @@ class _ModelBase:
             self.usage.record(stage, self.config.model, failures=1)
             raise LLMUnavailableError(f"{self.client.where}: gave up after {self.config.retry.max_attempts} "
                                       f"attempts ({exc})") from None
-        price = self.config.price
-        self.usage.record_call(stage, self.config.model, prompt_tokens, completion_tokens, price.input_per_1m,
-                               price.output_per_1m)
+        self._record_paid(stage, prompt_tokens, completion_tokens)
         self.cache.put(key, entry)
         return entry, False
 
+    def _record_paid(self, stage: str, prompt_tokens: int, completion_tokens: int) -> None:
+        price = self.config.price
+        self.usage.record_call(stage, self.config.model, prompt_tokens, completion_tokens, price.input_per_1m,
+                               price.output_per_1m)
+
     async def _limited(self, reserve: int, stage: str, send: Send) -> tuple[dict, int, int]:
-        """One attempt under the concurrency slots and the job-wide limiter. What an attempt reserved is settled
-        whatever happens: with what it used, or given back when nothing was used."""
+        """One attempt under this process's adaptive in-flight cap and the job-wide limiter. What an attempt
+        reserved is settled whatever happens: with what it used, or 0 when nothing was used. Limits the provider
+        announces are passed on to the limiter."""
         key, rpm, tpm = self._limits()
-        async with self._slots:
-            await self.limiter.acquire(key, reserve, rpm, tpm)
+        slots = self._slots
+        async with slots:
+            grant = await self.limiter.acquire(key, reserve, rpm, tpm)
             try:
                 entry, prompt_tokens, completion_tokens = await send()
             except RateLimitedError as exc:
                 self.usage.record(stage, self.config.model, rate_limited=1)
-                self._reconcile(key, reserve, 0)
-                self.limiter.pause(key, exc.retry_after if exc.retry_after is not None else DEFAULT_429_PAUSE,
-                                   rpm, tpm)
+                self.limiter.settle(key, grant, 0)
+                slots.refused()
+                self.limiter.refused(key, exc.retry_after if exc.retry_after is not None else DEFAULT_429_PAUSE,
+                                     rpm, tpm)
+                self.limiter.learn(key, rpm, tpm, *self.client.announced_limits)
                 raise
-            except MalformedResponseError as exc:
-                self._reconcile(key, reserve, exc.used_tokens)
+            except MalformedResponseError as exc:  # paid for, though unusable: in the ledger all the same
+                self.limiter.settle(key, grant, exc.prompt_tokens + exc.completion_tokens)
+                self._record_paid(stage, exc.prompt_tokens, exc.completion_tokens)
+                self.usage.record(stage, self.config.model, unusable=1)
                 raise
             except BaseException:
-                self._reconcile(key, reserve, 0)
+                self.limiter.settle(key, grant, 0)
                 raise
-            self._reconcile(key, reserve, prompt_tokens + completion_tokens)
+            self.limiter.settle(key, grant, prompt_tokens + completion_tokens)
+            slots.succeeded()
+            self.limiter.learn(key, rpm, tpm, *self.client.announced_limits)
             return entry, prompt_tokens, completion_tokens
 
     def __getstate__(self):
@@ -139,6 +147,8 @@ class _ModelBase:
 
 
 class ChatModel(_ModelBase):
+    _completion_average: float | None = None  # completion tokens per answer so far (reservations expect it)
+
     def _params(self, json_mode: bool, response_format: dict | None, max_tokens: int | None,
                 temperature: float | None, extra: dict[str, Any]) -> dict[str, Any]:
         params: dict[str, Any] = {"max_tokens": max_tokens or self.config.max_tokens,
@@ -154,8 +164,17 @@ class ChatModel(_ModelBase):
         return self.tokenizer.count_messages(messages)
 
     def _reservation(self, messages: list[dict], max_tokens: int) -> int:
-        """Tokens to reserve against the TPM limit (not counted at all when there is no TPM limit)."""
-        return self.count(messages) + max_tokens if self.config.rate_limit.tpm else 0
+        """Tokens to reserve against the TPM limit: the prompt and the completion to expect - one and a half times
+        the average so far (at most max_tokens; reserving max_tokens itself would hold back most of the allowance
+        until each answer settles). Not counted at all while no TPM limit is configured or announced."""
+        if not (self.config.rate_limit.tpm or self.limiter.knows_limits(self.model_id)):
+            return 0
+        expected = max_tokens if self._completion_average is None else int(1.5 * self._completion_average) + 16
+        return self.count(messages) + min(max_tokens, expected)
+
+    def _completed(self, completion_tokens: int) -> None:
+        average = self._completion_average
+        self._completion_average = completion_tokens if average is None else 0.9 * average + 0.1 * completion_tokens
 
     async def chat(self, messages: list[dict], *, stage: str, json_mode: bool = False,
                    response_format: dict | None = None, max_tokens: int | None = None,
@@ -169,11 +188,12 @@ class ChatModel(_ModelBase):
 
         async def send() -> tuple[dict, int, int]:
             completion: Completion = await self.client.chat(messages, params)
-            used = completion.prompt_tokens + completion.completion_tokens
+            self._completed(completion.completion_tokens)
+            paid = completion.prompt_tokens, completion.completion_tokens
             if wants_json and not _is_json(completion.content):
-                raise MalformedResponseError(f"{self.client.where} returned invalid JSON", used)
+                raise MalformedResponseError(f"{self.client.where} returned invalid JSON", *paid)
             if validate is not None and not validate(completion.content):
-                raise MalformedResponseError(f"{self.client.where} returned an incomplete answer", used)
+                raise MalformedResponseError(f"{self.client.where} returned an incomplete answer", *paid)
             return _entry(completion.content, completion.prompt_tokens, completion.completion_tokens), \
                 completion.prompt_tokens, completion.completion_tokens
 
@@ -321,13 +341,15 @@ class Models:
     cache: ResponseCache
     limiter: Any
     ledger: UsageLedger = field(default_factory=UsageLedger)
+    cautious_start: bool = False  # batch jobs' workers: a model's first call goes alone (AdaptiveConcurrency)
     _built: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def create(cls, settings: Settings, root: str | Path, limiter: Any = None,
-               ledger: UsageLedger | None = None) -> "Models":
+               ledger: UsageLedger | None = None, cautious_start: bool = False) -> "Models":
         cache_dir = resolve(root, settings.cache.base_dir) if settings.cache.enabled else None
-        return cls(settings, open_cache(cache_dir), limiter or LocalRateLimiter(), ledger or UsageLedger())
+        return cls(settings, open_cache(cache_dir), limiter or LocalRateLimiter(), ledger or UsageLedger(),
+                   cautious_start)
 
     def chat(self, model_id: str) -> ChatModel:
         return self._get(model_id, ChatModel)
@@ -346,5 +368,5 @@ class Models:
     def _get(self, model_id: str, kind):
         if model_id not in self._built:
             self._built[model_id] = kind(model_id, self.settings.model(model_id), cache=self.cache,
-                                         limiter=self.limiter, ledger=self.ledger)
+                                         limiter=self.limiter, ledger=self.ledger, cautious_start=self.cautious_start)
         return self._built[model_id]

@@ -1,13 +1,15 @@
 """Retry layer: tenacity with exponential backoff and jitter on transient errors only.
 
-429s wait at least the server's Retry-After; 400/401/403/404 (LLMFatalError) are never retried.
+A 429 is not a failure while the job can finish: it waits max(Retry-After, the backoff) and does not use up
+`max_attempts`; a request stops retrying 429s only after `rate_limit_deadline_s`. Other transient errors (5xx,
+timeouts, dropped connections, unusable answers) use up attempts; 400/401/403/404 (LLMFatalError) are never retried.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
 from tenacity.wait import wait_exponential_jitter
 
 from graphrag_ray.config.settings import RetryConfig
@@ -15,7 +17,7 @@ from graphrag_ray.llm.client import RateLimitedError, TransientLLMError
 
 
 class _RetryAfterOrBackoff:
-    """Backoff with jitter, but never shorter than a 429's Retry-After."""
+    """Backoff with jitter, and never shorter than a 429's Retry-After."""
 
     def __init__(self, policy: RetryConfig):
         self.backoff = wait_exponential_jitter(multiplier=policy.initial_wait, max=policy.max_wait,
@@ -23,9 +25,25 @@ class _RetryAfterOrBackoff:
 
     def __call__(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
+        backoff = self.backoff(state)
         if isinstance(exc, RateLimitedError) and exc.retry_after is not None:
-            return exc.retry_after
-        return self.backoff(state)
+            return max(exc.retry_after, backoff)
+        return backoff
+
+
+class _AttemptsOrDeadline:
+    """Stop after `max_attempts` failures that are not rate limits, or once 429s have lasted past the deadline."""
+
+    def __init__(self, policy: RetryConfig):
+        self.policy = policy
+        self.failures = 0
+
+    def __call__(self, state: RetryCallState) -> bool:
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, RateLimitedError):
+            return state.seconds_since_start >= self.policy.rate_limit_deadline_s
+        self.failures += 1
+        return self.failures >= self.policy.max_attempts
 
 
 def retrying(policy: RetryConfig, on_retry: Callable[[BaseException], None]) -> AsyncRetrying:
@@ -35,7 +53,7 @@ def retrying(policy: RetryConfig, on_retry: Callable[[BaseException], None]) -> 
 
     return AsyncRetrying(
         retry=retry_if_exception_type(TransientLLMError),
-        stop=stop_after_attempt(policy.max_attempts),
+        stop=_AttemptsOrDeadline(policy),
         wait=_RetryAfterOrBackoff(policy),
         before_sleep=before_sleep,
         reraise=True,

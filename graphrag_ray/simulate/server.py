@@ -1,8 +1,10 @@
 """The OpenAI-compatible simulator server (aiohttp).
 
 Routes: /v1/chat/completions (plain and SSE streaming), /v1/embeddings, /v1/models, and for tests
-/v1/_stats (what it served) and /v1/_reset. Knobs: latency, server-side RPM/TPM limits answered with 429 +
-Retry-After + x-ratelimit-* headers, deterministic fault rates, an optional API key, a list of known models.
+/v1/_stats (what it served) and /v1/_reset. Knobs: latency, server-side RPM/TPM limits counted over a sliding
+60-s window as providers do (429 + Retry-After beyond; OpenAI's x-ratelimit-* headers on every answer), limits that
+change mid-run, deterministic fault rates, sloppy answers (no completion delimiter, garbage), an optional API key,
+a list of known models.
 Binds to 127.0.0.1 unless told otherwise.
 """
 
@@ -15,17 +17,16 @@ import json
 import math
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 
 import numpy as np
 from aiohttp import web
 
 from graphrag_ray.llm.local_embedding import ngram_vector
-from graphrag_ray.llm.ratelimit import _Bucket
 from graphrag_ray.llm.tokens import count_chat_tokens, tokenizer_for
 from graphrag_ray.simulate.faults import FaultRates
-from graphrag_ray.simulate.responders import respond
+from graphrag_ray.simulate.responders import COMPLETE as COMPLETION_DELIMITER, respond
 
 
 @dataclass
@@ -39,6 +40,35 @@ class SimulatorConfig:
     models: list[str] = field(default_factory=list)  # when set, other model names get 404
     embedding_dim: int = 256
     faults: FaultRates = field(default_factory=FaultRates)
+    limits_after: list[tuple[float, int | None, int | None]] = field(default_factory=list)  # (seconds, rpm, tpm)
+    answer_mode: str = "normal"     # normal | no-delimiter (extraction answers lack <|COMPLETE|>) | garbage
+
+
+class SlidingWindow:
+    """What a provider counts: requests and tokens admitted in the last 60 seconds (its own arithmetic, not the
+    client's limiter)."""
+
+    def __init__(self):
+        self.admitted: deque[tuple[float, int]] = deque()
+        self.tokens = 0
+
+    def _expire(self, now: float) -> None:
+        while self.admitted and self.admitted[0][0] <= now - 60.0:
+            self.tokens -= self.admitted.popleft()[1]
+
+    def wait_for(self, now: float, tokens: int, rpm: int | None, tpm: int | None) -> float:
+        """0 when a request of `tokens` fits now, else seconds until it would."""
+        self._expire(now)
+        count, used, wait = len(self.admitted), self.tokens, 0.0
+        for at, amount in self.admitted:
+            if (rpm is None or count + 1 <= rpm) and (tpm is None or used + min(tokens, tpm) <= tpm):
+                break
+            count, used, wait = count - 1, used - amount, at + 60.0 - now
+        return wait
+
+    def admit(self, now: float, tokens: int) -> None:
+        self.admitted.append((now, tokens))
+        self.tokens += tokens
 
 
 class Simulator:
@@ -46,9 +76,19 @@ class Simulator:
         self.config = config
         self.counts: Counter = Counter()
         self.attempts: Counter = Counter()
-        now = time.monotonic()
-        self._requests = _Bucket(config.rpm, float(config.rpm), now) if config.rpm else None
-        self._tokens = _Bucket(config.tpm, float(config.tpm), now) if config.tpm else None
+        self.started = time.monotonic()
+        self.window = SlidingWindow()
+        self.per_second: Counter = Counter()  # tokens admitted per second since start (60-s window checks)
+        self.requests_per_second: Counter = Counter()
+
+    def limits(self) -> tuple[int | None, int | None]:
+        """The (rpm, tpm) in force now: the configured ones, or the latest scheduled change already reached."""
+        rpm, tpm = self.config.rpm, self.config.tpm
+        elapsed = time.monotonic() - self.started
+        for after, new_rpm, new_tpm in sorted(self.config.limits_after):
+            if elapsed >= after:
+                rpm, tpm = new_rpm, new_tpm
+        return rpm, tpm
 
     # -- admission --------------------------------------------------------------------------------
     def _check_auth(self, request: web.Request) -> web.Response | None:
@@ -67,21 +107,33 @@ class Simulator:
         return None
 
     def _admit(self, tokens: int) -> web.Response | None:
-        """Server-side RPM/TPM: admit and charge, or answer 429 with how long to wait."""
+        """Server-side RPM/TPM over a sliding 60-s window: admit and charge, or answer 429 with how long to wait."""
+        rpm, tpm = self.limits()
+        if rpm is None and tpm is None:
+            return None
         now = time.monotonic()
-        waits = []
-        for bucket, amount in ((self._requests, 1), (self._tokens, tokens)):
-            if bucket:
-                bucket.refill(now)
-                if bucket.balance < min(amount, bucket.per_minute):
-                    waits.append((min(amount, bucket.per_minute) - bucket.balance) / bucket.rate)
-        if waits:
+        wait = self.window.wait_for(now, tokens, rpm, tpm)
+        if wait > 0:
             self.counts["429_limit"] += 1
-            return self._too_many(max(waits))
-        for bucket, amount in ((self._requests, 1), (self._tokens, tokens)):
-            if bucket:
-                bucket.balance -= min(amount, bucket.per_minute)
+            return self._too_many(wait)
+        self.window.admit(now, tokens)
+        self.per_second[int(now - self.started)] += tokens
+        self.requests_per_second[int(now - self.started)] += 1
         return None
+
+    def rate_headers(self) -> dict[str, str]:
+        """OpenAI's x-ratelimit-* headers for the limits in force (none when there are none)."""
+        rpm, tpm = self.limits()
+        headers = {}
+        if rpm:
+            headers["x-ratelimit-limit-requests"] = str(rpm)
+            headers["x-ratelimit-remaining-requests"] = str(max(0, rpm - len(self.window.admitted)))
+            headers["x-ratelimit-reset-requests"] = "60s"
+        if tpm:
+            headers["x-ratelimit-limit-tokens"] = str(tpm)
+            headers["x-ratelimit-remaining-tokens"] = str(max(0, tpm - self.window.tokens))
+            headers["x-ratelimit-reset-tokens"] = "60s"
+        return headers
 
     def _served(self, kind: str, prompt_tokens: int, completion_tokens: int) -> None:
         """Count a successful answer, per kind of prompt (benchmarks split calls and tokens by stage with these)
@@ -97,13 +149,8 @@ class Simulator:
         self.counts["last_ok_at"] = now
 
     def _too_many(self, wait: float) -> web.Response:
-        headers = {"retry-after": str(max(1, math.ceil(wait))), "retry-after-ms": str(int(wait * 1000) + 1)}
-        if self._requests:
-            headers["x-ratelimit-limit-requests"] = str(self.config.rpm)
-            headers["x-ratelimit-remaining-requests"] = str(max(0, int(self._requests.balance)))
-        if self._tokens:
-            headers["x-ratelimit-limit-tokens"] = str(self.config.tpm)
-            headers["x-ratelimit-remaining-tokens"] = str(max(0, int(self._tokens.balance)))
+        headers = {"retry-after": str(max(1, math.ceil(wait))), "retry-after-ms": str(int(wait * 1000) + 1),
+                   **self.rate_headers()}
         return _error(429, "Rate limit reached.", "rate_limit_exceeded", headers)
 
     async def _fault(self, request: web.Request, body: dict) -> web.StreamResponse | None:
@@ -141,13 +188,24 @@ class Simulator:
             return None, denied
         return body, None
 
+    def _answer(self, body: dict) -> tuple[str, str]:
+        """(kind, content) as the prompt asks, or as a sloppy model answers: extraction without the completion
+        delimiter (common with small local models), or garbage for everything."""
+        kind, content = respond(body)
+        if self.config.answer_mode == "garbage":
+            digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+            return kind, f"I am not sure what you mean. {digest[:12]} ... maybe try again?"
+        if self.config.answer_mode == "no-delimiter":
+            content = content.replace(COMPLETION_DELIMITER, "").rstrip()
+        return kind, content
+
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
         body, denied = await self._accepted(request)
         if denied is not None:
             return denied
         model = body.get("model", "")
         tokenizer = tokenizer_for(model)
-        kind, content = respond(body)
+        kind, content = self._answer(body)
         prompt_tokens = count_chat_tokens(tokenizer, body.get("messages") or [])
         completion_tokens = tokenizer.count(content)
         if (denied := self._admit(prompt_tokens + completion_tokens)) is not None:
@@ -166,14 +224,15 @@ class Simulator:
         cid = f"chatcmpl-{uuid.uuid4().hex[:12]}"
         if body.get("stream"):
             return await self._stream(request, cid, model, content, usage, body)
-        return web.json_response({
+        return web.json_response(headers=self.rate_headers(), data={
             "id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
             "choices": [{"index": 0, "finish_reason": "stop",
                          "message": {"role": "assistant", "content": content}}],
             "usage": usage})
 
     async def _stream(self, request, cid, model, content, usage, body) -> web.StreamResponse:
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+                                               **self.rate_headers()})
         await response.prepare(request)
 
         def chunk(delta: dict, finish: str | None = None, with_usage: dict | None = None) -> bytes:
@@ -215,7 +274,7 @@ class Simulator:
         def encode(vector: list[float]):
             return base64.b64encode(np.asarray(vector, dtype=np.float32).tobytes()).decode() if as_base64 else vector
 
-        return web.json_response({
+        return web.json_response(headers=self.rate_headers(), data={
             "object": "list", "model": model,
             "data": [{"object": "embedding", "index": i, "embedding": encode(ngram_vector(str(t), dim))}
                      for i, t in enumerate(inputs)],
@@ -229,11 +288,18 @@ class Simulator:
                                                              for n in names]})
 
     async def stats(self, request: web.Request) -> web.Response:
-        return web.json_response(dict(self.counts))
+        """What was served; `max_tokens_60s`: the most tokens admitted in any 60 s (whole seconds) of the run."""
+        def busiest(per_second: Counter) -> int:
+            return max((sum(per_second[t] for t in range(s, s + 60)) for s in sorted(per_second)), default=0)
+
+        return web.json_response({**self.counts, "max_tokens_60s": busiest(self.per_second),
+                                  "max_requests_60s": busiest(self.requests_per_second)})
 
     async def reset(self, request: web.Request) -> web.Response:
         self.counts.clear()
         self.attempts.clear()
+        self.per_second.clear()
+        self.requests_per_second.clear()
         return web.json_response({"reset": True})
 
     def app(self) -> web.Application:
@@ -244,6 +310,16 @@ class Simulator:
         app.router.add_get("/v1/_stats", self.stats)
         app.router.add_post("/v1/_reset", self.reset)
         return app
+
+
+def parse_limit_changes(text: str) -> list[tuple[float, int | None, int | None]]:
+    """'60=75/7500,120=/20000' -> [(60.0, 75, 7500), (120.0, None, 20000)]."""
+    changes = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        after, limits = part.split("=", 1)
+        rpm, tpm = (limits.split("/", 1) + [""])[:2]
+        changes.append((float(after), int(rpm) if rpm else None, int(tpm) if tpm else None))
+    return changes
 
 
 def _error(status: int, message: str, code: str, headers: dict | None = None) -> web.Response:

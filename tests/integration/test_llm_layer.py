@@ -142,3 +142,22 @@ def test_limiter_shared_by_ray_actors_keeps_under_server_limits(ray_session):
     print(figures)
     assert figures["429s_received"] == 0 and figures["server_429s"] == 0
     assert figures["utilisation"] >= 0.85
+
+
+def test_limits_the_provider_announces_are_learned_and_kept_with_no_limit_configured(tmp_path):
+    """No rate_limit in the settings; the server allows 1,500 tokens a minute over a sliding window and says so in
+    x-ratelimit-* headers. A batch worth ~1.5 minutes of that finishes with no failure, a 429 at most for the
+    first requests sent before any answer, and no 60-s window above the limit."""
+    with SimulatorProcess(tpm=1500, rpm=100) as sim:
+        root = make_root(tmp_path / "p", sim.base_url, cache={"enabled": False})
+        models = Models.create(settings_for(root), root, cautious_start=True)
+        started = time.monotonic()
+        results = asyncio.run(_run_batch(models, 36))
+        wall = time.monotonic() - started
+        server = sim.stats()
+    total = models.ledger.total("batch")
+    tokens = server["prompt_tokens"] + server["completion_tokens"]
+    assert len(results) == 36 and total.failures == 0 and total.calls == server["ok"] == 36
+    assert tokens > 1500 * 1.2, "the batch needs more than one minute's allowance"
+    assert server.get("429_limit", 0) <= 1 and server["max_tokens_60s"] <= 1500
+    assert wall >= 60, "the rest waited for the window to slide"

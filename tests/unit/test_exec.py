@@ -153,3 +153,34 @@ def test_a_pool_answers_async_calls_and_a_closed_ray_pool_has_no_actors(backend)
         for actor in actors:  # closed: every actor was ended
             with pytest.raises(ray.exceptions.RayActorError):
                 ray.get(actor.say.remote("again"), timeout=30)
+
+
+class Flaky(Squares):
+    """Items 5..14 come back as failures (the endpoint gave up on them) until healed."""
+
+    def __init__(self, healed: bool = False):
+        super().__init__()
+        self.healed = healed
+
+    async def process(self, ctx, item, models):
+        if not self.healed and 5 <= item["n"] < 15:
+            return {"failures": [{"step": self.name, "item_id": item["item_id"], "source": "x",
+                                  "reason": "gave up after 10 attempts (503)"}]}
+        return await super().process(ctx, item, models)
+
+
+def test_a_step_that_mostly_failed_stops_and_a_rerun_retries_only_its_failed_partitions(tmp_path):
+    from graphrag_ray.errors import StepFailedError
+
+    ctx = StepContext(_settings(), tmp_path)
+    executor = Executor(ctx, RunState(tmp_path / "run"), LocalRateLimiter(), backend="local", max_failure_ratio=0.2)
+    with pytest.raises(StepFailedError, match=r"squares: 10 of 23 items failed \(43%.*\(10x\): gave up after 10"):
+        executor.run_steps([Flaky()], given={"numbers": NUMBERS})
+    run = RunState(tmp_path / "run")
+    assert not run.step_done("squares")
+    assert run.partition_done("squares", 0, 0, [{"item_id": f"{n:03d}"} for n in range(5)])
+    assert not run.partition_done("squares", 0, 1, [{"item_id": f"{n:03d}"} for n in range(5, 10)])
+    again = Executor(ctx, RunState(tmp_path / "run"), LocalRateLimiter(), backend="local", max_failure_ratio=0.2)
+    tables = again.run_steps([Flaky(healed=True)], given={"numbers": NUMBERS})
+    assert tables["squares"].height == 23 and tables["failures"].height == 0
+    assert again.stats["squares"]["resumed_partitions"] == 3, "only the two partitions with failures ran again"

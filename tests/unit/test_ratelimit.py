@@ -1,42 +1,124 @@
-from graphrag_ray.llm.ratelimit import TokenBuckets
+"""The job-wide limiter's arithmetic (sliding 60-s windows, AIMD, learned limits) and its client's waiting."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+
+import pytest
+
+from graphrag_ray.llm.ratelimit import HEADROOM, AdaptiveConcurrency, LocalRateLimiter, ModelWindow
 
 
 class Clock:
     def __init__(self):
-        self.t = 0.0
+        self.t = 1000.0
 
     def __call__(self):
         return self.t
 
 
-def test_reservations_queue_in_order_and_respect_tpm():
+def test_no_60_second_window_holds_more_than_the_limit_first_minute_included():
     clock = Clock()
-    buckets = TokenBuckets(rpm=None, tpm=600, clock=clock)  # 10 tokens/s, 600 burst
-    assert buckets.reserve(600) == 0.0          # the full minute's burst is available at once
-    assert buckets.reserve(100) == 10.0         # then 100 tokens cost 10 s of refill
-    assert buckets.reserve(100) == 20.0         # the next waiter is queued behind the first
-    clock.t = 20.0
-    assert buckets.reserve(1) == 0.1
+    window = ModelWindow(rpm=None, tpm=6000, clock=clock)
+    rng = random.Random(3)
+    sent = []
+    for _ in range(400):
+        clock.t += rng.random() * 0.5
+        tokens = rng.randint(100, 900)
+        wait, grant = window.reserve(tokens)
+        used = rng.randint(tokens // 2, tokens)  # a call uses what it reserved or less
+        window.settle(grant, used)
+        sent.append((clock.t + wait, used))
+    sent.sort()
+    for start, _ in sent:
+        in_window = sum(u for t, u in sent if start <= t < start + 60)
+        assert in_window <= 6000, (start, in_window)
+    assert sent[-1][0] - sent[0][0] > 60, "the work was spread, not refused"
 
 
-def test_reconcile_returns_unused_reservation():
+def test_requests_per_minute_are_paced_and_counted_in_the_window():
     clock = Clock()
-    buckets = TokenBuckets(rpm=None, tpm=600, clock=clock)
-    buckets.reserve(600)
-    buckets.reconcile(reserved=600, actual=100)  # the call used only 100 tokens
-    assert buckets.reserve(500) == 0.0
+    window = ModelWindow(rpm=60, tpm=None, clock=clock)
+    sends = [window.reserve(1)[0] for _ in range(150)]  # all asked for at once
+    gap = 60 / (60 * HEADROOM)  # the allowed rate keeps a little headroom below the limit
+    assert sends[:6] == [0.0] * 6, "a short burst goes at once"
+    assert sends[8] - sends[7] == pytest.approx(gap) and sends[9] - sends[8] == pytest.approx(gap), \
+        "then one request per 1/rate seconds"
+    assert all(sum(1 for t in sends if start <= t < start + 60) <= 60 for start in sends)
 
 
-def test_rpm_limits_requests_and_pause_stops_everyone():
+def test_an_oversized_request_is_charged_its_real_size():
     clock = Clock()
-    buckets = TokenBuckets(rpm=60, tpm=None, clock=clock)
-    for _ in range(60):
-        assert buckets.reserve(1) == 0.0
-    assert buckets.reserve(1) == 1.0
-    buckets.pause(5.0)
-    assert buckets.reserve(1) >= 5.0  # a 429 holds back every caller, not only the refused one
+    window = ModelWindow(rpm=None, tpm=1000, clock=clock)
+    sends = []
+    for _ in range(5):
+        wait, grant = window.reserve(7500)  # larger than a minute's worth
+        clock.t += wait
+        sends.append(clock.t)
+        window.settle(grant, 7500)
+    assert all(b - a >= 60 for a, b in zip(sends, sends[1:])), "alone in its window"
+    assert (sends[-1] - sends[0]) / 60 >= 4 * 7500 / 1000 - 0.1, "7,500 tokens cost 7.5 minutes at 1,000 a minute"
 
 
-def test_oversized_request_is_capped_to_the_bucket():
-    buckets = TokenBuckets(rpm=None, tpm=100, clock=Clock())
-    assert buckets.reserve(10_000) == 0.0  # never waits forever: capped at one minute's worth
+def test_learned_limits_cap_the_rate_and_429s_lower_it_until_clean_stretches_raise_it():
+    clock = Clock()
+    window = ModelWindow(rpm=None, tpm=None, clock=clock)
+    assert not window.limited and window.reserve(10**6)[0] == 0.0
+    window.learn(None, 15000)
+    top = 15000 * HEADROOM
+    assert window.tokens.allowed == pytest.approx(top)
+    window.refused(2.0)
+    assert window.tokens.allowed == pytest.approx(top * 0.7) and window.pause_left() == 2.0
+    window.refused(2.0)  # the same burst of refusals: lowered once
+    assert window.tokens.allowed == pytest.approx(top * 0.7)
+    clock.t += 6
+    window.reserve(1)
+    assert window.tokens.allowed == pytest.approx(top * 0.75), "a clean stretch adds 5 % of the ceiling"
+    window.learn(None, 7500)  # the provider lowered the key's limit mid-run
+    assert window.tokens.allowed == pytest.approx(7500 * HEADROOM)
+    configured = ModelWindow(rpm=None, tpm=5000, clock=clock)
+    configured.learn(None, 15000)
+    assert configured.tokens.allowed == pytest.approx(5000 * HEADROOM), "a configured limit is a ceiling"
+
+
+def test_a_reservation_holder_waits_out_a_pause_announced_while_it_waits():
+    async def main():
+        limiter = LocalRateLimiter()
+        limiter._registry.windows["m"] = ModelWindow(rpm=120, tpm=None)  # 2 a second, 12 at once
+        for _ in range(13):
+            await limiter.acquire("m", 1, 120, None)
+        started = time.monotonic()
+        holder = asyncio.ensure_future(limiter.acquire("m", 1, 120, None))  # granted for 0.5 s from now
+        await asyncio.sleep(0.2)
+        limiter.refused("m", 1.5, 120, None)  # a 429 elsewhere: everyone waits until ~1.7 s
+        await holder
+        return time.monotonic() - started
+
+    assert asyncio.run(main()) >= 1.6
+
+
+def test_unlimited_models_never_contact_the_limiter_until_a_limit_is_known():
+    async def main():
+        limiter = LocalRateLimiter()
+        assert await limiter.acquire("m", 500, None, None) is None and limiter._registry.windows == {}
+        limiter.learn("m", None, None, 100, 20000)
+        assert await limiter.acquire("m", 500, None, None) is not None
+        return await limiter.stats()
+
+    stats = asyncio.run(main())
+    assert stats["m"]["learned_tpm"] == 20000 and stats["m"]["rpm"] == pytest.approx(100 * HEADROOM)
+
+
+def test_concurrency_probes_with_one_call_then_opens_and_halves_on_a_429():
+    slots = AdaptiveConcurrency(16, cautious=True)
+    assert slots.cap == 1
+    slots.succeeded()  # the first answer: the provider's limits are known now, if it publishes them
+    assert slots.cap == 16
+    slots.refused()
+    assert slots.cap == 8
+    for _ in range(8):
+        slots.succeeded()
+    assert slots.cap == 9, "after a 429 it grows by one per window of successes"
+    assert AdaptiveConcurrency(16).cap == 16, "a query does not probe: it opens at once"
