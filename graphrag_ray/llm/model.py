@@ -4,7 +4,7 @@ chat and embeddings alike:
     ledger   records every outcome (calls, tokens, cost, cache hits, retries, 429s, failures) per stage
     cache    a hit returns at once and costs nothing
     retry    tenacity around each attempt (fatal errors pass straight through)
-    limiter  each attempt reserves prompt + max_tokens, settled with the real usage; a 429 pauses all
+    limiter  each attempt reserves what it expects to use, settled with the real usage; a 429 pauses all
     client   the HTTP call
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,9 +86,11 @@ class _ModelBase:
         return self.model_id, rl.rpm, rl.tpm
 
     # -- the layers, composed once: cache -> retry -> limiter -> client; the ledger records every outcome --
-    async def _call(self, stage: str, key: str, reserve: int, send: Send, use_cache: bool = True) -> tuple[dict, bool]:
+    async def _call(self, stage: str, key: str, reserve: Callable[[], int], send: Send,
+                    use_cache: bool = True) -> tuple[dict, bool]:
         """The cached entry for `key`, or one made by `send()` (one request: returns the entry to cache, and the
-        prompt and completion tokens paid) through the retry loop and the limiter. Returns (entry, cached)."""
+        prompt and completion tokens paid) through the retry loop and the limiter; `reserve()` says how many tokens
+        an attempt reserves, asked just before it is sent (limits learned meanwhile count). Returns (entry, cached)."""
         if use_cache and (hit := self.cache.get(key)) is not None:
             self.usage.record(stage, self.config.model, cache_hits=1)
             return hit, True
@@ -98,8 +101,10 @@ class _ModelBase:
                     entry, prompt_tokens, completion_tokens = await self._limited(reserve, stage, send)
         except TransientLLMError as exc:
             self.usage.record(stage, self.config.model, failures=1)
-            raise LLMUnavailableError(f"{self.client.where}: gave up after {self.config.retry.max_attempts} "
-                                      f"attempts ({exc})") from None
+            policy = self.config.retry
+            why = f"still rate limited after {policy.rate_limit_deadline_s:g} s" if isinstance(exc, RateLimitedError) \
+                else f"gave up after {policy.max_attempts} attempts"
+            raise LLMUnavailableError(f"{self.client.where}: {why} ({exc})") from None
         self._record_paid(stage, prompt_tokens, completion_tokens)
         self.cache.put(key, entry)
         return entry, False
@@ -109,14 +114,14 @@ class _ModelBase:
         self.usage.record_call(stage, self.config.model, prompt_tokens, completion_tokens, price.input_per_1m,
                                price.output_per_1m)
 
-    async def _limited(self, reserve: int, stage: str, send: Send) -> tuple[dict, int, int]:
+    async def _limited(self, reserve: Callable[[], int], stage: str, send: Send) -> tuple[dict, int, int]:
         """One attempt under this process's adaptive in-flight cap and the job-wide limiter. What an attempt
         reserved is settled whatever happens: with what it used, or 0 when nothing was used. Limits the provider
         announces are passed on to the limiter."""
         key, rpm, tpm = self._limits()
         slots = self._slots
         async with slots:
-            grant = await self.limiter.acquire(key, reserve, rpm, tpm)
+            grant = await self.limiter.acquire(key, reserve(), rpm, tpm)
             try:
                 entry, prompt_tokens, completion_tokens = await send()
             except RateLimitedError as exc:
@@ -197,8 +202,8 @@ class ChatModel(_ModelBase):
             return _entry(completion.content, completion.prompt_tokens, completion.completion_tokens), \
                 completion.prompt_tokens, completion.completion_tokens
 
-        entry, cached = await self._call(stage, key, self._reservation(messages, params["max_tokens"]), send,
-                                         use_cache)
+        reserve = functools.partial(self._reservation, messages, params["max_tokens"])
+        entry, cached = await self._call(stage, key, reserve, send, use_cache)
         return ChatResult(entry["content"], entry.get("prompt_tokens", 0), entry.get("completion_tokens", 0), cached)
 
     async def stream(self, messages: list[dict], *, stage: str, max_tokens: int | None = None,
@@ -226,8 +231,8 @@ class ChatModel(_ModelBase):
             prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
             return _entry("".join(parts), prompt, completion), prompt, completion
 
-        call = asyncio.ensure_future(self._call(stage, key, self._reservation(messages, params["max_tokens"]), send,
-                                                use_cache))
+        reserve = functools.partial(self._reservation, messages, params["max_tokens"])
+        call = asyncio.ensure_future(self._call(stage, key, reserve, send, use_cache))
         call.add_done_callback(lambda _: deltas.put_nowait(_END))
         try:
             while (piece := await deltas.get()) is not _END:
@@ -301,7 +306,8 @@ class EmbeddingModel(_ModelBase):
         limit = self.config.batch_max_tokens
         batch = [texts[i] if counts[i] <= limit else _truncate(self.tokenizer, texts[i], limit) for i in idx]
         key = cache_key("embedding", self.config.model, {"input": batch, "dimensions": self.config.dimensions})
-        reserve = sum(min(counts[i], limit) for i in idx) if self.config.rate_limit.tpm else 0
+        def reserve() -> int:
+            return sum(min(counts[i], limit) for i in idx) if self.config.rate_limit.tpm else 0
 
         async def send() -> tuple[dict, int, int]:
             vecs, used = await self.client.embed(batch)

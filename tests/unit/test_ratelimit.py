@@ -122,3 +122,31 @@ def test_concurrency_probes_with_one_call_then_opens_and_halves_on_a_429():
         slots.succeeded()
     assert slots.cap == 9, "after a 429 it grows by one per window of successes"
     assert AdaptiveConcurrency(16).cap == 16, "a query does not probe: it opens at once"
+
+
+def test_429s_use_up_no_attempt_and_stop_only_at_the_deadline():
+    from graphrag_ray.config.settings import RetryConfig
+    from graphrag_ray.llm.client import RateLimitedError, TransientLLMError
+    from graphrag_ray.llm.retry import retrying
+
+    policy = RetryConfig(max_attempts=2, initial_wait=0.01, max_wait=0.02, jitter=0.0, rate_limit_deadline_s=0.6)
+
+    async def attempts(failures: list[Exception]) -> tuple[int, Exception | None]:
+        calls = 0
+        try:
+            async for attempt in retrying(policy, lambda exc: None):
+                with attempt:
+                    calls += 1
+                    if failures:
+                        raise failures.pop(0)
+        except TransientLLMError as exc:
+            return calls, exc
+        return calls, None
+
+    calls, error = asyncio.run(attempts([RateLimitedError("429", 0.01) for _ in range(6)]))
+    assert (calls, error) == (7, None), "six 429s and then an answer: no attempt used up"
+    started = time.monotonic()
+    calls, error = asyncio.run(attempts([RateLimitedError("429", 0.05) for _ in range(1000)]))
+    assert isinstance(error, RateLimitedError) and 0.6 <= time.monotonic() - started < 2.0
+    calls, error = asyncio.run(attempts([TransientLLMError("503") for _ in range(5)]))
+    assert calls == 2 and str(error) == "503", "other failures use up max_attempts"
