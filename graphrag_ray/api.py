@@ -95,7 +95,7 @@ def open_index(root: str | Path = ".", config_file: str | Path | None = None, da
 
     settings = settings or load_settings(root, config_file)
     folder = as_location(data) if data else resolve(root, settings.output.base_dir)
-    return settings, IndexData.load(folder, open_vectors=vectors), Models.create(settings, root)
+    return settings, IndexData.load(folder, open_vectors=vectors), Models.create(settings, root, check_first=True)
 
 
 async def _engine(query: str, method: str, root, config_file, data, community_level, dynamic_community_selection,
@@ -172,7 +172,7 @@ def _frames_engine(method: str, config, root, community_level, response_type, dy
     settings = config or load_settings(root)
     published = current_index(resolve(root, settings.output.base_dir)) if root else None
     index = IndexData.from_frames(vectors_dir=published.child("lancedb") if published else None, **frames)
-    return make_engine(method, index, Models.create(settings, root or "."), settings, Path(root) if root else None,
+    return make_engine(method, index, Models.create(settings, root or ".", check_first=True), settings, Path(root) if root else None,
                        response_type, community_level, dynamic)
 
 

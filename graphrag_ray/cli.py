@@ -232,6 +232,8 @@ def simulate_llm(
     limits_after: Optional[str] = typer.Option(None, help="limits that change mid-run: 'SECONDS=RPM/TPM,...' "
                                                "(e.g. 60=75/7500; an empty side means no limit)"),
     answer_mode: str = typer.Option("normal", help="normal | no-delimiter | garbage (sloppy models)"),
+    no_usage: bool = typer.Option(False, help="answer without usage figures (as llama.cpp's server streams)"),
+    stream_stall: float = typer.Option(0.0, help="seconds a streamed answer stalls after its first piece"),
 ) -> None:
     """Run the OpenAI-compatible simulator (for tests, benchmarks and rehearsals; costs nothing)."""
     from graphrag_ray.simulate.faults import FaultRates
@@ -242,7 +244,8 @@ def simulate_llm(
     config = SimulatorConfig(seed=seed, latency=latency, latency_per_token=latency_per_token, rpm=rpm, tpm=tpm,
                              api_key=api_key, models=[m for m in (models or "").split(",") if m],
                              embedding_dim=embedding_dim, faults=faults, answer_mode=answer_mode,
-                             limits_after=parse_limit_changes(limits_after or ""))
+                             limits_after=parse_limit_changes(limits_after or ""), no_usage=no_usage,
+                             stream_stall=stream_stall)
     serve(config, host, port)
 
 

@@ -31,6 +31,15 @@ class LLMUnavailableError(GraphRagRayError):
     """The endpoint stayed unreachable or failing after the whole retry budget."""
 
 
+class EndpointError(GraphRagRayError):
+    """A model endpoint cannot be used at all: unreachable, the key refused, the model unknown (found by the
+    check before spending; never a reason to carry on with less)."""
+
+
+class UnusableAnswerError(LLMUnavailableError):
+    """The model answered, twice, with something that cannot be used (not in the format asked, invalid JSON)."""
+
+
 class StepFailedError(GraphRagRayError):
     """Too many of a step's items failed to publish the index."""
 

@@ -26,8 +26,9 @@ class RateLimitConfig(Section):
 
 
 class RetryConfig(Section):
-    max_attempts: int = doc(10, "attempts per request on 5xx, timeouts, dropped connections and unusable answers "
-                                "(429s do not count: see rate_limit_deadline_s)", gt=0)
+    max_attempts: int = doc(10, "attempts per request on 5xx, timeouts and dropped connections (429s do not "
+                                "count: see rate_limit_deadline_s; an unusable answer is asked again once, "
+                                "changed, not retried)", gt=0)
     rate_limit_deadline_s: float = doc(900.0, "seconds a request keeps retrying while the provider answers 429 "
                                        "(a rate limit is waited out, not a failure)", gt=0)
     initial_wait: float = doc(1.0, "seconds before the first retry; doubles each attempt", gt=0)

@@ -179,11 +179,19 @@ class Executor:
             return
         for round_index, p in failed_parts:
             self.run.forget_partition(step.name, round_index, p)
-        reasons = pl.concat(failures, how="diagonal_relaxed")["reason"].str.slice(0, 300).value_counts(sort=True)
-        reason, times = reasons.row(0)
+        # a reason may end with how the model's answer began: group by what went wrong, show one answer
+        reasons = pl.concat(failures, how="diagonal_relaxed").select(
+            pl.col("reason").str.split(" | answer began: ").list.first().str.slice(0, 300).alias("kind"),
+            pl.col("reason").str.split(" | answer began: ").list.get(1, null_on_oob=True).alias("sample"))
+        reason, times = reasons["kind"].value_counts(sort=True).row(0)
+        sample = reasons.filter(pl.col("kind") == reason)["sample"].drop_nulls().head(1).to_list()
+        spent = self.ledger.total()
+        where = self.run.save_ledger(self.ledger.to_dict())
         raise StepFailedError(f"{step.name}: {failed} of {items} items failed ({failed / items:.0%}, more than "
                               f"output.max_failure_ratio {self.max_failure_ratio:.0%}); most common reason "
-                              f"({times}x): {reason}. Nothing was published; a re-run retries the failed items")
+                              f"({times}x): {reason}{f'; the answer began: {sample[0]}' if sample else ''}. "
+                              f"Nothing was published; a re-run retries the failed items. Spent: {spent.calls:,} "
+                              f"calls ({spent.unusable:,} unusable), ${spent.cost:.4f} - ledger in {where}")
 
     def _task(self, name: str, total: int):
         if not self.progress:

@@ -47,6 +47,11 @@ class RunState:
     def step_stats(self, step: str) -> dict:
         return json.loads(self.store.read_bytes(f"_done/{step}.step") or b"{}")
 
+    def save_ledger(self, ledger: dict) -> str:
+        """What a stopped run spent (a finished run's ledger is published with the index); returns where."""
+        self.store.write_bytes("ledger.json", json.dumps(ledger, indent=2).encode())
+        return self.store.child("ledger.json").location
+
     def save_tables(self, tables: dict[str, pl.DataFrame]) -> None:
         for name, df in tables.items():
             write_table(df, self.store.child("tables"), name, typed=False)

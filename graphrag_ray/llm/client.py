@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
 from graphrag_ray.config.settings import ModelConfig
-from graphrag_ray.errors import LLMFatalError
+from graphrag_ray.errors import EndpointError, LLMFatalError
 from graphrag_ray.secrets import redact
 
 
@@ -28,20 +28,12 @@ class RateLimitedError(TransientLLMError):
         self.retry_after = retry_after
 
 
-class MalformedResponseError(TransientLLMError):
-    """The answer could not be used (e.g. JSON mode returned something that is not JSON). It was paid for: its
-    prompt and completion tokens go to the ledger as an unusable call."""
-
-    def __init__(self, message: str, prompt_tokens: int = 0, completion_tokens: int = 0):
-        super().__init__(message)
-        self.prompt_tokens, self.completion_tokens = prompt_tokens, completion_tokens
-
-
 @dataclass
 class Completion:
     content: str
     prompt_tokens: int
     completion_tokens: int
+    finish_reason: str | None = None  # "length": cut at max_tokens
     raw: dict[str, Any] = field(default_factory=dict)
 
 
@@ -143,7 +135,8 @@ class OpenAIClient:
         choices = data.get("choices") or [{}]
         content = ((choices[0] or {}).get("message") or {}).get("content") or ""
         usage = data.get("usage") or {}
-        return Completion(content, usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0)
+        return Completion(content, usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0,
+                          (choices[0] or {}).get("finish_reason"))
 
     async def chat_stream(self, messages: list[dict], params: dict[str, Any],
                           usage_out: dict[str, int]) -> AsyncIterator[str]:
@@ -201,6 +194,8 @@ class OpenAIClient:
         if isinstance(exc, (openai.BadRequestError, openai.UnprocessableEntityError)):
             return LLMFatalError(f"{self.where}: request rejected ({exc.status_code}): "
                                  f"{redact(_short(exc))}")
+        if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError)) and (cause := _network_cause(exc)):
+            return TransientLLMError(f"connection to {self.where} failed: {cause}")
         if isinstance(exc, openai.APITimeoutError):
             return TransientLLMError(f"timeout after {self.config.request_timeout}s from {self.where}")
         if isinstance(exc, openai.APIConnectionError):
@@ -227,6 +222,24 @@ class OpenAIClient:
             await self._sdk.close()
 
 
+def _network_cause(exc: BaseException) -> str | None:
+    """What really went wrong under the SDK's "Request timed out" / "Connection error" (its aiohttp transport
+    reports a refused connection as a timeout): connection refused, host name not resolved, TLS failure."""
+    import socket
+    import ssl
+
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(exc, socket.gaierror):
+            return "host name not resolved"
+        if isinstance(exc, ssl.SSLError):
+            return f"TLS failed ({exc.reason or exc})"
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
 def _header_int(headers: Any, name: str) -> int | None:
     try:
         value = int(float(headers.get(name)))
@@ -238,3 +251,29 @@ def _header_int(headers: Any, name: str) -> int | None:
 def _short(exc: Exception) -> str:
     text = str(getattr(exc, "message", exc))
     return text if len(text) <= 200 else text[:200] + "..."
+
+
+async def endpoint_answers(model_id: str, config: ModelConfig, attempts: int = 3, timeout: float = 15.0) -> None:
+    """The endpoint answers, accepts the key and serves the model - GET /models, no tokens spent. Raises a
+    one-line error naming the model and the cause otherwise."""
+    if config.type == "local_embedding":
+        return
+    client = OpenAIClient(model_id, config.model_copy(update={"request_timeout": min(config.request_timeout,
+                                                                                     timeout)}))
+    try:
+        for attempt in range(attempts):
+            try:
+                names = await client.list_models()
+                break
+            except TransientLLMError as exc:
+                if attempt == attempts - 1:
+                    raise EndpointError(f"{client.where} is unreachable or failing ({exc})") from None
+                await asyncio.sleep(0.5 * (attempt + 1))
+        if config.api_type == "openai" and names and config.model not in names:
+            raise EndpointError(f"{client.where}: model not found (the endpoint serves: "
+                                f"{', '.join(sorted(names)[:8])}{', ...' if len(names) > 8 else ''})")
+    except LLMFatalError as exc:
+        if "not found (404)" not in str(exc):  # a server without /models: the first real call will tell
+            raise EndpointError(str(exc)) from None
+    finally:
+        await client.close()

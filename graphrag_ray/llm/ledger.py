@@ -18,6 +18,7 @@ class Usage:
     rate_limited: int = 0       # 429s received
     failures: int = 0           # requests that failed after the whole retry budget
     unusable: int = 0           # paid responses that could not be used (invalid JSON, an incomplete answer)
+    counted_here: int = 0       # paid responses whose server reported no usage: their tokens were counted here
     cost: float = 0.0           # USD from the configured prices
 
     def add(self, other: "Usage") -> None:
@@ -105,6 +106,9 @@ class UsageLedger:
                           f"{u.cache_hits:,}", f"{u.retries:,}", f"{u.rate_limited:,}", f"{u.unusable:,}",
                           f"{u.failures:,}",
                           f"{u.cost:.4f}")
+        if (counted := self.total().counted_here):
+            table.caption = (f"{counted:,} answers came with no usage from the server: their tokens were counted "
+                             "here with the model's tokenizer")
         return table
 
 

@@ -19,10 +19,9 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 from graphrag_ray.config.settings import ModelConfig, Settings
-from graphrag_ray.errors import LLMUnavailableError
+from graphrag_ray.errors import LLMUnavailableError, UnusableAnswerError
 from graphrag_ray.llm.cache import ResponseCache, cache_key, open_cache, pack_vectors, unpack_vectors
-from graphrag_ray.llm.client import (Completion, MalformedResponseError, OpenAIClient, RateLimitedError,
-                                     TransientLLMError)
+from graphrag_ray.llm.client import Completion, OpenAIClient, RateLimitedError, TransientLLMError
 from graphrag_ray.llm.ledger import UsageLedger, active_ledger
 from graphrag_ray.llm.ratelimit import AdaptiveConcurrency, LocalRateLimiter
 from graphrag_ray.llm.retry import retrying
@@ -39,17 +38,33 @@ class ChatResult:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached: bool = False
+    problem: str | None = None  # why the answer is not usable as a whole (e.g. "cut off at max_tokens")
+
+    @property
+    def complete(self) -> bool:
+        return self.problem is None
+
+
+CUT_OFF = "cut off at max_tokens"
+REPAIR = ("Your previous answer could not be used: it was {problem} (it began: {sample}). Answer again, completely "
+          "and exactly in the format the instructions ask for, with nothing before or after it.")
 
 
 class _ModelBase:
     def __init__(self, model_id: str, config: ModelConfig, *, cache: ResponseCache, limiter: Any,
-                 ledger: UsageLedger, cautious_start: bool = False):
+                 ledger: UsageLedger, cautious_start: bool = False, check_first: bool = False):
         self.model_id = model_id
         self.cautious_start = cautious_start  # batch jobs: one call alone until the first answer
+        # queries: the endpoint is checked alongside the first request that goes out (not before every query:
+        # one answered from the cache needs no endpoint, and the check would cost it the SDK's import)
+        self.check_first = check_first
+        self._endpoint_ok = False
+        self._checks: dict[int, asyncio.Task] = {}
         self.config = config
         self.cache = cache
         self.limiter = limiter
         self.ledger = ledger
+        self.retry_unusable = False  # `index --retry-failures`: ask again where the cache holds an unusable answer
         self._clients: dict[int, OpenAIClient] = {}
         self._semaphores: dict[int, asyncio.Semaphore] = {}
 
@@ -91,14 +106,13 @@ class _ModelBase:
         """The cached entry for `key`, or one made by `send()` (one request: returns the entry to cache, and the
         prompt and completion tokens paid) through the retry loop and the limiter; `reserve()` says how many tokens
         an attempt reserves, asked just before it is sent (limits learned meanwhile count). Returns (entry, cached)."""
-        if use_cache and (hit := self.cache.get(key)) is not None:
+        if use_cache and (hit := self.cache.get(key)) is not None and not (hit.get("unusable") and self.retry_unusable):
             self.usage.record(stage, self.config.model, cache_hits=1)
             return hit, True
         try:
-            async for attempt in retrying(self.config.retry, lambda exc: self.usage.record(
-                    stage, self.config.model, retries=1)):
-                with attempt:
-                    entry, prompt_tokens, completion_tokens = await self._limited(reserve, stage, send)
+            attempts = self._attempts(reserve, stage, send)
+            entry, prompt_tokens, completion_tokens = await (
+                attempts if self._endpoint_ok or not self.check_first else self._alongside_check(attempts))
         except TransientLLMError as exc:
             self.usage.record(stage, self.config.model, failures=1)
             policy = self.config.retry
@@ -106,8 +120,43 @@ class _ModelBase:
                 else f"gave up after {policy.max_attempts} attempts"
             raise LLMUnavailableError(f"{self.client.where}: {why} ({exc})") from None
         self._record_paid(stage, prompt_tokens, completion_tokens)
+        # an unusable answer is recorded and cached too: paid once, and a deterministic model would repeat it
+        self.usage.record(stage, self.config.model, unusable=int(bool(entry.get("unusable"))),
+                          counted_here=int(bool(entry.get("counted_here"))))
         self.cache.put(key, entry)
         return entry, False
+
+    async def _attempts(self, reserve: Callable[[], int], stage: str, send: Send) -> tuple[dict, int, int]:
+        async for attempt in retrying(self.config.retry, lambda exc: self.usage.record(
+                stage, self.config.model, retries=1)):
+            with attempt:
+                return await self._limited(reserve, stage, send)
+
+    async def _alongside_check(self, work: Awaitable) -> Any:
+        """`work`, stopped by the endpoint check's one-line error if that comes first (an unreachable endpoint, a
+        bad key, an unknown model are named within seconds, not after the whole retry budget)."""
+        from graphrag_ray.llm.client import endpoint_answers
+
+        loop_id = id(asyncio.get_running_loop())
+        check = self._checks.get(loop_id)
+        if check is None:
+            check = self._checks[loop_id] = asyncio.ensure_future(
+                endpoint_answers(self.model_id, self.config, attempts=2, timeout=5.0))
+        task = asyncio.ensure_future(work)
+        try:
+            await asyncio.wait({task, check}, return_when=asyncio.FIRST_COMPLETED)
+            if check.done() and not check.cancelled() and check.exception() is not None:
+                raise check.exception()
+            if task.done() or check.done():
+                self._endpoint_ok = True  # it answered: no more checks
+                if not check.done():
+                    check.cancel()
+            return await task
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
 
     def _record_paid(self, stage: str, prompt_tokens: int, completion_tokens: int) -> None:
         price = self.config.price
@@ -121,6 +170,9 @@ class _ModelBase:
         key, rpm, tpm = self._limits()
         slots = self._slots
         async with slots:
+            # the SDK client is made (imported, on a process's first call: seconds on a slow worker) before the
+            # grant: a request must reach the provider within the limiter's second of slack after its grant
+            self.client  # noqa: B018
             grant = await self.limiter.acquire(key, reserve(), rpm, tpm)
             try:
                 entry, prompt_tokens, completion_tokens = await send()
@@ -132,11 +184,6 @@ class _ModelBase:
                                      rpm, tpm)
                 self.limiter.learn(key, rpm, tpm, *self.client.announced_limits)
                 raise
-            except MalformedResponseError as exc:  # paid for, though unusable: in the ledger all the same
-                self.limiter.settle(key, grant, exc.prompt_tokens + exc.completion_tokens)
-                self._record_paid(stage, exc.prompt_tokens, exc.completion_tokens)
-                self.usage.record(stage, self.config.model, unusable=1)
-                raise
             except BaseException:
                 self.limiter.settle(key, grant, 0)
                 raise
@@ -147,12 +194,13 @@ class _ModelBase:
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state["_clients"], state["_semaphores"] = {}, {}
+        state["_clients"], state["_semaphores"], state["_checks"] = {}, {}, {}
         return state
 
 
 class ChatModel(_ModelBase):
     _completion_average: float | None = None  # completion tokens per answer so far (reservations expect it)
+    _completion_longest: int = 0              # the longest answer so far
 
     def _params(self, json_mode: bool, response_format: dict | None, max_tokens: int | None,
                 temperature: float | None, extra: dict[str, Any]) -> dict[str, Any]:
@@ -169,42 +217,79 @@ class ChatModel(_ModelBase):
         return self.tokenizer.count_messages(messages)
 
     def _reservation(self, messages: list[dict], max_tokens: int) -> int:
-        """Tokens to reserve against the TPM limit: the prompt and the completion to expect - one and a half times
-        the average so far (at most max_tokens; reserving max_tokens itself would hold back most of the allowance
-        until each answer settles). Not counted at all while no TPM limit is configured or announced."""
+        """Tokens to reserve against the TPM limit: the prompt and the longest completion to expect - the longest
+        answer so far or one and a half times the average, whichever is more (at most max_tokens, which is all a
+        first call can go by). A reservation is held only while its call is in flight: what it did not use
+        returns to the window when the answer settles; one that reserved too little could let the provider's
+        window overflow before it settles. Not counted at all while no TPM limit is configured or announced."""
         if not (self.config.rate_limit.tpm or self.limiter.knows_limits(self.model_id)):
             return 0
-        expected = max_tokens if self._completion_average is None else int(1.5 * self._completion_average) + 16
+        expected = max_tokens if self._completion_average is None else \
+            max(self._completion_longest, int(1.5 * self._completion_average) + 16)
         return self.count(messages) + min(max_tokens, expected)
 
     def _completed(self, completion_tokens: int) -> None:
         average = self._completion_average
+        self._completion_longest = max(self._completion_longest, completion_tokens)
         self._completion_average = completion_tokens if average is None else 0.9 * average + 0.1 * completion_tokens
 
     async def chat(self, messages: list[dict], *, stage: str, json_mode: bool = False,
                    response_format: dict | None = None, max_tokens: int | None = None,
                    temperature: float | None = None, use_cache: bool = True,
-                   validate: Callable[[str], bool] | None = None, **extra: Any) -> ChatResult:
-        """One completion. `validate(content) -> False` marks an answer unusable (e.g. truncated): it is
-        retried like a transient error and never cached."""
+                   validate: Callable[[str], bool] | None = None, partial_ok: bool = False,
+                   **extra: Any) -> ChatResult:
+        """One completion. An answer that is not JSON where JSON was asked for, or that `validate(content)`
+        rejects, is unusable: it is paid for once (recorded, and cached - a deterministic model would only repeat
+        it) and asked again once, with a changed request (what was wrong, a higher temperature). With
+        `partial_ok`, an answer cut at max_tokens is returned as it is (`problem` says so: the caller keeps its
+        complete records) instead of being asked again - it would be cut again. A second unusable answer raises
+        UnusableAnswerError, naming the problem and how the answer began."""
+        first = await self._chat_once(messages, stage, json_mode, response_format, max_tokens, temperature,
+                                      use_cache, validate, extra)
+        if first.complete or (partial_ok and first.problem == CUT_OFF):
+            return first
+        sample = json.dumps(_sample(first.content), ensure_ascii=False)
+        repaired = messages + [{"role": "user", "content": REPAIR.format(problem=first.problem, sample=sample)}]
+        warmer = min(1.0, (self.config.temperature if temperature is None else temperature) + 0.5)
+        second = await self._chat_once(repaired, stage, json_mode, response_format, max_tokens, warmer, use_cache,
+                                       validate, extra)
+        if second.complete or (partial_ok and second.problem == CUT_OFF):
+            return second
+        self.usage.record(stage, self.config.model, failures=1)
+        raise UnusableAnswerError(f"{self.client.where}: the answer was unusable twice ({second.problem}) | "
+                                  f"answer began: {json.dumps(_sample(second.content), ensure_ascii=False)}")
+
+    async def _chat_once(self, messages, stage, json_mode, response_format, max_tokens, temperature, use_cache,
+                         validate, extra) -> ChatResult:
         params = self._params(json_mode, response_format, max_tokens, temperature, extra)
         key = cache_key("chat", self.config.model, {"messages": messages, "params": params})
         wants_json = "response_format" in params
 
         async def send() -> tuple[dict, int, int]:
             completion: Completion = await self.client.chat(messages, params)
-            self._completed(completion.completion_tokens)
-            paid = completion.prompt_tokens, completion.completion_tokens
+            entry = self._paid_entry(messages, completion.content, completion.prompt_tokens,
+                                     completion.completion_tokens)
             if wants_json and not _is_json(completion.content):
-                raise MalformedResponseError(f"{self.client.where} returned invalid JSON", *paid)
-            if validate is not None and not validate(completion.content):
-                raise MalformedResponseError(f"{self.client.where} returned an incomplete answer", *paid)
-            return _entry(completion.content, completion.prompt_tokens, completion.completion_tokens), \
-                completion.prompt_tokens, completion.completion_tokens
+                entry["unusable"] = "not valid JSON"
+            elif validate is not None and not validate(completion.content):
+                entry["unusable"] = CUT_OFF if completion.finish_reason == "length" else \
+                    "not in the format asked for"
+            return entry, entry["prompt_tokens"], entry["completion_tokens"]
 
         reserve = functools.partial(self._reservation, messages, params["max_tokens"])
         entry, cached = await self._call(stage, key, reserve, send, use_cache)
-        return ChatResult(entry["content"], entry.get("prompt_tokens", 0), entry.get("completion_tokens", 0), cached)
+        return ChatResult(entry["content"], entry.get("prompt_tokens", 0), entry.get("completion_tokens", 0), cached,
+                          entry.get("unusable"))
+
+    def _paid_entry(self, messages: list[dict], content: str, prompt_tokens: int, completion_tokens: int) -> dict:
+        """The entry to cache for a paid answer. A server that reports no usage (llama.cpp's in streaming mode,
+        some proxies) is counted with the tokenizer here, and the entry says so."""
+        entry = _entry(content, prompt_tokens, completion_tokens)
+        if not prompt_tokens and not completion_tokens:
+            entry.update(prompt_tokens=self.count(messages), completion_tokens=self.tokenizer.count(content),
+                         counted_here=True)
+        self._completed(entry["completion_tokens"])
+        return entry
 
     async def stream(self, messages: list[dict], *, stage: str, max_tokens: int | None = None,
                      temperature: float | None = None, use_cache: bool = True,
@@ -225,11 +310,14 @@ class ChatModel(_ModelBase):
                     parts.append(delta)
                     deltas.put_nowait(delta)
             except TransientLLMError as exc:
-                if parts:  # text already shown: a retry would repeat it
+                if parts:  # text already shown: a retry would repeat it. What was generated was paid for
+                    self._record_paid(stage, self.count(messages), self.tokenizer.count("".join(parts)))
+                    self.usage.record(stage, self.config.model, unusable=1, counted_here=1)
                     raise LLMUnavailableError(f"stream from {self.client.where} broke: {exc}") from None
                 raise
-            prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
-            return _entry("".join(parts), prompt, completion), prompt, completion
+            entry = self._paid_entry(messages, "".join(parts), usage.get("prompt_tokens", 0),
+                                     usage.get("completion_tokens", 0))
+            return entry, entry["prompt_tokens"], entry["completion_tokens"]
 
         reserve = functools.partial(self._reservation, messages, params["max_tokens"])
         call = asyncio.ensure_future(self._call(stage, key, reserve, send, use_cache))
@@ -255,6 +343,11 @@ _END = object()  # the stream's task is over
 
 def _entry(content: str, prompt_tokens: int, completion_tokens: int) -> dict:
     return {"content": content, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+
+
+def _sample(content: str, size: int = 80) -> str:
+    text = " ".join(content.split())
+    return text if len(text) <= size else text[:size] + "..."
 
 
 def _is_json(content: str) -> bool:
@@ -311,7 +404,10 @@ class EmbeddingModel(_ModelBase):
 
         async def send() -> tuple[dict, int, int]:
             vecs, used = await self.client.embed(batch)
-            return pack_vectors(vecs), used, 0
+            entry = pack_vectors(vecs)
+            if not used:  # the server reported no usage: counted here
+                used, entry["counted_here"] = sum(self.tokenizer.count(text) for text in batch), True
+            return entry, used, 0
 
         entry, _ = await self._call(stage, key, reserve, send)
         for i, vec in zip(idx, unpack_vectors(entry)):
@@ -348,14 +444,16 @@ class Models:
     limiter: Any
     ledger: UsageLedger = field(default_factory=UsageLedger)
     cautious_start: bool = False  # batch jobs' workers: a model's first call goes alone (AdaptiveConcurrency)
+    check_first: bool = False     # queries: each endpoint is checked alongside its first request
     _built: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def create(cls, settings: Settings, root: str | Path, limiter: Any = None,
-               ledger: UsageLedger | None = None, cautious_start: bool = False) -> "Models":
+               ledger: UsageLedger | None = None, cautious_start: bool = False,
+               check_first: bool = False) -> "Models":
         cache_dir = resolve(root, settings.cache.base_dir) if settings.cache.enabled else None
         return cls(settings, open_cache(cache_dir), limiter or LocalRateLimiter(), ledger or UsageLedger(),
-                   cautious_start)
+                   cautious_start, check_first)
 
     def chat(self, model_id: str) -> ChatModel:
         return self._get(model_id, ChatModel)
@@ -374,5 +472,6 @@ class Models:
     def _get(self, model_id: str, kind):
         if model_id not in self._built:
             self._built[model_id] = kind(model_id, self.settings.model(model_id), cache=self.cache,
-                                         limiter=self.limiter, ledger=self.ledger, cautious_start=self.cautious_start)
+                                         limiter=self.limiter, ledger=self.ledger, cautious_start=self.cautious_start,
+                                         check_first=self.check_first)
         return self._built[model_id]

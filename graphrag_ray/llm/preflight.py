@@ -7,42 +7,18 @@ knows the model - GET /models, no tokens, so a fully cached re-run still makes z
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 from graphrag_ray.config.settings import RetryConfig, Settings
-from graphrag_ray.errors import LLMFatalError, LLMUnavailableError
 from graphrag_ray.llm.cache import ResponseCache
-from graphrag_ray.llm.client import OpenAIClient, TransientLLMError, run
+from graphrag_ray.llm.client import endpoint_answers, run
 from graphrag_ray.llm.model import ChatModel, EmbeddingModel, Models
 
 
 async def endpoints_answer(settings: Settings, model_ids: list[str]) -> None:
     """Raises a one-line error naming the model and the cause when an endpoint is unusable."""
     for model_id in dict.fromkeys(model_ids):
-        cfg = settings.model(model_id)
-        if cfg.type == "local_embedding":
-            continue
-        quick = cfg.model_copy(update={"request_timeout": min(cfg.request_timeout, 15.0)})
-        client = OpenAIClient(model_id, quick)
-        try:
-            for attempt in range(3):
-                try:
-                    names = await client.list_models()
-                    break
-                except TransientLLMError as exc:
-                    if attempt == 2:
-                        raise LLMUnavailableError(f"{client.where} is unreachable or failing ({exc})") from None
-                    await asyncio.sleep(0.5 * (attempt + 1))
-            if cfg.api_type == "openai" and names and cfg.model not in names:
-                raise LLMFatalError(f"{client.where}: model not found (the endpoint serves: "
-                                    f"{', '.join(sorted(names)[:8])}{', ...' if len(names) > 8 else ''})")
-        except LLMFatalError as exc:
-            if "not found (404)" in str(exc):  # servers without /models: the first real call will tell
-                continue
-            raise
-        finally:
-            await client.close()
+        await endpoint_answers(model_id, settings.model(model_id))
 
 
 def check_endpoints(settings: Settings, model_ids: list[str]) -> None:

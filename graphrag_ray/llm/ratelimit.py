@@ -2,25 +2,29 @@
 
 `ModelWindow` is the arithmetic for one model: the requests and tokens granted in the last 60 seconds (a sliding
 window, as providers count), so no 60-s window ever holds more than the allowed rate - the first minute included.
-A reservation is placed at the earliest time the window has room; an oversized one (more than a minute's worth)
-waits for an empty window and is charged what it is. What a call really used replaces what it reserved.
+A request is granted when it is sent, never booked for later: callers wait in one first-come-first-served queue
+per model (`_Queue`), and the first in line is granted as soon as the window has room and the pacing allows it. An
+oversized request (more than a minute's worth) waits for an empty window and is charged what it is. What a call
+really used replaces what it reserved, and wakes the queue: room freed by a call that used less than it expected
+is used at once.
 
 The allowed rate is adaptive (AIMD): its ceiling is the smaller of the configured limit and the limit the provider
 announces in its `x-ratelimit-limit-*` headers; a 429 lowers it multiplicatively (a burst of 429s counts once), and
 every clean stretch raises it additively back toward the ceiling. A 429 also pauses every caller of the model until
-its Retry-After has passed - callers already holding a reservation check again before they send.
+its Retry-After has passed: nobody holds a grant while waiting, so the pause holds every waiter.
 
-Two homes for the windows:
-  * `RayRateLimiter` - a named Ray actor shared by every worker on every node (index, eval, global map);
-  * `LocalRateLimiter` - the same windows in-process, for single-process commands.
-Waiting always happens on the caller's side with `asyncio.sleep`; the limiter never blocks a loop. With no limit
-configured and none announced yet, callers do not contact the limiter at all (no cost per call).
+Two homes for the windows and queues:
+  * `RayRateLimiter` - a named async Ray actor shared by every worker on every node (index, eval, global map); a
+    caller's `acquire` waits inside the actor and returns when its turn comes;
+  * `LocalRateLimiter` - the same in-process, for single-process commands.
+With no limit configured and none announced yet, callers do not contact the limiter at all (no cost per call).
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -33,6 +37,7 @@ DECREASE = 0.7          # a 429 keeps this share of the allowed rate
 INCREASE = 0.05         # a clean stretch adds this share of the ceiling
 CLEAN_S = 5.0           # seconds without a 429 that count as a clean stretch
 FLOOR = 0.05            # the allowed rate never drops below this share of the ceiling
+MAX_NAP_S = 5.0         # a waiter behind the first one looks again at least this often (it is woken when its turn comes)
 HEADROOM = 0.95         # the allowed rate tops out at this share of the ceiling: what a call uses is known only
                         # when it answers, and the provider counts it when it arrives
 
@@ -46,14 +51,13 @@ class _Rate:
     allowed: float | None = None
     paced_until: float = float("-inf")  # when what was granted so far is paid off at the allowed rate (GCRA)
 
-    def pace(self, start: float, amount: float) -> float:
-        """The earliest send time >= start that keeps the flow at the allowed rate (a burst of BURST_S allowed);
-        charges `amount`."""
-        if self.allowed is None:
-            return start
-        start = max(start, self.paced_until - BURST_S)
-        self.paced_until = max(self.paced_until, start) + amount * 60.0 / self.allowed
-        return start
+    def ready_at(self) -> float:
+        """The earliest send time that keeps the flow at the allowed rate (a burst of BURST_S allowed)."""
+        return float("-inf") if self.allowed is None else self.paced_until - BURST_S
+
+    def charge(self, at: float, amount: float) -> None:
+        if self.allowed is not None:
+            self.paced_until = max(self.paced_until, at) + amount * 60.0 / self.allowed
 
     def credit(self, amount: float) -> None:
         """Give back (or take) pacing for an amount reserved but not used (or used beyond)."""
@@ -80,6 +84,11 @@ class _Rate:
 
 @dataclass
 class ModelWindow:
+    """The arithmetic for one model. `earliest(tokens)` says how long until a request of that size fits (the
+    window has room, the pacing allows it, no pause); `grant(tokens)` books it as sent now. Granting only at send
+    time (never booking a slot in the future) lets every settlement - a call that used less than it reserved -
+    move the waiting callers forward at once."""
+
     rpm: int | None
     tpm: int | None
     clock: object = field(default=time.monotonic, repr=False)
@@ -112,12 +121,13 @@ class ModelWindow:
             self.tokens.increase()
             self.last_change = now
 
-    def reserve(self, tokens: int) -> tuple[float, int | None]:
-        """(seconds to wait before sending, grant id). Callers are served in order."""
+    def earliest(self, tokens: int) -> float:
+        """Seconds from now until a request of `tokens` may be sent (0: now). An oversized request (more than the
+        allowed rate holds) waits for an empty window."""
         now = self.clock()
         self._prune(now)
         self._adapt(now)
-        start = max(now, self.paused_until, self.grants[-1][0] if self.grants else now)
+        start = max(now, self.paused_until)
         if self.limited:
             tpm, rpm = self.tokens.allowed, self.requests.allowed
             in_window = [g for g in self.grants if g[0] > start - self.window_s]
@@ -127,13 +137,20 @@ class ModelWindow:
                     break
                 start = max(start, oldest[0] + self.window_s)
                 used, count = used - oldest[1], count - 1
-            start = self.tokens.pace(self.requests.pace(start, 1), tokens)
+            start = max(start, self.requests.ready_at(), self.tokens.ready_at())
+        return start - now
+
+    def grant(self, tokens: int) -> int:
+        """Book a request of `tokens` as sent now; returns its grant id (for `settle`)."""
+        now = self.clock()
+        self.requests.charge(now, 1)
+        self.tokens.charge(now, tokens)
         grant = next(self.ids)
-        entry = [start, tokens, grant]
+        entry = [now, tokens, grant]
         self.grants.append(entry)
         self.by_id[grant] = entry
         self.granted += 1
-        return start - now, grant
+        return grant
 
     def settle(self, grant: int | None, used: int) -> None:
         """What the call really used replaces what it reserved (0: it was never sent or was refused)."""
@@ -165,39 +182,134 @@ class ModelWindow:
 
     def stats(self) -> dict:
         return {"granted": self.granted, "refusals": self.refusals, "rpm": self.requests.allowed,
-                "tpm": self.tokens.allowed, "learned_rpm": self.requests.learned, "learned_tpm": self.tokens.learned}
+                "tpm": self.tokens.allowed, "learned_rpm": self.requests.learned, "learned_tpm": self.tokens.learned,
+                "paused_s": round(self.pause_left(), 1)}
+
+
+def _resolve(future: asyncio.Future, value=None) -> None:
+    """Complete a waiter's future from any thread (a local limiter may serve callers of another event loop)."""
+    def done():
+        if not future.done():
+            future.set_result(value)
+    loop = future.get_loop()
+    try:
+        same = asyncio.get_running_loop() is loop
+    except RuntimeError:
+        same = False
+    if same:
+        done()
+    elif not loop.is_closed():
+        loop.call_soon_threadsafe(done)
+
+
+@dataclass(eq=False)
+class _Ticket:
+    tokens: int
+    granted: asyncio.Future   # the grant id, set when the ticket's turn came and it fits
+    nudge: asyncio.Future     # set when the ticket became first in line or the window changed
+
+
+class _Queue:
+    """First come, first served for one model: only the first waiter watches the clock; a grant, a settlement,
+    a pause or a learned limit wakes it to look again, and each grant hands the turn on at once."""
+
+    def __init__(self, window: ModelWindow):
+        self.window = window
+        self.waiting: deque[_Ticket] = deque()
+
+    def serve(self) -> float | None:
+        """Grant the waiters at the head that fit now; seconds until the next one might (None: nobody waits)."""
+        moved = False
+        while self.waiting:
+            head = self.waiting[0]
+            if head.granted.done():  # its caller gave up (cancelled)
+                self.waiting.popleft()
+                moved = True
+                continue
+            wait = self.window.earliest(head.tokens)
+            if wait > 0:
+                if moved:  # a new first in line: it watches the clock from now on
+                    _resolve(head.nudge)
+                return wait
+            self.waiting.popleft()
+            moved = True
+            _resolve(head.granted, self.window.grant(head.tokens))
+        return None
+
+    def nudge_head(self) -> None:
+        if self.waiting:
+            _resolve(self.waiting[0].nudge)
+
+    async def acquire(self, tokens: int, lock) -> int:
+        loop = asyncio.get_running_loop()
+        ticket = _Ticket(tokens, loop.create_future(), loop.create_future())
+        with lock:
+            self.waiting.append(ticket)
+        try:
+            while True:
+                with lock:
+                    wait = self.serve()
+                    if ticket.granted.done():
+                        return ticket.granted.result()
+                    first = self.waiting[0] is ticket
+                    if ticket.nudge.done():
+                        ticket.nudge = loop.create_future()
+                await asyncio.wait([ticket.granted, ticket.nudge], timeout=wait if first else MAX_NAP_S,
+                                   return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            with lock:
+                if ticket.granted.done() and not ticket.granted.cancelled():  # granted but never sent
+                    self.window.settle(ticket.granted.result(), 0)
+                ticket.granted.cancel()
+                self.serve()  # the next in line may go now, or watches the clock from now on
+            raise
 
 
 class _Registry:
-    """Windows per model key; created on first use with that model's configured limits."""
+    """Windows and queues per model key; created on first use with that model's configured limits."""
 
     def __init__(self):
-        self.windows: dict[str, ModelWindow] = {}
+        self.queues: dict[str, _Queue] = {}
+        self.lock = threading.RLock()  # a local limiter may be used from more than one thread
 
-    def get(self, key: str, rpm: int | None, tpm: int | None) -> ModelWindow:
-        if key not in self.windows:
-            self.windows[key] = ModelWindow(rpm, tpm)
-        return self.windows[key]
+    def __reduce__(self):  # a copy in another process is a limiter of its own: it starts empty
+        return (_Registry, ())
 
-    def reserve(self, key: str, tokens: int, rpm: int | None, tpm: int | None) -> tuple[float, int | None]:
-        return self.get(key, rpm, tpm).reserve(tokens)
+    @property
+    def windows(self) -> dict[str, ModelWindow]:
+        return {k: q.window for k, q in self.queues.items()}
+
+    def queue(self, key: str, rpm: int | None, tpm: int | None) -> _Queue:
+        with self.lock:
+            if key not in self.queues:
+                self.queues[key] = _Queue(ModelWindow(rpm, tpm))
+            return self.queues[key]
+
+    async def acquire(self, key: str, tokens: int, rpm: int | None, tpm: int | None) -> int:
+        return await self.queue(key, rpm, tpm).acquire(tokens, self.lock)
+
+    def _changed(self, key: str, change) -> None:
+        with self.lock:
+            if key in self.queues:
+                change(self.queues[key].window)
+                self.queues[key].serve()  # what fits now goes
+                self.queues[key].nudge_head()  # the first still waiting recomputes its time
 
     def settle(self, key: str, grant: int | None, used: int) -> None:
-        if key in self.windows:
-            self.windows[key].settle(grant, used)
+        self._changed(key, lambda w: w.settle(grant, used))
 
     def refused(self, key: str, seconds: float, rpm: int | None, tpm: int | None) -> None:
-        self.get(key, rpm, tpm).refused(seconds)
+        self.queue(key, rpm, tpm)
+        self._changed(key, lambda w: w.refused(seconds))
 
     def learn(self, key: str, rpm: int | None, tpm: int | None, learned_rpm: int | None,
               learned_tpm: int | None) -> None:
-        self.get(key, rpm, tpm).learn(learned_rpm, learned_tpm)
-
-    def pause_left(self, key: str) -> float:
-        return self.windows[key].pause_left() if key in self.windows else 0.0
+        self.queue(key, rpm, tpm)
+        self._changed(key, lambda w: w.learn(learned_rpm, learned_tpm))
 
     def stats(self) -> dict:
-        return {k: w.stats() for k, w in self.windows.items()}
+        with self.lock:
+            return {k: {**q.window.stats(), "waiting": len(q.waiting)} for k, q in self.queues.items()}
 
 
 class _Client:
@@ -211,11 +323,7 @@ class _Client:
     async def acquire(self, key: str, tokens: int, rpm: int | None, tpm: int | None) -> int | None:
         if not (rpm or tpm or key in self._known):
             return None
-        wait, grant = await self._call("reserve", key, tokens, rpm, tpm)
-        while wait > 0:  # a 429 during the wait holds this caller too: check again before sending
-            await asyncio.sleep(wait)
-            wait = await self._call("pause_left", key)
-        return grant
+        return await self._acquire(key, tokens, rpm, tpm)
 
     def settle(self, key: str, grant: int | None, used: int) -> None:
         if grant is not None:
@@ -249,8 +357,8 @@ class LocalRateLimiter(_Client):
         super().__init__()
         self._registry = _Registry()
 
-    async def _call(self, method: str, *args):
-        return getattr(self._registry, method)(*args)
+    async def _acquire(self, *args) -> int:
+        return await self._registry.acquire(*args)
 
     def _send(self, method: str, *args) -> None:
         getattr(self._registry, method)(*args)
@@ -259,8 +367,27 @@ class LocalRateLimiter(_Client):
         return self._registry.stats()
 
 
-class LimiterActor(_Registry):
-    """The Ray actor body: the registry behind remote calls (each call takes microseconds)."""
+class LimiterActor:
+    """The Ray actor body: the registry behind remote calls. An async actor: waiters wait inside it on its one
+    event loop, and are woken the moment their turn comes (each other call takes microseconds)."""
+
+    def __init__(self):
+        self.registry = _Registry()
+
+    async def acquire(self, key: str, tokens: int, rpm: int | None, tpm: int | None) -> int:
+        return await self.registry.acquire(key, tokens, rpm, tpm)
+
+    async def settle(self, *args) -> None:
+        self.registry.settle(*args)
+
+    async def refused(self, *args) -> None:
+        self.registry.refused(*args)
+
+    async def learn(self, *args) -> None:
+        self.registry.learn(*args)
+
+    async def stats(self) -> dict:
+        return self.registry.stats()
 
 
 LIMITER_NAMESPACE = "graphrag_ray"
@@ -277,13 +404,14 @@ class RayRateLimiter(_Client):
     def for_job(cls, job_name: str) -> "RayRateLimiter":
         import ray
 
-        actor_cls = ray.remote(num_cpus=0, max_restarts=-1)(LimiterActor)
+        # every waiting call of the job is one running actor call: room for many
+        actor_cls = ray.remote(num_cpus=0, max_restarts=-1, max_concurrency=100_000)(LimiterActor)
         handle = actor_cls.options(name=f"limiter-{job_name}", namespace=LIMITER_NAMESPACE,
                                    get_if_exists=True).remote()
         return cls(handle)
 
-    async def _call(self, method: str, *args):
-        return await getattr(self._handle, method).remote(*args)
+    async def _acquire(self, *args) -> int:
+        return await self._handle.acquire.remote(*args)
 
     def _send(self, method: str, *args) -> None:
         getattr(self._handle, method).remote(*args)  # fire and forget: nobody waits on it

@@ -2,7 +2,9 @@
 
 A 429 is not a failure while the job can finish: it waits max(Retry-After, the backoff) and does not use up
 `max_attempts`; a request stops retrying 429s only after `rate_limit_deadline_s`. Other transient errors (5xx,
-timeouts, dropped connections, unusable answers) use up attempts; 400/401/403/404 (LLMFatalError) are never retried.
+timeouts, dropped connections) use up attempts; 400/401/403/404 (LLMFatalError) are never retried. An answer that
+arrived but cannot be used is not retried here (the identical request would get the identical answer): ChatModel
+asks once more with a changed request.
 """
 
 from __future__ import annotations

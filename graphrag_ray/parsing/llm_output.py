@@ -40,6 +40,13 @@ def looks_complete(output: str) -> bool:
     return tail.endswith(COMPLETION_DELIMITER) or tail.endswith(")") or tail == ""
 
 
+def usable_extraction(output: str) -> bool:
+    """An extraction answer worth keeping: whole, or holding at least one record (a model that drops the
+    completion marker or adds a sentence after its records still gave them)."""
+    return looks_complete(output) or bool(_RECORD.search(output.split(RECORD_DELIMITER)[0].strip())) or \
+        any(_RECORD.search(part.strip()) for part in output.split(RECORD_DELIMITER)[1:])
+
+
 def parse_tuples(output: str) -> Extraction:
     """Parse `("entity"<|>NAME<|>TYPE<|>DESC)` / `("relationship"<|>S<|>T<|>DESC<|>STRENGTH)` records."""
     result = Extraction()

@@ -172,7 +172,7 @@ class GlobalSearch(QueryEngine):
 
         limiter = self.models.limiter if isinstance(self.models.limiter, RayRateLimiter) \
             else RayRateLimiter.for_job(f"query-{os.getpid()}")
-        models = Models.create(self.settings, str(self.root or "."), limiter=limiter)
+        models = Models.create(self.settings, str(self.root or "."), limiter=limiter, check_first=True)
         name = "map-worker-" + hashlib.sha256(pickle.dumps((self.settings, str(self.root)))).hexdigest()[:12]
         return shared_pool("ray", name, WorkerSpec(MapWorker, (models,), max_concurrency=1000, restartable=False))
 

@@ -42,6 +42,8 @@ class SimulatorConfig:
     faults: FaultRates = field(default_factory=FaultRates)
     limits_after: list[tuple[float, int | None, int | None]] = field(default_factory=list)  # (seconds, rpm, tpm)
     answer_mode: str = "normal"     # normal | no-delimiter (extraction answers lack <|COMPLETE|>) | garbage
+    no_usage: bool = False          # answers carry no usage figures (llama.cpp's server when streaming)
+    stream_stall: float = 0.0       # seconds a streamed answer stops after its first piece (a stalled stream)
 
 
 class SlidingWindow:
@@ -228,7 +230,7 @@ class Simulator:
             "id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
             "choices": [{"index": 0, "finish_reason": "stop",
                          "message": {"role": "assistant", "content": content}}],
-            "usage": usage})
+            **({} if self.config.no_usage else {"usage": usage})})
 
     async def _stream(self, request, cid, model, content, usage, body) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
@@ -245,8 +247,10 @@ class Simulator:
         await response.write(chunk({"role": "assistant", "content": ""}))
         for i in range(0, len(content), 8):
             await response.write(chunk({"content": content[i:i + 8]}))
+            if i == 0 and self.config.stream_stall:
+                await asyncio.sleep(self.config.stream_stall)
         await response.write(chunk({}, "stop"))
-        if (body.get("stream_options") or {}).get("include_usage"):
+        if (body.get("stream_options") or {}).get("include_usage") and not self.config.no_usage:
             await response.write(chunk({}, None, usage))
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
@@ -278,7 +282,7 @@ class Simulator:
             "object": "list", "model": model,
             "data": [{"object": "embedding", "index": i, "embedding": encode(ngram_vector(str(t), dim))}
                      for i, t in enumerate(inputs)],
-            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+            **({} if self.config.no_usage else {"usage": {"prompt_tokens": tokens, "total_tokens": tokens}})})
 
     async def models(self, request: web.Request) -> web.Response:
         if (denied := self._check_auth(request)) is not None:

@@ -19,6 +19,13 @@ class Clock:
         return self.t
 
 
+def send_when_allowed(window: ModelWindow, clock: Clock, tokens: int) -> int:
+    """What the queue does for its first waiter: wait until the request fits, then grant it."""
+    clock.t += window.earliest(tokens)
+    assert window.earliest(tokens) == 0
+    return window.grant(tokens)
+
+
 def test_no_60_second_window_holds_more_than_the_limit_first_minute_included():
     clock = Clock()
     window = ModelWindow(rpm=None, tpm=6000, clock=clock)
@@ -27,11 +34,10 @@ def test_no_60_second_window_holds_more_than_the_limit_first_minute_included():
     for _ in range(400):
         clock.t += rng.random() * 0.5
         tokens = rng.randint(100, 900)
-        wait, grant = window.reserve(tokens)
+        grant = send_when_allowed(window, clock, tokens)
         used = rng.randint(tokens // 2, tokens)  # a call uses what it reserved or less
         window.settle(grant, used)
-        sent.append((clock.t + wait, used))
-    sent.sort()
+        sent.append((clock.t, used))
     for start, _ in sent:
         in_window = sum(u for t, u in sent if start <= t < start + 60)
         assert in_window <= 6000, (start, in_window)
@@ -41,7 +47,11 @@ def test_no_60_second_window_holds_more_than_the_limit_first_minute_included():
 def test_requests_per_minute_are_paced_and_counted_in_the_window():
     clock = Clock()
     window = ModelWindow(rpm=60, tpm=None, clock=clock)
-    sends = [window.reserve(1)[0] for _ in range(150)]  # all asked for at once
+    start = clock.t
+    sends = []
+    for _ in range(150):  # all asked for at once
+        send_when_allowed(window, clock, 1)
+        sends.append(clock.t - start)
     gap = 60 / (60 * HEADROOM)  # the allowed rate keeps a little headroom below the limit
     assert sends[:6] == [0.0] * 6, "a short burst goes at once"
     assert sends[8] - sends[7] == pytest.approx(gap) and sends[9] - sends[8] == pytest.approx(gap), \
@@ -54,8 +64,7 @@ def test_an_oversized_request_is_charged_its_real_size():
     window = ModelWindow(rpm=None, tpm=1000, clock=clock)
     sends = []
     for _ in range(5):
-        wait, grant = window.reserve(7500)  # larger than a minute's worth
-        clock.t += wait
+        grant = send_when_allowed(window, clock, 7500)  # larger than a minute's worth
         sends.append(clock.t)
         window.settle(grant, 7500)
     assert all(b - a >= 60 for a, b in zip(sends, sends[1:])), "alone in its window"
@@ -65,7 +74,7 @@ def test_an_oversized_request_is_charged_its_real_size():
 def test_learned_limits_cap_the_rate_and_429s_lower_it_until_clean_stretches_raise_it():
     clock = Clock()
     window = ModelWindow(rpm=None, tpm=None, clock=clock)
-    assert not window.limited and window.reserve(10**6)[0] == 0.0
+    assert not window.limited and window.earliest(10**6) == 0.0
     window.learn(None, 15000)
     top = 15000 * HEADROOM
     assert window.tokens.allowed == pytest.approx(top)
@@ -74,7 +83,7 @@ def test_learned_limits_cap_the_rate_and_429s_lower_it_until_clean_stretches_rai
     window.refused(2.0)  # the same burst of refusals: lowered once
     assert window.tokens.allowed == pytest.approx(top * 0.7)
     clock.t += 6
-    window.reserve(1)
+    window.earliest(1)
     assert window.tokens.allowed == pytest.approx(top * 0.75), "a clean stretch adds 5 % of the ceiling"
     window.learn(None, 7500)  # the provider lowered the key's limit mid-run
     assert window.tokens.allowed == pytest.approx(7500 * HEADROOM)
@@ -150,3 +159,37 @@ def test_429s_use_up_no_attempt_and_stop_only_at_the_deadline():
     assert isinstance(error, RateLimitedError) and 0.6 <= time.monotonic() - started < 2.0
     calls, error = asyncio.run(attempts([TransientLLMError("503") for _ in range(5)]))
     assert calls == 2 and str(error) == "503", "other failures use up max_attempts"
+
+
+def test_a_call_that_used_less_than_it_reserved_lets_the_next_waiter_go_at_once():
+    async def main():
+        limiter = LocalRateLimiter()
+        first = await limiter.acquire("m", 900, None, 1000)
+        started = time.monotonic()
+        second = asyncio.ensure_future(limiter.acquire("m", 800, None, 1000))  # no room for a minute
+        await asyncio.sleep(0.3)
+        assert not second.done()
+        limiter.settle("m", first, 100)  # the answer was short
+        await asyncio.wait_for(second, 5)
+        return time.monotonic() - started
+
+    assert asyncio.run(main()) < 5, "the freed room is used at once, not after the minute the reservation held"
+
+
+def test_waiters_are_served_in_order_and_one_that_gives_up_leaves_the_line():
+    async def main():
+        limiter = LocalRateLimiter()
+        holder = await limiter.acquire("m", 900, None, 1000)
+        limiter.settle("m", holder, 100)  # 100 tokens stay in the window for a minute
+        big = asyncio.ensure_future(limiter.acquire("m", 900, None, 1000))  # needs that minute to pass
+        await asyncio.sleep(0.05)
+        small = asyncio.ensure_future(limiter.acquire("m", 10, None, 1000))  # would fit at once
+        await asyncio.sleep(1.0)
+        overtaken = small.done()
+        big.cancel()  # the first in line gives up: the next one goes at once
+        await asyncio.wait_for(small, 2)
+        return overtaken, await limiter.stats()
+
+    overtaken, stats = asyncio.run(main())
+    assert not overtaken, "a small request does not overtake a big one that came first (no starvation)"
+    assert stats["m"]["waiting"] == 0 and stats["m"]["granted"] == 2

@@ -1,6 +1,7 @@
 """Claims (covariates) about entities, per text unit; optional and off by default (as in GraphRAG).
 
-Same robustness as graph extraction: a cut-short answer is retried, a text unit whose claims cannot be had is
+Same robustness as graph extraction: a cut-short answer keeps its complete records, one with none is asked again
+once (changed), a text unit whose claims cannot be had is
 listed in `failures`, unparseable records are counted and logged."""
 
 from __future__ import annotations
@@ -44,6 +45,11 @@ def parse_claims(output: str) -> tuple[list[dict], int]:
     return claims, unparsed
 
 
+def usable_claims(output: str) -> bool:
+    """Whole, or holding at least one claim."""
+    return looks_complete(output) or bool(parse_claims(output)[0])
+
+
 class ExtractClaims(ItemStep):
     name = "extract_claims"
     uses_llm, settings_section = True, "extract_claims"
@@ -65,12 +71,12 @@ class ExtractClaims(ItemStep):
                       record_delimiter=RECORD_DELIMITER, completion_delimiter=COMPLETION_DELIMITER)
         first = [{"role": "user", "content": prompt}]
         try:
-            answer = await chat.chat(first, stage=STAGE, validate=looks_complete)
+            answer = await chat.chat(first, stage=STAGE, validate=usable_claims, partial_ok=True)
             claims, unparsed = parse_claims(answer.content)
             for _ in range(cfg.max_gleanings):
                 more = [{"role": "user", "content": "MANY claims were missed in the last extraction. Add only the "
                          f"missed ones below using the same format, then {COMPLETION_DELIMITER}."}]
-                glean = await chat.chat(first + more, stage=STAGE, validate=looks_complete)
+                glean = await chat.chat(first + more, stage=STAGE, validate=usable_claims, partial_ok=True)
                 extra, bad = parse_claims(glean.content)
                 claims, unparsed = claims + extra, unparsed + bad
                 if not extra:

@@ -2,7 +2,8 @@
 
 Gleaning resends only the prompt (a cacheable prefix) plus the names already found, not the whole
 conversation. Between gleaning rounds the model is asked whether more remain (the continue check). An
-answer cut short is retried; a text unit whose extraction cannot be had is listed in `failures`.
+answer cut at max_tokens keeps its complete records; an answer with no usable record is asked again once (changed,
+see ChatModel.chat); a text unit whose extraction cannot be had is listed in `failures`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import polars as pl
 
 from graphrag_ray.errors import LLMUnavailableError
 from graphrag_ray.parsing.llm_output import (COMPLETION_DELIMITER, RECORD_DELIMITER, TUPLE_DELIMITER, Extraction,
-                                        looks_complete, parse_tuples)
+                                        parse_tuples, usable_extraction)
 from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
 from graphrag_ray.config.prompts import fill
 
@@ -55,14 +56,16 @@ class ExtractGraph(ItemStep):
         chat = models.chat(cfg.model_id)
         first = [{"role": "user", "content": extraction_prompt(ctx, item["text"])}]
         try:
-            answer = await chat.chat(first, stage=STAGE, validate=looks_complete)
+            # an answer cut at max_tokens keeps its complete records (gleaning asks for the rest)
+            answer = await chat.chat(first, stage=STAGE, validate=usable_extraction, partial_ok=True)
+            self.stat_update("cut_answers", int(not answer.complete))
             found = parse_tuples(answer.content)
             for round_index in range(cfg.max_gleanings):
                 names = sorted({e["title"] for e in found.entities})
                 more = [{"role": "user", "content": fill(ctx.prompt(cfg.continue_prompt),
                                                          extracted_names=", ".join(names) or "(none)",
                                                          completion_delimiter=COMPLETION_DELIMITER)}]
-                glean = await chat.chat(first + more, stage=STAGE, validate=looks_complete)
+                glean = await chat.chat(first + more, stage=STAGE, validate=usable_extraction, partial_ok=True)
                 self.stat_update("gleaning_rounds")
                 extra = parse_tuples(glean.content)
                 found.add(extra)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from graphrag_ray.config.settings import LocalSearchConfig
-from graphrag_ray.errors import GraphRagRayError
+from graphrag_ray.errors import EndpointError, GraphRagRayError
 from graphrag_ray.query.context.budget import pack_table
 from graphrag_ray.query.context.history import ConversationHistory
 from graphrag_ray.query.index_data import IndexData
@@ -51,7 +51,9 @@ async def map_query_to_entities(query: str, data: IndexData, embed: Callable | N
     if embed is not None and table is not None and len(picked) < k:
         try:
             vector = (await embed([query]))[0]
-        except GraphRagRayError as exc:  # no usable embedding endpoint: the named entities are the match
+        except EndpointError:  # the endpoint is down or refuses us: an error, not a reason to answer with less
+            raise
+        except GraphRagRayError as exc:  # no embedding model configured (no key): the named entities are the match
             log.warning("query embedding unavailable (%s); matching entities by name only", exc)
             return picked
         hits = table.search(vector).metric("cosine").limit(k * oversample).select(["id", "_distance"]).to_list()

@@ -1,0 +1,148 @@
+"""What real providers and local models do, and what the engine makes of it: an endpoint that is down, a wrong
+key or model at query time, a stream that stalls, answers without the completion delimiter, garbage for every
+request, and servers that report no usage."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+from graphrag_ray import api
+from graphrag_ray.llm.ledger import UsageLedger
+from graphrag_ray.simulate.process import SimulatorProcess
+from graphrag_ray.storage.tables import read_table
+from tests.helpers import published_index, published_version
+from tests.integration.test_index import coffee_root
+
+QUESTION = "李明的咖啡店遇到了什么问题？"
+
+
+def cli(*args: str, timeout: int = 120) -> tuple[subprocess.CompletedProcess, float]:
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "graphrag_ray.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+    return done, time.monotonic() - started
+
+
+def lines(done: subprocess.CompletedProcess) -> list[str]:
+    return [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pointed_at(root: Path, copy: Path, base_url: str, **chat: object) -> Path:
+    """A copy of an indexed project whose models point at another endpoint (and may change the chat entry)."""
+    shutil.copytree(root, copy)
+    settings = yaml.safe_load((copy / "settings.yaml").read_text(encoding="utf-8"))
+    for model in settings["models"].values():
+        model["api_base"] = base_url
+        model["request_timeout"] = 30
+    settings["models"]["default_chat"].update(chat)
+    (copy / "settings.yaml").write_text(yaml.safe_dump(settings, allow_unicode=True), encoding="utf-8")
+    return copy
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory, simulator, ray_session):
+    root = coffee_root(tmp_path_factory.mktemp("sloppy"), simulator.base_url)
+    api.build_index(root=root)
+    return root
+
+
+@pytest.mark.parametrize("case", ["down", "401", "unknown model"])
+def test_a_query_names_an_unusable_endpoint_in_seconds_with_one_line(indexed, tmp_path, case):
+    if case == "down":
+        sim, expect = None, "unreachable"
+    elif case == "401":
+        sim, expect = SimulatorProcess(api_key="sk-the-right-one").start(), "authentication failed (401)"
+    else:
+        sim, expect = SimulatorProcess(models="gpt-4o-mini,text-embedding-3-small").start(), "not found"
+    try:
+        base_url = sim.base_url if sim else f"http://127.0.0.1:{free_port()}/v1"
+        chat = {"model": "gpt-nonexistent"} if case == "unknown model" else {}
+        root = pointed_at(indexed, tmp_path / "project", base_url, **chat)
+        for method in ("local", "global"):
+            done, seconds = cli("query", "--root", str(root), "--method", method, f"{QUESTION} ({case})")
+            print(f"{case} / {method}: exit {done.returncode} after {seconds:.1f} s: {lines(done)}")
+            assert done.returncode == 1
+            assert len(lines(done)) == 1 and expect in lines(done)[0], lines(done)
+            assert "Traceback" not in done.stderr
+            # the whole retry budget would be minutes (10 attempts with backoff; 30-s timeouts)
+            assert seconds < 60
+    finally:
+        if sim:
+            sim.stop()
+
+
+def test_a_stalled_stream_ends_with_one_line_and_the_generated_part_is_in_the_ledger(indexed, tmp_path):
+    with SimulatorProcess(stream_stall=60) as sim:
+        root = pointed_at(indexed, tmp_path / "project", sim.base_url, request_timeout=3)
+        done, seconds = cli("query", "--root", str(root), "--method", "basic", "--streaming", QUESTION)
+    print(f"stalled stream: exit {done.returncode} after {seconds:.1f} s: {done.stderr.strip()!r}")
+    assert done.returncode == 1 and "timeout after 3" in done.stderr and "Traceback" not in done.stderr
+    assert len([line for line in done.stderr.splitlines() if line.strip()]) == 1
+    assert seconds < 50, "ended by the read timeout, not by the 60-s stall"
+
+
+def test_answers_without_the_completion_delimiter_are_used_with_no_extra_call(tmp_path, ray_session):
+    counts = {}
+    for mode in ("normal", "no-delimiter"):
+        with SimulatorProcess(answer_mode=mode) as sim:
+            root = coffee_root(tmp_path / mode, sim.base_url)
+            result = api.build_index(root=root)
+            served = sim.stats()
+        entities = read_table(result.index, "entities")
+        failures = read_table(result.index, "failures")
+        assert entities.height > 10 and failures.height == 0, mode
+        counts[mode] = (result.ledger.total("extract_graph").calls, served.get("kind_extract_graph", 0), entities.height)
+    units = read_table(result.index, "text_units").height
+    print("extract calls / server extraction calls / entities:", counts, "text units:", units)
+    assert counts["no-delimiter"][0] <= counts["normal"][0] + units, "at most one extra call per text unit"
+    assert counts["no-delimiter"][2] == counts["normal"][2], "the same graph"
+
+
+def test_garbage_for_every_request_stops_before_publishing_and_every_paid_answer_is_counted(tmp_path):
+    with SimulatorProcess(answer_mode="garbage") as sim:
+        root = coffee_root(tmp_path / "garbage", sim.base_url)
+        done, seconds = cli("index", "--root", str(root), timeout=600)
+        served = sim.stats()
+    print(f"garbage: exit {done.returncode} after {seconds:.1f} s: {lines(done)[-1:]}")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    message = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(message) == 1, message
+    assert "extract_graph" in message[0] and "unusable twice (not in the format asked for)" in message[0]
+    assert "the answer began: \"I am not sure what you mean." in message[0]
+    assert published_version(root) is None, "nothing published"
+    ledger_path = message[0].rsplit("ledger in ", 1)[1].strip()
+    ledger = UsageLedger.from_dict(json.loads(Path(ledger_path).read_text()))
+    total = ledger.total()
+    assert total.calls == served["ok"], "every paid answer is in the ledger"
+    assert total.unusable == served["kind_extract_graph"] == 2 * total.failures, "asked once more, changed, then failed"
+
+
+def test_a_server_that_reports_no_usage_is_counted_with_the_tokenizer(tmp_path, ray_session):
+    with SimulatorProcess(no_usage=True) as sim:
+        root = coffee_root(tmp_path / "no-usage", sim.base_url)
+        result = api.build_index(root=root)
+        served = sim.stats()
+    total = result.ledger.total()
+    assert total.calls == served["ok"] and total.counted_here == total.calls
+    # the simulator counts with the same tokenizers: what was counted here is what it served
+    assert total.prompt_tokens == served["prompt_tokens"]
+    assert total.completion_tokens == served["completion_tokens"]
+    ledger = json.loads((published_index(root).local_path() / "ledger.json").read_text())
+    assert ledger["total"]["counted_here"] == total.calls
+    assert read_table(result.index, "entities").filter(pl.col("title") == "李明").height == 1
