@@ -63,13 +63,15 @@ def index_methods() -> list[str]:
 
 
 def build_index(config=None, root: str | Path = ".", config_file: str | Path | None = None, method: str = "standard",
-                resume: bool = True, show_progress: bool = False, verbose: bool = False):
+                resume: bool = True, show_progress: bool = False, verbose: bool = False,
+                retry_failures: bool = False):
     """Index ROOT's input into ROOT/output (Microsoft GraphRAG's `build_index(config)` shape: pass a loaded
-    Settings as `config`, or a root)."""
+    Settings as `config`, or a root). `retry_failures`: re-run only what the published index lists as failed
+    for a transient cause, and publish a new version."""
     from graphrag_ray.index.pipeline import build_index as run
 
     return run(root, config_file, method=method, resume=resume, show_progress=show_progress, verbose=verbose,
-               settings=config)
+               settings=config, retry_failures=retry_failures)
 
 
 def estimate_index(root: str | Path = ".", config_file: str | Path | None = None):

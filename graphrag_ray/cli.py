@@ -75,6 +75,9 @@ def index(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
           rehearse: bool = typer.Option(False, "--rehearse", help="run against a simulator that enforces the "
                                         "configured RPM/TPM, and report what the real run would cost and take"),
           latency: float = typer.Option(0.5, help="simulated seconds per call, with --rehearse"),
+          retry_failures: bool = typer.Option(False, "--retry-failures",
+                                              help="re-run only the items the published index lists in failures "
+                                              "(transient causes), and publish a new version"),
           ) -> None:
     """Build the index: documents -> text units -> graph -> communities -> reports -> embeddings."""
     if dry_run:
@@ -92,8 +95,14 @@ def index(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
     from graphrag_ray.api import build_index
 
     result = build_index(root=root, config_file=config, method=method, resume=resume, show_progress=progress,
-                         verbose=_STATE["verbose"])
+                         verbose=_STATE["verbose"], retry_failures=retry_failures)
+    if result.stats.get("retried") == 0:
+        console.print(f"nothing to retry: the published index lists {result.stats['total']['failures']} failures, "
+                      "none of them from a model call")
+        return
     console.print(result.ledger.rich_table(f"LLM usage (run {result.run_id})"))
+    if retry_failures:
+        console.print(f"retried the {result.stats['retried']} failed items on top of the published index")
     rows = ", ".join(f"{k} {v:,}" for k, v in result.stats["rows"].items())
     console.print(f"index published to {result.output}: {rows}; failures {result.stats['total']['failures']}; "
                   f"{result.stats['wall_s']:.1f}s")
@@ -234,6 +243,7 @@ def simulate_llm(
     answer_mode: str = typer.Option("normal", help="normal | no-delimiter | garbage (sloppy models)"),
     no_usage: bool = typer.Option(False, help="answer without usage figures (as llama.cpp's server streams)"),
     stream_stall: float = typer.Option(0.0, help="seconds a streamed answer stalls after its first piece"),
+    fail_containing: str = typer.Option("", help="chat requests holding this text always get a 500 (permanent fault)"),
 ) -> None:
     """Run the OpenAI-compatible simulator (for tests, benchmarks and rehearsals; costs nothing)."""
     from graphrag_ray.simulate.faults import FaultRates
@@ -245,7 +255,7 @@ def simulate_llm(
                              api_key=api_key, models=[m for m in (models or "").split(",") if m],
                              embedding_dim=embedding_dim, faults=faults, answer_mode=answer_mode,
                              limits_after=parse_limit_changes(limits_after or ""), no_usage=no_usage,
-                             stream_stall=stream_stall)
+                             stream_stall=stream_stall, fail_containing=fail_containing)
     serve(config, host, port)
 
 

@@ -51,6 +51,7 @@ class StepContext:
     settings: Settings
     root: Path
     prompts: dict[str, str] = field(default_factory=dict)
+    retry_unusable: bool = False  # `index --retry-failures`: an answer cached unusable twice is asked again
 
     def prompt(self, relative_path: str) -> str:
         if relative_path not in self.prompts:

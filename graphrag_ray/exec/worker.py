@@ -14,7 +14,8 @@ from graphrag_ray.llm.model import Models
 class StepWorker:
     def __init__(self, ctx: StepContext, limiter):
         self.ctx = ctx
-        self.models = Models.create(ctx.settings, ctx.root, limiter=limiter, cautious_start=True)
+        self.models = Models.create(ctx.settings, ctx.root, limiter=limiter, cautious_start=True,
+                                    retry_unusable=ctx.retry_unusable)
 
     async def run_partition(self, step: ItemStep, items: list[dict]) -> dict:
         with recording_into(UsageLedger()) as ledger, collecting_stats() as stats:

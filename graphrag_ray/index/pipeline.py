@@ -11,9 +11,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import polars as pl
+
 from graphrag_ray.config.load import load_settings
 from graphrag_ray.config.settings import Settings
-from graphrag_ray.errors import ConfigError, GraphRagRayError
+from graphrag_ray.errors import ConfigError, GraphRagRayError, IndexMissingError
 from graphrag_ray.exec.executor import Executor
 from graphrag_ray.exec.progress import progress_bar
 from graphrag_ray.exec.run_state import RunState
@@ -25,7 +27,7 @@ from graphrag_ray.llm.ledger import UsageLedger
 from graphrag_ray.llm.preflight import check_endpoints
 from graphrag_ray.storage.location import FoundFile, Store, resolve
 from graphrag_ray.storage.schemas import REQUIRED_TABLES
-from graphrag_ray.storage.tables import publish, write_table
+from graphrag_ray.storage.tables import current_index, publish, read_table, write_table
 from graphrag_ray.storage.vectors import VECTOR_TABLES, write_vectors
 
 INDEX_METHODS: dict[str, list[str]] = {
@@ -86,7 +88,10 @@ def _prompt_paths(settings: Settings) -> list[str]:
 
 def build_index(root: str | Path = ".", config_file: str | Path | None = None, method: str = "standard",
                 resume: bool = True, show_progress: bool = False, verbose: bool = False,
-                settings: Settings | None = None) -> IndexResult:
+                settings: Settings | None = None, retry_failures: bool = False) -> IndexResult:
+    """One index run. `retry_failures`: the same run again on top of the published index, for the items its
+    `failures` table lists with a transient cause - every other item is answered by the cache (no call), an
+    answer cached unusable is asked anew - published as a new version."""
     root = Path(root).resolve()
     settings = settings or load_settings(root, config_file)
     steps = method_steps(method)
@@ -103,6 +108,12 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
     check_endpoints(settings, [m for step in steps for m in step.model_ids(settings)])
     with RunLock(root):
         run_id = run_id_for(ctx, method, files)
+        retried = None
+        if retry_failures:
+            retried = _failures_to_retry(resolve(root, settings.output.base_dir), run_id, steps)
+            if not retried:
+                return _published_result(resolve(root, settings.output.base_dir), run_id)
+            ctx.retry_unusable = True
         run = RunState(Store(resolve(root, settings.output.runs_dir)).child(run_id))
         if not resume:
             run.reset()
@@ -116,7 +127,7 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
         output = resolve(root, settings.output.base_dir)
         try:
             version, stats = publish(output, lambda folder: _write_index(
-                folder, tables, settings, executor, run_id, time.perf_counter() - started))
+                folder, tables, settings, executor, run_id, time.perf_counter() - started, retried))
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
@@ -126,7 +137,31 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
         return IndexResult(output, run_id, stats, executor.ledger, dict(executor.node_ids), version)
 
 
-def _write_index(folder: Path, tables, settings: Settings, executor: Executor, run_id: str, wall: float) -> dict:
+def _failures_to_retry(output, run_id: str, steps: list[Step]) -> int:
+    """How many of the published index's failures a retry run can fix: those of LLM steps (timeouts, 5xx, rate
+    limits past their deadline, unusable answers - a fatal error stops a run instead of listing items). The
+    published index must be this very run's (same input, settings and prompts)."""
+    published = current_index(output)
+    if published is None:
+        raise IndexMissingError(f"--retry-failures: no published index in {output} (run `graphrag-ray index`)")
+    stats = json.loads(published.read_bytes("stats.json") or b"{}")
+    if stats.get("run_id") != run_id:
+        raise GraphRagRayError(f"--retry-failures: the input, settings or prompts changed since the published index "
+                               f"(run {stats.get('run_id')}, now {run_id}): run `graphrag-ray index`")
+    failures = read_table(published, "failures")
+    llm_steps = [step.name for step in steps if step.uses_llm]
+    return 0 if failures is None else failures.filter(pl.col("step").is_in(llm_steps)).height
+
+
+def _published_result(output, run_id: str) -> IndexResult:
+    """Nothing to do: the published index as it is, with nothing spent."""
+    published = current_index(output)
+    stats = json.loads(published.read_bytes("stats.json") or b"{}")
+    return IndexResult(output, run_id, {**stats, "retried": 0}, UsageLedger(), {}, published)
+
+
+def _write_index(folder: Path, tables, settings: Settings, executor: Executor, run_id: str, wall: float,
+                 retried: int | None = None) -> dict:
     for name in REQUIRED_TABLES:
         write_table(tables[name], folder, name, settings.output.partition_rows)
     write_table(tables["failures"], folder, "failures")
@@ -144,7 +179,8 @@ def _write_index(folder: Path, tables, settings: Settings, executor: Executor, r
                        "completion_tokens": total.completion_tokens, "cost": round(total.cost, 6),
                        "cache_hits": total.cache_hits, "retries": total.retries, "rate_limited": total.rate_limited,
                        "failures": int(tables["failures"].height)},
-             "rows": {name: int(tables[name].height) for name in REQUIRED_TABLES}}
+             "rows": {name: int(tables[name].height) for name in REQUIRED_TABLES},
+             **({"retried": retried} if retried is not None else {})}
     (folder / "stats.json").write_text(json.dumps(stats, indent=2, default=str), encoding="utf-8")
     executor.ledger.write_json(folder / settings.reporting.ledger_file)
     return stats

@@ -52,7 +52,8 @@ REPAIR = ("Your previous answer could not be used: it was {problem} (it began: {
 
 class _ModelBase:
     def __init__(self, model_id: str, config: ModelConfig, *, cache: ResponseCache, limiter: Any,
-                 ledger: UsageLedger, cautious_start: bool = False, check_first: bool = False):
+                 ledger: UsageLedger, cautious_start: bool = False, check_first: bool = False,
+                 retry_unusable: bool = False):
         self.model_id = model_id
         self.cautious_start = cautious_start  # batch jobs: one call alone until the first answer
         # queries: the endpoint is checked alongside the first request that goes out (not before every query:
@@ -64,7 +65,7 @@ class _ModelBase:
         self.cache = cache
         self.limiter = limiter
         self.ledger = ledger
-        self.retry_unusable = False  # `index --retry-failures`: ask again where the cache holds an unusable answer
+        self.retry_unusable = retry_unusable  # `index --retry-failures`: see ChatModel.chat
         self._clients: dict[int, OpenAIClient] = {}
         self._semaphores: dict[int, asyncio.Semaphore] = {}
 
@@ -106,7 +107,7 @@ class _ModelBase:
         """The cached entry for `key`, or one made by `send()` (one request: returns the entry to cache, and the
         prompt and completion tokens paid) through the retry loop and the limiter; `reserve()` says how many tokens
         an attempt reserves, asked just before it is sent (limits learned meanwhile count). Returns (entry, cached)."""
-        if use_cache and (hit := self.cache.get(key)) is not None and not (hit.get("unusable") and self.retry_unusable):
+        if use_cache and (hit := self.cache.get(key)) is not None:
             self.usage.record(stage, self.config.model, cache_hits=1)
             return hit, True
         try:
@@ -243,27 +244,43 @@ class ChatModel(_ModelBase):
         it) and asked again once, with a changed request (what was wrong, a higher temperature). With
         `partial_ok`, an answer cut at max_tokens is returned as it is (`problem` says so: the caller keeps its
         complete records) instead of being asked again - it would be cut again. A second unusable answer raises
-        UnusableAnswerError, naming the problem and how the answer began."""
-        first = await self._chat_once(messages, stage, json_mode, response_format, max_tokens, temperature,
-                                      use_cache, validate, extra)
+        UnusableAnswerError, naming the problem and how the answer began. With `retry_unusable` (a retry of the
+        failed items), a re-ask whose unusable answer came from the cache is sent again."""
+        params = self._params(json_mode, response_format, max_tokens, temperature, extra)
+
+        def ask(msgs: list[dict], settings: dict, anew: int = 0, cached_only: bool = False):
+            return self._chat_once(msgs, settings, stage, use_cache, validate, anew, cached_only)
+
+        first = await ask(messages, params)
         if first.complete or (partial_ok and first.problem == CUT_OFF):
             return first
         sample = json.dumps(_sample(first.content), ensure_ascii=False)
         repaired = messages + [{"role": "user", "content": REPAIR.format(problem=first.problem, sample=sample)}]
-        warmer = min(1.0, (self.config.temperature if temperature is None else temperature) + 0.5)
-        second = await self._chat_once(repaired, stage, json_mode, response_format, max_tokens, warmer, use_cache,
-                                       validate, extra)
+        warmer = {**params, "temperature": min(1.0, params["temperature"] + 0.5)}
+        second = await ask(repaired, warmer)
+        anew = 0
+        while second.cached and not (second.complete or (partial_ok and second.problem == CUT_OFF)):
+            # the cache holds this item's unusable re-ask: a retry run (`retry_unusable`) asks anew - under a
+            # key of its own, so the cached answer is never overwritten - and every run uses what one found
+            anew += 1
+            again = await ask(repaired, warmer, anew, cached_only=not self.retry_unusable)
+            if again is None:
+                break
+            second = again
         if second.complete or (partial_ok and second.problem == CUT_OFF):
             return second
         self.usage.record(stage, self.config.model, failures=1)
         raise UnusableAnswerError(f"{self.client.where}: the answer was unusable twice ({second.problem}) | "
                                   f"answer began: {json.dumps(_sample(second.content), ensure_ascii=False)}")
 
-    async def _chat_once(self, messages, stage, json_mode, response_format, max_tokens, temperature, use_cache,
-                         validate, extra) -> ChatResult:
-        params = self._params(json_mode, response_format, max_tokens, temperature, extra)
-        key = cache_key("chat", self.config.model, {"messages": messages, "params": params})
+    async def _chat_once(self, messages: list[dict], params: dict, stage: str, use_cache: bool,
+                         validate: Callable[[str], bool] | None, anew: int = 0,
+                         cached_only: bool = False) -> ChatResult | None:
+        key = cache_key("chat", self.config.model, {"messages": messages, "params": params,
+                                                     **({"anew": anew} if anew else {})})
         wants_json = "response_format" in params
+        if cached_only and self.cache.get(key) is None:
+            return None
 
         async def send() -> tuple[dict, int, int]:
             completion: Completion = await self.client.chat(messages, params)
@@ -399,8 +416,9 @@ class EmbeddingModel(_ModelBase):
         limit = self.config.batch_max_tokens
         batch = [texts[i] if counts[i] <= limit else _truncate(self.tokenizer, texts[i], limit) for i in idx]
         key = cache_key("embedding", self.config.model, {"input": batch, "dimensions": self.config.dimensions})
-        def reserve() -> int:
-            return sum(min(counts[i], limit) for i in idx) if self.config.rate_limit.tpm else 0
+        def reserve() -> int:  # counted once a TPM limit is configured or announced (a byte count over-reserves)
+            known = self.config.rate_limit.tpm or self.limiter.knows_limits(self.model_id)
+            return sum(min(counts[i], limit) for i in idx) if known else 0
 
         async def send() -> tuple[dict, int, int]:
             vecs, used = await self.client.embed(batch)
@@ -445,15 +463,16 @@ class Models:
     ledger: UsageLedger = field(default_factory=UsageLedger)
     cautious_start: bool = False  # batch jobs' workers: a model's first call goes alone (AdaptiveConcurrency)
     check_first: bool = False     # queries: each endpoint is checked alongside its first request
+    retry_unusable: bool = False  # `index --retry-failures` (ChatModel.chat)
     _built: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def create(cls, settings: Settings, root: str | Path, limiter: Any = None,
                ledger: UsageLedger | None = None, cautious_start: bool = False,
-               check_first: bool = False) -> "Models":
+               check_first: bool = False, retry_unusable: bool = False) -> "Models":
         cache_dir = resolve(root, settings.cache.base_dir) if settings.cache.enabled else None
         return cls(settings, open_cache(cache_dir), limiter or LocalRateLimiter(), ledger or UsageLedger(),
-                   cautious_start, check_first)
+                   cautious_start, check_first, retry_unusable)
 
     def chat(self, model_id: str) -> ChatModel:
         return self._get(model_id, ChatModel)
@@ -473,5 +492,5 @@ class Models:
         if model_id not in self._built:
             self._built[model_id] = kind(model_id, self.settings.model(model_id), cache=self.cache,
                                          limiter=self.limiter, ledger=self.ledger, cautious_start=self.cautious_start,
-                                         check_first=self.check_first)
+                                         check_first=self.check_first, retry_unusable=self.retry_unusable)
         return self._built[model_id]

@@ -17,7 +17,7 @@ import json
 import math
 import time
 import uuid
-from collections import Counter, deque
+from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,6 +44,7 @@ class SimulatorConfig:
     answer_mode: str = "normal"     # normal | no-delimiter (extraction answers lack <|COMPLETE|>) | garbage
     no_usage: bool = False          # answers carry no usage figures (llama.cpp's server when streaming)
     stream_stall: float = 0.0       # seconds a streamed answer stops after its first piece (a stalled stream)
+    fail_containing: str = ""       # chat requests holding this text always get a 500 (a permanent fault)
 
 
 class SlidingWindow:
@@ -79,9 +80,10 @@ class Simulator:
         self.counts: Counter = Counter()
         self.attempts: Counter = Counter()
         self.started = time.monotonic()
-        self.window = SlidingWindow()
-        self.per_second: Counter = Counter()  # tokens admitted per second since start (60-s window checks)
-        self.requests_per_second: Counter = Counter()
+        # per model, as providers limit each model of a key separately
+        self.windows: dict[str, SlidingWindow] = defaultdict(SlidingWindow)
+        self.per_second: dict[str, Counter] = defaultdict(Counter)  # tokens admitted per second since start
+        self.requests_per_second: dict[str, Counter] = defaultdict(Counter)
 
     def limits(self) -> tuple[int | None, int | None]:
         """The (rpm, tpm) in force now: the configured ones, or the latest scheduled change already reached."""
@@ -108,32 +110,34 @@ class Simulator:
             return _error(404, f"The model `{model}` does not exist.", "model_not_found")
         return None
 
-    def _admit(self, tokens: int) -> web.Response | None:
-        """Server-side RPM/TPM over a sliding 60-s window: admit and charge, or answer 429 with how long to wait."""
+    def _admit(self, model: str, tokens: int) -> web.Response | None:
+        """Server-side RPM/TPM of `model` over a sliding 60-s window: admit and charge, or answer 429 with how long
+        to wait."""
         rpm, tpm = self.limits()
         if rpm is None and tpm is None:
             return None
         now = time.monotonic()
-        wait = self.window.wait_for(now, tokens, rpm, tpm)
+        wait = self.windows[model].wait_for(now, tokens, rpm, tpm)
         if wait > 0:
             self.counts["429_limit"] += 1
-            return self._too_many(wait)
-        self.window.admit(now, tokens)
-        self.per_second[int(now - self.started)] += tokens
-        self.requests_per_second[int(now - self.started)] += 1
+            return self._too_many(model, wait)
+        self.windows[model].admit(now, tokens)
+        self.per_second[model][int(now - self.started)] += tokens
+        self.requests_per_second[model][int(now - self.started)] += 1
         return None
 
-    def rate_headers(self) -> dict[str, str]:
-        """OpenAI's x-ratelimit-* headers for the limits in force (none when there are none)."""
+    def rate_headers(self, model: str) -> dict[str, str]:
+        """OpenAI's x-ratelimit-* headers for `model`'s limits in force (none when there are none)."""
         rpm, tpm = self.limits()
+        window = self.windows[model]
         headers = {}
         if rpm:
             headers["x-ratelimit-limit-requests"] = str(rpm)
-            headers["x-ratelimit-remaining-requests"] = str(max(0, rpm - len(self.window.admitted)))
+            headers["x-ratelimit-remaining-requests"] = str(max(0, rpm - len(window.admitted)))
             headers["x-ratelimit-reset-requests"] = "60s"
         if tpm:
             headers["x-ratelimit-limit-tokens"] = str(tpm)
-            headers["x-ratelimit-remaining-tokens"] = str(max(0, tpm - self.window.tokens))
+            headers["x-ratelimit-remaining-tokens"] = str(max(0, tpm - window.tokens))
             headers["x-ratelimit-reset-tokens"] = "60s"
         return headers
 
@@ -150,9 +154,9 @@ class Simulator:
         self.counts["first_ok_at"] = self.counts.get("first_ok_at") or now
         self.counts["last_ok_at"] = now
 
-    def _too_many(self, wait: float) -> web.Response:
+    def _too_many(self, model: str, wait: float) -> web.Response:
         headers = {"retry-after": str(max(1, math.ceil(wait))), "retry-after-ms": str(int(wait * 1000) + 1),
-                   **self.rate_headers()}
+                   **self.rate_headers(model)}
         return _error(429, "Rate limit reached.", "rate_limit_exceeded", headers)
 
     async def _fault(self, request: web.Request, body: dict) -> web.StreamResponse | None:
@@ -205,12 +209,15 @@ class Simulator:
         body, denied = await self._accepted(request)
         if denied is not None:
             return denied
+        if self.config.fail_containing and self.config.fail_containing in json.dumps(body, ensure_ascii=False):
+            self.counts["fault_permanent"] += 1
+            return _error(500, "The server had an error while processing your request.", "server_error")
         model = body.get("model", "")
         tokenizer = tokenizer_for(model)
         kind, content = self._answer(body)
         prompt_tokens = count_chat_tokens(tokenizer, body.get("messages") or [])
         completion_tokens = tokenizer.count(content)
-        if (denied := self._admit(prompt_tokens + completion_tokens)) is not None:
+        if (denied := self._admit(model, prompt_tokens + completion_tokens)) is not None:
             return denied
         if (faulty := await self._fault(request, body)) is not None:
             return faulty
@@ -226,7 +233,7 @@ class Simulator:
         cid = f"chatcmpl-{uuid.uuid4().hex[:12]}"
         if body.get("stream"):
             return await self._stream(request, cid, model, content, usage, body)
-        return web.json_response(headers=self.rate_headers(), data={
+        return web.json_response(headers=self.rate_headers(model), data={
             "id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
             "choices": [{"index": 0, "finish_reason": "stop",
                          "message": {"role": "assistant", "content": content}}],
@@ -234,7 +241,7 @@ class Simulator:
 
     async def _stream(self, request, cid, model, content, usage, body) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
-                                               **self.rate_headers()})
+                                               **self.rate_headers(model)})
         await response.prepare(request)
 
         def chunk(delta: dict, finish: str | None = None, with_usage: dict | None = None) -> bytes:
@@ -265,7 +272,7 @@ class Simulator:
         inputs = [inputs] if isinstance(inputs, str) else list(inputs or [])
         tokenizer = tokenizer_for(model)
         tokens = sum(tokenizer.count(t) if isinstance(t, str) else len(t) for t in inputs)
-        if (denied := self._admit(tokens)) is not None:
+        if (denied := self._admit(model, tokens)) is not None:
             return denied
         if (faulty := await self._fault(request, body)) is not None:
             return faulty
@@ -278,7 +285,7 @@ class Simulator:
         def encode(vector: list[float]):
             return base64.b64encode(np.asarray(vector, dtype=np.float32).tobytes()).decode() if as_base64 else vector
 
-        return web.json_response(headers=self.rate_headers(), data={
+        return web.json_response(headers=self.rate_headers(model), data={
             "object": "list", "model": model,
             "data": [{"object": "embedding", "index": i, "embedding": encode(ngram_vector(str(t), dim))}
                      for i, t in enumerate(inputs)],
@@ -292,9 +299,11 @@ class Simulator:
                                                              for n in names]})
 
     async def stats(self, request: web.Request) -> web.Response:
-        """What was served; `max_tokens_60s`: the most tokens admitted in any 60 s (whole seconds) of the run."""
-        def busiest(per_second: Counter) -> int:
-            return max((sum(per_second[t] for t in range(s, s + 60)) for s in sorted(per_second)), default=0)
+        """What was served; `max_tokens_60s`: the most tokens one model was admitted in any 60 s (whole seconds) of
+        the run."""
+        def busiest(per_model: dict[str, Counter]) -> int:
+            return max((sum(counts[t] for t in range(s, s + 60)) for counts in per_model.values()
+                        for s in sorted(counts)), default=0)
 
         return web.json_response({**self.counts, "max_tokens_60s": busiest(self.per_second),
                                   "max_requests_60s": busiest(self.requests_per_second)})

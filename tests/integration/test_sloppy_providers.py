@@ -146,3 +146,41 @@ def test_a_server_that_reports_no_usage_is_counted_with_the_tokenizer(tmp_path, 
     ledger = json.loads((published_index(root).local_path() / "ledger.json").read_text())
     assert ledger["total"]["counted_here"] == total.calls
     assert read_table(result.index, "entities").filter(pl.col("title") == "李明").height == 1
+
+
+def test_retry_failures_calls_only_the_failed_items_and_publishes_a_healed_version(tmp_path, ray_session):
+    from tests.helpers import make_root
+    from tests.integration.test_resume import write_corpus
+
+    corpus = tmp_path / "corpus"
+    write_corpus(corpus, n_docs=8)
+    # a fault permanent for one document's requests (the whole retry budget spent on it), the rest answered
+    with SimulatorProcess(fail_containing="the 5-th project") as sim:
+        root = make_root(tmp_path / "project", sim.base_url, output={"max_failure_ratio": 0.5})
+        shutil.copytree(corpus, root / "input")
+        first = api.build_index(root=root)
+        faults = sim.stats().get("fault_permanent", 0)
+    failed = read_table(first.index, "failures")
+    assert faults > 0 and failed.height >= 1 and set(failed["step"]) == {"extract_graph"}
+    units = read_table(first.index, "text_units")
+    broken = set(units.filter(pl.col("text").str.contains("the 5-th project"))["id"])
+    assert set(failed["item_id"]) == broken
+    first_version = published_version(root)
+
+    with SimulatorProcess() as healed:  # the provider is fine again (another endpoint: not part of the run id)
+        text = (root / "settings.yaml").read_text().replace(sim.base_url, healed.base_url)
+        (root / "settings.yaml").write_text(text)
+        done, _ = cli("index", "--root", str(root), "--retry-failures", timeout=600)
+        served = healed.stats()
+        again, _ = cli("index", "--root", str(root), "--retry-failures")
+    assert done.returncode == 0, done.stderr
+    assert f"retried the {failed.height} failed items" in done.stdout
+    assert served["kind_extract_graph"] == len(broken), "extraction calls for the failed text units only"
+    assert published_version(root) != first_version, "published as a new version"
+    index = published_index(root)
+    assert read_table(index, "failures").height == 0
+    titles = set(read_table(index, "entities")["title"])
+    assert set(read_table(first.index, "entities")["title"]) < titles, "what the failed unit held is in"
+    ledger = json.loads((index.local_path() / "ledger.json").read_text())
+    assert ledger["total"]["calls"] == served["ok"], "the ledger shows the calls the retry spent"
+    assert again.returncode == 0 and "nothing to retry" in again.stdout
