@@ -9,7 +9,7 @@ from graphrag_ray.config.prompts import default_prompts
 from graphrag_ray.config.render import render_settings
 from graphrag_ray.config.settings import Settings
 from graphrag_ray.llm.client import run as run_async
-from graphrag_ray.llm.model import Models
+from graphrag_ray.llm.models import Models
 from graphrag_ray.storage.location import as_location, resolve
 from graphrag_ray.storage.tables import current_index
 

@@ -20,7 +20,7 @@ import numpy as np
 import polars as pl
 
 from graphrag_ray.config.settings import Settings
-from graphrag_ray.llm.model import Models
+from graphrag_ray.llm.models import Models
 from graphrag_ray.query.global_search import GlobalSearch
 from graphrag_ray.query.index_data import IndexData
 from graphrag_ray.query.local import LocalSearch

@@ -20,7 +20,7 @@ from graphrag_ray.exec.progress import progress_bar
 from graphrag_ray.exec.run_state import RunState
 from graphrag_ray.exec.runtime import choose_backend, job_limiter
 from graphrag_ray.exec.step import StepContext
-from graphrag_ray.llm.model import Models
+from graphrag_ray.llm.models import Models
 from graphrag_ray.llm.preflight import check_endpoints
 from graphrag_ray.query.index_data import IndexData
 from graphrag_ray.storage.location import as_location, resolve

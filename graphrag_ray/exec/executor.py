@@ -18,6 +18,7 @@ import polars as pl
 from graphrag_ray.errors import GraphRagRayError, StepFailedError
 from graphrag_ray.exec.dispatch import dispatch
 from graphrag_ray.exec.pools import Pool, WorkerSpec, open_pool
+from graphrag_ray.exec.progress import watching_limits
 from graphrag_ray.exec.run_state import RunState
 from graphrag_ray.exec.step import BatchStep, ItemStep, Step, StepContext, Tables, collecting_stats
 from graphrag_ray.exec.worker import StepWorker
@@ -49,11 +50,12 @@ class Executor:
         tables: Tables = dict(given or {})
         failures: list[pl.DataFrame] = []
         try:
-            for step in steps:
-                tables.update(self._run_step(step, tables))
-                failed = self.run.load_table(f"failures__{step.name}")
-                if failed is not None:
-                    failures.append(failed)
+            with watching_limits(self.progress, self.limiter):
+                for step in steps:
+                    tables.update(self._run_step(step, tables))
+                    failed = self.run.load_table(f"failures__{step.name}")
+                    if failed is not None:
+                        failures.append(failed)
         finally:
             self.close()
         tables["failures"] = pl.concat(failures, how="diagonal_relaxed") if failures else \

@@ -8,7 +8,7 @@ import asyncio
 
 from graphrag_ray.exec.step import ItemStep, StepContext, collecting_stats
 from graphrag_ray.llm.ledger import UsageLedger, recording_into
-from graphrag_ray.llm.model import Models
+from graphrag_ray.llm.models import Models
 
 
 class StepWorker:

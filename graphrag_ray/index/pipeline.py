@@ -105,7 +105,13 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
     files = discover(settings, root)
     check_columns(settings, files)
     # exactly the models the method's steps will call, each checked before anything is spent
-    check_endpoints(settings, [m for step in steps for m in step.model_ids(settings)])
+    try:
+        check_endpoints(settings, [m for step in steps for m in step.model_ids(settings)])
+    except GraphRagRayError as exc:
+        if method == "fast":  # the offline method needs no endpoint at all: say how
+            raise type(exc)(f"{exc}. The fast method can run with no endpoint: set the embedding model's "
+                            "`type: local_embedding` (vectors computed here)") from None
+        raise
     with RunLock(root):
         run_id = run_id_for(ctx, method, files)
         retried = None

@@ -5,6 +5,10 @@
     ratelimit.py  one RPM/TPM limiter for the whole job (a Ray actor shared by every worker on every node)
     cache.py      content-addressed response cache: a re-run of the same work makes zero calls
     ledger.py     usage ledger: calls, tokens, cache hits, retries, 429s and cost per stage and model
-    model.py      ChatModel / EmbeddingModel: the facade composing the layers above
+    model.py      the call path composing the layers above once, and ChatModel (an unusable answer is asked
+                  again once, changed)
+    embedding.py  EmbeddingModel (same call path) and LocalEmbeddingModel (vectors computed here)
+    models.py     Models: the model entries of one command, sharing one cache, limiter and ledger
+    preflight.py  endpoint checks before spending, and `graphrag-ray check`
     tokens.py     tiktoken token counting that works with no internet
 """

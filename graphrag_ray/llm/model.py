@@ -1,5 +1,5 @@
-"""ChatModel / EmbeddingModel: the layers composed once (`_ModelBase._call`), outermost first, for chat, streamed
-chat and embeddings alike:
+"""The model call path and ChatModel. The layers are composed once (`_ModelBase._call`), outermost first, for
+chat, streamed chat and embeddings (EmbeddingModel in embedding.py) alike:
 
     ledger   records every outcome (calls, tokens, cost, cache hits, retries, 429s, failures) per stage
     cache    a hit returns at once and costs nothing
@@ -14,19 +14,17 @@ import asyncio
 import contextlib
 import functools
 import json
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, AsyncIterator, Awaitable, Callable
 
-from graphrag_ray.config.settings import ModelConfig, Settings
+from graphrag_ray.config.settings import ModelConfig
 from graphrag_ray.errors import LLMUnavailableError, UnusableAnswerError
-from graphrag_ray.llm.cache import ResponseCache, cache_key, open_cache, pack_vectors, unpack_vectors
+from graphrag_ray.llm.cache import ResponseCache, cache_key
 from graphrag_ray.llm.client import Completion, OpenAIClient, RateLimitedError, TransientLLMError
 from graphrag_ray.llm.ledger import UsageLedger, active_ledger
-from graphrag_ray.llm.ratelimit import AdaptiveConcurrency, LocalRateLimiter
+from graphrag_ray.llm.ratelimit import AdaptiveConcurrency
 from graphrag_ray.llm.retry import retrying
 from graphrag_ray.llm.tokens import tokenizer_for
-from graphrag_ray.storage.location import resolve
 
 DEFAULT_429_PAUSE = 1.0  # seconds, when a 429 carries no Retry-After
 Send = Callable[[], Awaitable[tuple[dict, int, int]]]  # one request: (entry to cache, prompt tokens, completion tokens)
@@ -377,120 +375,3 @@ def _is_json(content: str) -> bool:
 
 def _pieces(text: str, size: int = 24) -> list[str]:
     return [text[i:i + size] for i in range(0, len(text), size)] or [""]
-
-
-class EmbeddingModel(_ModelBase):
-    def batches(self, texts: list[str], counts: list[int] | None = None) -> list[list[int]]:
-        """Indices of `texts` grouped by batch_size and batch_max_tokens."""
-        counts = counts if counts is not None else self.counts(texts)
-        out, current, tokens = [], [], 0
-        for i, n in enumerate(counts):
-            if current and (len(current) >= self.config.batch_size or tokens + n > self.config.batch_max_tokens):
-                out.append(current)
-                current, tokens = [], 0
-            current.append(i)
-            tokens += n
-        if current:
-            out.append(current)
-        return out
-
-    def counts(self, texts: list[str]) -> list[int]:
-        """Token counts for batching, truncation and the TPM reservation - counted once per text. With no TPM
-        limit, UTF-8 byte lengths stand in when they already put every text in one batch untruncated (a token
-        is at least one byte, so the batching is the same) - a query's embedding then loads no tokenizer."""
-        sizes = [len(text.encode("utf-8")) for text in texts]
-        if (not self.config.rate_limit.tpm and len(texts) <= self.config.batch_size
-                and sum(sizes) <= self.config.batch_max_tokens):
-            return sizes
-        count = self.tokenizer.count
-        return [count(text) for text in texts]
-
-    async def embed(self, texts: list[str], *, stage: str) -> list[list[float]]:
-        vectors: list[list[float] | None] = [None] * len(texts)
-        counts = self.counts(texts)
-        await asyncio.gather(*(self._embed_batch(texts, counts, idx, vectors, stage)
-                               for idx in self.batches(texts, counts)))
-        return vectors  # type: ignore[return-value]
-
-    async def _embed_batch(self, texts, counts, idx, vectors, stage) -> None:
-        limit = self.config.batch_max_tokens
-        batch = [texts[i] if counts[i] <= limit else _truncate(self.tokenizer, texts[i], limit) for i in idx]
-        key = cache_key("embedding", self.config.model, {"input": batch, "dimensions": self.config.dimensions})
-        def reserve() -> int:  # counted once a TPM limit is configured or announced (a byte count over-reserves)
-            known = self.config.rate_limit.tpm or self.limiter.knows_limits(self.model_id)
-            return sum(min(counts[i], limit) for i in idx) if known else 0
-
-        async def send() -> tuple[dict, int, int]:
-            vecs, used = await self.client.embed(batch)
-            entry = pack_vectors(vecs)
-            if not used:  # the server reported no usage: counted here
-                used, entry["counted_here"] = sum(self.tokenizer.count(text) for text in batch), True
-            return entry, used, 0
-
-        entry, _ = await self._call(stage, key, reserve, send)
-        for i, vec in zip(idx, unpack_vectors(entry)):
-            vectors[i] = vec
-
-
-class LocalEmbeddingModel:
-    """`type: local_embedding`: hashed character n-gram vectors computed here - no endpoint, key or download."""
-
-    def __init__(self, model_id: str, config: ModelConfig, **_):
-        self.model_id = model_id
-        self.config = config
-
-    def batches(self, texts: list[str]) -> list[list[int]]:
-        return [list(range(len(texts)))] if texts else []
-
-    async def embed(self, texts: list[str], *, stage: str) -> list[list[float]]:
-        from graphrag_ray.llm.local_embedding import ngram_vector
-
-        return [ngram_vector(text, self.config.dimensions or 256) for text in texts]
-
-
-def _truncate(tokenizer, text: str, max_tokens: int) -> str:
-    tokens = tokenizer.encode(text)
-    return text if len(tokens) <= max_tokens else tokenizer.decode(tokens[:max_tokens])
-
-
-@dataclass
-class Models:
-    """The models of one command, sharing one cache, one limiter and one ledger."""
-
-    settings: Settings
-    cache: ResponseCache
-    limiter: Any
-    ledger: UsageLedger = field(default_factory=UsageLedger)
-    cautious_start: bool = False  # batch jobs' workers: a model's first call goes alone (AdaptiveConcurrency)
-    check_first: bool = False     # queries: each endpoint is checked alongside its first request
-    retry_unusable: bool = False  # `index --retry-failures` (ChatModel.chat)
-    _built: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def create(cls, settings: Settings, root: str | Path, limiter: Any = None,
-               ledger: UsageLedger | None = None, cautious_start: bool = False,
-               check_first: bool = False, retry_unusable: bool = False) -> "Models":
-        cache_dir = resolve(root, settings.cache.base_dir) if settings.cache.enabled else None
-        return cls(settings, open_cache(cache_dir), limiter or LocalRateLimiter(), ledger or UsageLedger(),
-                   cautious_start, check_first, retry_unusable)
-
-    def chat(self, model_id: str) -> ChatModel:
-        return self._get(model_id, ChatModel)
-
-    def embedding(self, model_id: str) -> "EmbeddingModel | LocalEmbeddingModel":
-        local = self.settings.model(model_id).type == "local_embedding"
-        return self._get(model_id, LocalEmbeddingModel if local else EmbeddingModel)
-
-    def has_chat(self, model_id: str) -> bool:
-        """A chat model is configured: its entry exists and has an API key (an empty ${VAR} means none)."""
-        if model_id not in self.settings.models:
-            return False
-        key = self.settings.models[model_id].api_key
-        return bool(key and key.get_secret_value())
-
-    def _get(self, model_id: str, kind):
-        if model_id not in self._built:
-            self._built[model_id] = kind(model_id, self.settings.model(model_id), cache=self.cache,
-                                         limiter=self.limiter, ledger=self.ledger, cautious_start=self.cautious_start,
-                                         check_first=self.check_first, retry_unusable=self.retry_unusable)
-        return self._built[model_id]

@@ -366,6 +366,10 @@ class LocalRateLimiter(_Client):
     async def stats(self) -> dict:
         return self._registry.stats()
 
+    def snapshot(self) -> dict:
+        """The stats, from any thread (progress display)."""
+        return self._registry.stats()
+
 
 class LimiterActor:
     """The Ray actor body: the registry behind remote calls. An async actor: waiters wait inside it on its one
@@ -418,6 +422,12 @@ class RayRateLimiter(_Client):
 
     async def stats(self) -> dict:
         return await self._handle.stats.remote()
+
+    def snapshot(self) -> dict:
+        """The stats, from any thread (progress display)."""
+        import ray
+
+        return ray.get(self._handle.stats.remote(), timeout=5)
 
 
 class AdaptiveConcurrency:

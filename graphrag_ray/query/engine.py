@@ -10,7 +10,8 @@ from typing import AsyncIterator
 
 from graphrag_ray.config.prompts import load_prompt
 from graphrag_ray.config.settings import Settings
-from graphrag_ray.llm.model import ChatResult, Models
+from graphrag_ray.llm.model import ChatResult
+from graphrag_ray.llm.models import Models
 from graphrag_ray.query.context.history import ConversationHistory
 from graphrag_ray.query.extractive import extractive_answer
 from graphrag_ray.query.index_data import IndexData

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from graphrag_ray.config.settings import Settings
 from graphrag_ray.errors import GraphRagRayError
-from graphrag_ray.llm.model import Models
+from graphrag_ray.llm.models import Models
 from graphrag_ray.query.basic import BasicSearch
 from graphrag_ray.query.drift import DriftSearch
 from graphrag_ray.query.global_search import GlobalSearch

@@ -19,7 +19,7 @@ from graphrag_ray.config.prompts import fill
 from graphrag_ray.exec.pools import Pool, WorkerSpec, open_pool, shared_pool
 from graphrag_ray.exec.runtime import choose_backend
 from graphrag_ray.llm.ledger import UsageLedger, active_ledger, recording_into
-from graphrag_ray.llm.model import Models
+from graphrag_ray.llm.models import Models
 from graphrag_ray.parsing.llm_output import parse_json_object
 from graphrag_ray.query.context.budget import pack_table
 from graphrag_ray.query.context.history import ConversationHistory

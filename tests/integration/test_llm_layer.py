@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from graphrag_ray.errors import LLMFatalError
-from graphrag_ray.llm.model import ChatResult, Models
+from graphrag_ray.llm.model import ChatResult
+from graphrag_ray.llm.models import Models
 from graphrag_ray.simulate.process import SimulatorProcess
 from tests.helpers import TEST_KEY, files_containing, make_root, settings_for
 

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from graphrag_ray import api
-from graphrag_ray.llm.model import Models
+from graphrag_ray.llm.models import Models
 from graphrag_ray.query.factory import make_engine
 from graphrag_ray.query.global_search import GlobalSearch
 from graphrag_ray.query.index_data import IndexData

@@ -5,6 +5,7 @@ request, and servers that report no usage."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -21,7 +22,7 @@ from graphrag_ray.llm.ledger import UsageLedger
 from graphrag_ray.simulate.process import SimulatorProcess
 from graphrag_ray.storage.tables import read_table
 from tests.helpers import published_index, published_version
-from tests.integration.test_index import coffee_root
+from tests.integration.test_index import COFFEE, coffee_root
 
 QUESTION = "李明的咖啡店遇到了什么问题？"
 
@@ -184,3 +185,18 @@ def test_retry_failures_calls_only_the_failed_items_and_publishes_a_healed_versi
     ledger = json.loads((index.local_path() / "ledger.json").read_text())
     assert ledger["total"]["calls"] == served["ok"], "the ledger shows the calls the retry spent"
     assert again.returncode == 0 and "nothing to retry" in again.stdout
+
+
+def test_init_then_fast_index_with_no_key_says_which_model_at_once(tmp_path):
+    root = tmp_path / "offline"
+    done, _ = cli("init", "--root", str(root))
+    assert done.returncode == 0
+    (root / "input").mkdir(exist_ok=True)
+    shutil.copy(COFFEE, root / "input")
+    env_free = subprocess.run([sys.executable, "-m", "graphrag_ray.cli", "index", "--root", str(root), "--method",
+                               "fast"], capture_output=True, text=True, timeout=120,
+                              env={k: v for k, v in os.environ.items() if k != "GRAPHRAG_API_KEY"})
+    message = [line for line in env_free.stderr.splitlines() if line.strip()]
+    assert env_free.returncode != 0 and len(message) == 1, message
+    assert "default_embedding" in message[0] and "local_embedding" in message[0]
+    assert published_version(root) is None

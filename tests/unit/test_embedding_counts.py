@@ -6,7 +6,7 @@ import graphrag_ray.llm.model as model_module
 from graphrag_ray.config.settings import ModelConfig, RateLimitConfig
 from graphrag_ray.llm.cache import open_cache
 from graphrag_ray.llm.ledger import UsageLedger
-from graphrag_ray.llm.model import EmbeddingModel
+from graphrag_ray.llm.embedding import EmbeddingModel
 from graphrag_ray.llm.ratelimit import LocalRateLimiter
 from graphrag_ray.llm.tokens import Tokenizer
 

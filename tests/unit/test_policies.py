@@ -97,7 +97,7 @@ def test_report_context_keeps_the_top_degree_rows_when_nothing_else_fits():
 
 
 def test_reduce_context_keeps_the_best_points_within_the_budget(tmp_path):
-    from graphrag_ray.llm.model import Models
+    from graphrag_ray.llm.models import Models
     from graphrag_ray.query.global_search import GlobalSearch
     from graphrag_ray.query.index_data import IndexData
 

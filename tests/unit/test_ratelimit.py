@@ -193,3 +193,24 @@ def test_waiters_are_served_in_order_and_one_that_gives_up_leaves_the_line():
     overtaken, stats = asyncio.run(main())
     assert not overtaken, "a small request does not overtake a big one that came first (no starvation)"
     assert stats["m"]["waiting"] == 0 and stats["m"]["granted"] == 2
+
+
+def test_progress_shows_the_learned_limits_the_429s_and_the_waiting_calls():
+    import io
+
+    from rich.console import Console
+
+    from graphrag_ray.exec.progress import describe_limits, progress_bar, watching_limits
+
+    limiter = LocalRateLimiter()
+    limiter.learn("gpt-4o-mini", None, None, 150, 15000)
+    for _ in range(40):
+        limiter._registry.queue("gpt-4o-mini", None, None).window.grant(10)
+    limiter.refused("gpt-4o-mini", 0.0, None, None)
+    line = describe_limits(limiter.snapshot())
+    assert line == "gpt-4o-mini: 9,975 TPM / 100 RPM (learned), 1 x 429 (2.5%)", "a 429 lowered 14,250 by 30 %"
+    with progress_bar(True, Console(file=io.StringIO(), width=200)) as progress:
+        with watching_limits(progress, limiter):
+            time.sleep(2.5)
+        rows = [t.description for t in progress.tasks if t.visible]
+    assert rows and rows[0].startswith("limits  gpt-4o-mini: ") and "x 429" in rows[0]

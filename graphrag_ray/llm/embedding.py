@@ -1,0 +1,84 @@
+"""Embedding models: batches of texts through the same call path as chat (cache -> retry -> limiter -> client,
+recorded in the ledger), or vectors computed here with no endpoint (`type: local_embedding`)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from graphrag_ray.config.settings import ModelConfig
+from graphrag_ray.llm.cache import cache_key, pack_vectors, unpack_vectors
+from graphrag_ray.llm.model import _ModelBase
+
+
+class EmbeddingModel(_ModelBase):
+    def batches(self, texts: list[str], counts: list[int] | None = None) -> list[list[int]]:
+        """Indices of `texts` grouped by batch_size and batch_max_tokens."""
+        counts = counts if counts is not None else self.counts(texts)
+        out, current, tokens = [], [], 0
+        for i, n in enumerate(counts):
+            if current and (len(current) >= self.config.batch_size or tokens + n > self.config.batch_max_tokens):
+                out.append(current)
+                current, tokens = [], 0
+            current.append(i)
+            tokens += n
+        if current:
+            out.append(current)
+        return out
+
+    def counts(self, texts: list[str]) -> list[int]:
+        """Token counts for batching, truncation and the TPM reservation - counted once per text. With no TPM
+        limit, UTF-8 byte lengths stand in when they already put every text in one batch untruncated (a token
+        is at least one byte, so the batching is the same) - a query's embedding then loads no tokenizer."""
+        sizes = [len(text.encode("utf-8")) for text in texts]
+        if (not self.config.rate_limit.tpm and len(texts) <= self.config.batch_size
+                and sum(sizes) <= self.config.batch_max_tokens):
+            return sizes
+        count = self.tokenizer.count
+        return [count(text) for text in texts]
+
+    async def embed(self, texts: list[str], *, stage: str) -> list[list[float]]:
+        vectors: list[list[float] | None] = [None] * len(texts)
+        counts = self.counts(texts)
+        await asyncio.gather(*(self._embed_batch(texts, counts, idx, vectors, stage)
+                               for idx in self.batches(texts, counts)))
+        return vectors  # type: ignore[return-value]
+
+    async def _embed_batch(self, texts, counts, idx, vectors, stage) -> None:
+        limit = self.config.batch_max_tokens
+        batch = [texts[i] if counts[i] <= limit else _truncate(self.tokenizer, texts[i], limit) for i in idx]
+        key = cache_key("embedding", self.config.model, {"input": batch, "dimensions": self.config.dimensions})
+        def reserve() -> int:  # counted once a TPM limit is configured or announced (a byte count over-reserves)
+            known = self.config.rate_limit.tpm or self.limiter.knows_limits(self.model_id)
+            return sum(min(counts[i], limit) for i in idx) if known else 0
+
+        async def send() -> tuple[dict, int, int]:
+            vecs, used = await self.client.embed(batch)
+            entry = pack_vectors(vecs)
+            if not used:  # the server reported no usage: counted here
+                used, entry["counted_here"] = sum(self.tokenizer.count(text) for text in batch), True
+            return entry, used, 0
+
+        entry, _ = await self._call(stage, key, reserve, send)
+        for i, vec in zip(idx, unpack_vectors(entry)):
+            vectors[i] = vec
+
+
+class LocalEmbeddingModel:
+    """`type: local_embedding`: hashed character n-gram vectors computed here - no endpoint, key or download."""
+
+    def __init__(self, model_id: str, config: ModelConfig, **_):
+        self.model_id = model_id
+        self.config = config
+
+    def batches(self, texts: list[str]) -> list[list[int]]:
+        return [list(range(len(texts)))] if texts else []
+
+    async def embed(self, texts: list[str], *, stage: str) -> list[list[float]]:
+        from graphrag_ray.llm.local_embedding import ngram_vector
+
+        return [ngram_vector(text, self.config.dimensions or 256) for text in texts]
+
+
+def _truncate(tokenizer, text: str, max_tokens: int) -> str:
+    tokens = tokenizer.encode(text)
+    return text if len(tokens) <= max_tokens else tokenizer.decode(tokens[:max_tokens])

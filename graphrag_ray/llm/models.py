@@ -1,0 +1,58 @@
+"""The models of one command: each model entry built once, all sharing one cache, one limiter and one ledger."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from graphrag_ray.config.settings import Settings
+from graphrag_ray.llm.cache import ResponseCache, open_cache
+from graphrag_ray.llm.embedding import EmbeddingModel, LocalEmbeddingModel
+from graphrag_ray.llm.ledger import UsageLedger
+from graphrag_ray.llm.model import ChatModel
+from graphrag_ray.llm.ratelimit import LocalRateLimiter
+from graphrag_ray.storage.location import resolve
+
+
+@dataclass
+class Models:
+    """The models of one command, sharing one cache, one limiter and one ledger."""
+
+    settings: Settings
+    cache: ResponseCache
+    limiter: Any
+    ledger: UsageLedger = field(default_factory=UsageLedger)
+    cautious_start: bool = False  # batch jobs' workers: a model's first call goes alone (AdaptiveConcurrency)
+    check_first: bool = False     # queries: each endpoint is checked alongside its first request
+    retry_unusable: bool = False  # `index --retry-failures` (ChatModel.chat)
+    _built: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def create(cls, settings: Settings, root: str | Path, limiter: Any = None,
+               ledger: UsageLedger | None = None, cautious_start: bool = False,
+               check_first: bool = False, retry_unusable: bool = False) -> "Models":
+        cache_dir = resolve(root, settings.cache.base_dir) if settings.cache.enabled else None
+        return cls(settings, open_cache(cache_dir), limiter or LocalRateLimiter(), ledger or UsageLedger(),
+                   cautious_start, check_first, retry_unusable)
+
+    def chat(self, model_id: str) -> ChatModel:
+        return self._get(model_id, ChatModel)
+
+    def embedding(self, model_id: str) -> "EmbeddingModel | LocalEmbeddingModel":
+        local = self.settings.model(model_id).type == "local_embedding"
+        return self._get(model_id, LocalEmbeddingModel if local else EmbeddingModel)
+
+    def has_chat(self, model_id: str) -> bool:
+        """A chat model is configured: its entry exists and has an API key (an empty ${VAR} means none)."""
+        if model_id not in self.settings.models:
+            return False
+        key = self.settings.models[model_id].api_key
+        return bool(key and key.get_secret_value())
+
+    def _get(self, model_id: str, kind):
+        if model_id not in self._built:
+            self._built[model_id] = kind(model_id, self.settings.model(model_id), cache=self.cache,
+                                         limiter=self.limiter, ledger=self.ledger, cautious_start=self.cautious_start,
+                                         check_first=self.check_first, retry_unusable=self.retry_unusable)
+        return self._built[model_id]
