@@ -15,8 +15,19 @@ def progress_bar(enabled: bool, console=None):
     if not enabled:
         return nullcontext(None)
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.text import Text
 
-    return Progress(TextColumn("[bold]{task.description:<24}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+    class JobProgress(Progress):
+        """The bars, and a note line under them (the limiter's state)."""
+
+        note = ""
+
+        def get_renderables(self):
+            yield from super().get_renderables()
+            if self.note:
+                yield Text(self.note, style="dim", overflow="fold")
+
+    return JobProgress(TextColumn("[bold]{task.description:<24}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                     TextColumn("calls {task.fields[calls]:,}  tokens {task.fields[tokens]:,}  "
                                "${task.fields[cost]:.4f}"), TimeElapsedColumn(), TimeRemainingColumn(),
                     transient=False, refresh_per_second=2, console=console)  # a job runs for minutes: 2 Hz is plenty
@@ -40,11 +51,11 @@ def describe_limits(stats: dict) -> str:
 
 @contextmanager
 def watching_limits(progress, limiter):
-    """While the block runs, a progress row shows `describe_limits` of the limiter, refreshed every 2 s."""
+    """While the block runs, the progress display's note line shows `describe_limits` of the limiter, refreshed
+    every 2 s."""
     if progress is None or not hasattr(limiter, "snapshot"):
         yield
         return
-    row = progress.add_task("rate limits", total=None, calls=0, tokens=0, cost=0.0, visible=False)
     stop = threading.Event()
 
     def refresh() -> None:
@@ -54,7 +65,7 @@ def watching_limits(progress, limiter):
             except Exception:  # the limiter's actor is gone (job ending): nothing to show
                 continue
             if text:
-                progress.update(row, description=f"limits  {text}", visible=True)
+                progress.note = f"rate limits - {text}"
 
     thread = threading.Thread(target=refresh, name="graphrag-ray-limits", daemon=True)
     thread.start()
