@@ -201,6 +201,9 @@ class OpenAIClient:
         if isinstance(exc, openai.APIConnectionError):
             return TransientLLMError(f"connection to {self.where} failed")
         if isinstance(exc, openai.APIStatusError):
+            wait = retry_after_seconds(exc.response.headers)
+            if exc.status_code == 503 and wait is not None:  # overloaded, come back later: waited out like a 429
+                return RateLimitedError(f"503 with Retry-After from {self.where}", wait)
             if exc.status_code >= 500 or exc.status_code in (408, 409):
                 return TransientLLMError(f"{exc.status_code} from {self.where}")
             return LLMFatalError(f"{self.where}: HTTP {exc.status_code}")

@@ -172,8 +172,12 @@ class Simulator:
             wait = self.config.faults.retry_after
             return _error(429, "Rate limit reached.", "rate_limit_exceeded",
                           {"retry-after": str(max(1, math.ceil(wait))), "retry-after-ms": str(int(wait * 1000))})
-        if kind in ("500", "503"):
-            return _error(int(kind), "The server had an error while processing your request.", "server_error")
+        if kind == "503":  # overloaded: come back after Retry-After (as Azure OpenAI answers)
+            wait = self.config.faults.retry_after
+            return _error(503, "The engine is currently overloaded, please try again later.", "server_overloaded",
+                          {"retry-after": str(max(1, math.ceil(wait))), "retry-after-ms": str(int(wait * 1000))})
+        if kind == "500":
+            return _error(500, "The server had an error while processing your request.", "server_error")
         if kind == "hang":
             await asyncio.sleep(self.config.faults.hang_seconds)
             return _error(504, "timeout", "timeout")

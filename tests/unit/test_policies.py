@@ -113,3 +113,28 @@ def test_reduce_context_keeps_the_best_points_within_the_budget(tmp_path):
     engine = GlobalSearch(IndexData.from_frames(), Models.create(wide, tmp_path), wide, tmp_path)
     _, kept = engine.reduce_context(batches)
     assert [(p["analyst"], p["score"]) for p in kept] == [(2, 9), (3, 7), (2, 5), (1, 1)], "score-0 points dropped"
+
+
+def test_a_503_with_retry_after_is_waited_out_like_a_429_and_a_refused_connection_is_named():
+    import httpx2
+    import openai
+
+    from graphrag_ray.config.settings import ModelConfig
+    from graphrag_ray.llm.client import OpenAIClient, RateLimitedError, TransientLLMError
+
+    client = OpenAIClient("m", ModelConfig(api_base="http://127.0.0.1:9/v1", api_key="k", model="x"))
+    request = httpx2.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+
+    def status(code: int, headers: dict) -> Exception:
+        response = httpx2.Response(code, headers=headers, request=request)
+        return openai.APIStatusError("error", response=response, body=None)
+
+    overloaded = client._translate(status(503, {"retry-after-ms": "1500"}))
+    assert isinstance(overloaded, RateLimitedError) and overloaded.retry_after == 1.5
+    plain = client._translate(status(503, {}))
+    assert isinstance(plain, TransientLLMError) and not isinstance(plain, RateLimitedError)
+    try:
+        raise openai.APITimeoutError(request=request) from ConnectionRefusedError(111, "Connect call failed")
+    except openai.APITimeoutError as exc:
+        refused = client._translate(exc)
+    assert str(refused).endswith("failed: connection refused"), "the SDK calls it a timeout; the cause is named"
