@@ -74,6 +74,23 @@ def build_index(config=None, root: str | Path = ".", config_file: str | Path | N
                settings=config, retry_failures=retry_failures)
 
 
+def update_index(root: str | Path = ".", config_file: str | Path | None = None, resume: bool = True,
+                 show_progress: bool = False, verbose: bool = False):
+    """Bring ROOT's published index up to date with its input (documents added, changed, deleted), at a cost in
+    proportion to the change; a new version with `changes.json`."""
+    from graphrag_ray.index.pipeline import build_index as run
+
+    return run(root, config_file, resume=resume, show_progress=show_progress, verbose=verbose, update=True)
+
+
+def list_versions(root: str | Path = ".", config_file: str | Path | None = None) -> list[dict]:
+    """The published versions, newest first: {version, path, current, and its stats.json (kind, rows, changes...)}."""
+    from graphrag_ray.storage.tables import published_versions
+
+    settings = load_settings(root, config_file)
+    return published_versions(resolve(root, settings.output.base_dir))
+
+
 def estimate_index(root: str | Path = ".", config_file: str | Path | None = None):
     """Documents, text units, prompt tokens; expected calls and cost of each stage. Spends nothing."""
     from graphrag_ray.exec.step import StepContext

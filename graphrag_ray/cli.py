@@ -96,16 +96,69 @@ def index(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
 
     result = build_index(root=root, config_file=config, method=method, resume=resume, show_progress=progress,
                          verbose=_STATE["verbose"], retry_failures=retry_failures)
-    if result.stats.get("retried") == 0:
+    _report_run(result, console)
+
+
+def _report_run(result, console) -> None:
+    """What an index / update / retry run published (or why it did nothing)."""
+    why = result.stats.get("nothing_done")
+    if why == "nothing to retry":
         console.print(f"nothing to retry: the published index lists {result.stats['total']['failures']} failures, "
                       "none of them from a model call")
         return
+    if why == "unchanged":
+        console.print("nothing to update: the input is as the published index has it")
+        return
     console.print(result.ledger.rich_table(f"LLM usage (run {result.run_id})"))
-    if retry_failures:
+    if result.stats.get("kind") == "retry":
         console.print(f"retried the {result.stats['retried']} failed items on top of the published index")
+    if "changes" in result.stats:
+        console.print("changes: " + "; ".join(
+            f"{table} " + ", ".join(f"{n} {k}" for k, n in diff.items() if n)
+            for table, diff in result.stats["changes"].items() if any(diff.values())))
     rows = ", ".join(f"{k} {v:,}" for k, v in result.stats["rows"].items())
     console.print(f"index published to {result.output}: {rows}; failures {result.stats['total']['failures']}; "
                   f"{result.stats['wall_s']:.1f}s")
+
+
+@app.command()
+def update(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
+           resume: bool = typer.Option(True, "--resume/--no-resume", help="continue an interrupted update")) -> None:
+    """Bring the published index up to date with the input: documents added, changed or deleted cost calls in
+    proportion to the change; published as a new version with a changes.json."""
+    from graphrag_ray.api import update_index
+
+    result = update_index(root=root, config_file=config, resume=resume, show_progress=sys.stderr.isatty(),
+                          verbose=_STATE["verbose"])
+    _report_run(result, _console())
+
+
+@app.command()
+def versions(root: Path = RootOpt, config: Optional[Path] = ConfigOpt) -> None:
+    """The published versions of the index, newest first (CURRENT marked); read one with `query --data PATH`."""
+    from rich.table import Table
+
+    from graphrag_ray.api import list_versions
+
+    table = Table(title="index versions")
+    table.add_column("")
+    table.add_column("version", no_wrap=True)
+    for column in ("kind", "documents", "entities", "reports", "calls", "changes (added/changed/removed)"):
+        table.add_column(column)
+    found = list_versions(root, config)
+    for v in found:
+        rows = v.get("rows", {})
+        changes = v.get("changes") or {}
+        summary = ", ".join(f"{t} +{d.get('added', 0)}/~{d.get('changed', 0)}/-{d.get('removed', 0)}"
+                            for t, d in changes.items() if t in ("documents", "entities") and any(d.values()))
+        table.add_row("*" if v["current"] else "", v["version"], v.get("kind", "index"),
+                      f"{rows.get('documents', 0):,}", f"{rows.get('entities', 0):,}",
+                      f"{rows.get('community_reports', 0):,}", f"{v.get('total', {}).get('calls', 0):,}", summary)
+    console = _console()
+    console.print(table)
+    if found:
+        folder = found[0]["path"].rsplit("/", 1)[0]
+        console.print(f"* = published. Query an older one with: graphrag-ray query --data {folder}/VERSION ...")
 
 
 @app.command()

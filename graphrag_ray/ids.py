@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import unicodedata
 
@@ -21,3 +22,10 @@ def normalize_name(name: str) -> str:
     folded = unicodedata.normalize("NFKC", name)
     folded = _SPACE.sub(" ", folded).strip().strip("\"'“”‘’").strip()
     return folded.casefold()
+
+
+def document_source(raw_data: str | None) -> str:
+    """Where a document comes from, from its `raw_data`: its input id, or its file and row. It stays the same when
+    the document is edited (its id, a hash of its content, does not)."""
+    meta = json.loads(raw_data or "{}")
+    return str(meta["input_id"]) if "input_id" in meta else f"{meta.get('source', '')}#{meta.get('row', '')}"

@@ -230,6 +230,8 @@ class OutputConfig(Section):
     max_failure_ratio: float = doc(0.2, "a step whose failed items exceed this share stops the run before "
                                    "publishing (the previous index stays; a re-run retries the failed items)",
                                    ge=0, le=1)
+    keep_versions: int = doc(3, "published versions kept under OUTPUT/versions (the newest is CURRENT; "
+                                "`graphrag-ray versions` lists them, `query --data` reads an older one)", ge=1)
 
 
 class CacheConfig(Section):

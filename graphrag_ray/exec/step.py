@@ -26,6 +26,8 @@ import polars as pl
 
 from graphrag_ray.config.prompts import load_prompt
 from graphrag_ray.config.settings import Settings
+from graphrag_ray.storage.location import Store
+from graphrag_ray.storage.tables import read_table
 
 Tables = dict[str, pl.DataFrame]
 Rows = dict[str, list[dict[str, Any]]]
@@ -52,6 +54,11 @@ class StepContext:
     root: Path
     prompts: dict[str, str] = field(default_factory=dict)
     retry_unusable: bool = False  # `index --retry-failures`: an answer cached unusable twice is asked again
+    previous: Store | None = None  # `update`: the published version this run updates (numbers carried over)
+
+    def previous_table(self, name: str) -> pl.DataFrame | None:
+        """A table of the version being updated (None for a full build)."""
+        return read_table(self.previous, name) if self.previous is not None else None
 
     def prompt(self, relative_path: str) -> str:
         if relative_path not in self.prompts:

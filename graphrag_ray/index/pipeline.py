@@ -21,6 +21,7 @@ from graphrag_ray.exec.progress import progress_bar
 from graphrag_ray.exec.run_state import RunState
 from graphrag_ray.exec.runtime import choose_backend, job_limiter
 from graphrag_ray.exec.step import Step, StepContext
+from graphrag_ray.index.changes import describe_changes
 from graphrag_ray.index.input import check_columns, discover
 from graphrag_ray.index.lock import RunLock
 from graphrag_ray.llm.ledger import UsageLedger
@@ -62,16 +63,40 @@ class IndexResult:
     index: Store | None = None  # the published version this run wrote
 
 
-def run_id_for(ctx: StepContext, method: str, files: list[FoundFile] | None = None) -> str:
-    settings = ctx.settings.model_dump(mode="json", exclude={"workers", "cache", "reporting", "models"})
+# The settings sections that decide what the graph is: an `update` refuses when one changed (input, query, worker,
+# cache and output settings do not make the existing graph wrong).
+GRAPH_SECTIONS = ("chunks", "extract_graph", "summarize_descriptions", "cluster_graph", "community_reports",
+                  "extract_claims", "fast", "embed_text")
+
+
+def graph_fingerprint(ctx: StepContext, method: str) -> str:
+    """What the published graph was computed with: method, graph settings, models' result-deciding keys, prompts."""
+    settings = ctx.settings.model_dump(mode="json", include=set(GRAPH_SECTIONS))
     models = {k: {f: v for f, v in m.model_dump(mode="json").items() if f in _MODEL_RESULT_KEYS}
               for k, m in ctx.settings.models.items()}
+    prompts = {p: hashlib.sha256(ctx.prompt(p).encode()).hexdigest() for p in _prompt_paths(ctx.settings)}
+    material = json.dumps([method, settings, models, prompts], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(material.encode()).hexdigest()[:16]
+
+
+def input_id_for(ctx: StepContext, method: str, files: list[FoundFile] | None = None) -> str:
+    """What decides an index's content: all settings but workers/cache/reporting, models' result keys, prompts,
+    and the input's content."""
+    settings = ctx.settings.model_dump(mode="json", exclude={"workers", "cache", "reporting", "models"})
     manifest = []
     for file in discover(ctx.settings, ctx.root) if files is None else files:
         manifest.append([file.source, hashlib.sha256(file.read_bytes()).hexdigest()])
-    prompts = {p: hashlib.sha256(ctx.prompt(p).encode()).hexdigest() for p in _prompt_paths(ctx.settings)}
-    material = json.dumps([method, settings, models, manifest, prompts], sort_keys=True, ensure_ascii=False)
+    material = json.dumps([graph_fingerprint(ctx, method), settings, manifest], sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(material.encode()).hexdigest()[:16]
+
+
+def run_id_for(ctx: StepContext, method: str, files: list[FoundFile] | None = None) -> str:
+    """One run's id (its resumable state): the input id, and for an update the version it starts from (its
+    numbers are carried over)."""
+    base = input_id_for(ctx, method, files)
+    if ctx.previous is None:
+        return base
+    return hashlib.sha256(f"{base}:{ctx.previous.location}".encode()).hexdigest()[:16]
 
 
 def submission_id(root: str | Path, config_file: str | Path | None = None, method: str = "standard") -> str:
@@ -88,22 +113,47 @@ def _prompt_paths(settings: Settings) -> list[str]:
 
 def build_index(root: str | Path = ".", config_file: str | Path | None = None, method: str = "standard",
                 resume: bool = True, show_progress: bool = False, verbose: bool = False,
-                settings: Settings | None = None, retry_failures: bool = False) -> IndexResult:
-    """One index run. `retry_failures`: the same run again on top of the published index, for the items its
-    `failures` table lists with a transient cause - every other item is answered by the cache (no call), an
-    answer cached unusable is asked anew - published as a new version."""
+                settings: Settings | None = None, retry_failures: bool = False, update: bool = False) -> IndexResult:
+    """One index run, published as a new version.
+
+    `update`: the corpus changed since the published index; the run starts from it - its numbers are carried over,
+    and everything whose inputs did not change is answered by the cache (no call) - and the new version gets a
+    `changes.json`. Refused when the graph settings, models or prompts changed (that needs a full index).
+    `retry_failures`: the same run again on top of the published index, for the items its `failures` table lists
+    from a model call - every other item is answered by the cache, an answer cached unusable is asked anew."""
     root = Path(root).resolve()
     settings = settings or load_settings(root, config_file)
+    ctx = StepContext(settings, root)
+    output = resolve(root, settings.output.base_dir)
+    published_stats = None
+    if update or retry_failures:
+        ctx.previous, published_stats = _published(output, "update" if update else "--retry-failures")
+        method = published_stats.get("method", method)
     steps = method_steps(method)
     if settings.embed_text.enabled:
         # lancedb is slow to import and is needed only at the end: import it while the driver
         # mostly waits (Ray start-up, LLM calls in flight)
         threading.Thread(target=importlib.import_module, args=("lancedb",), daemon=True).start()
-    ctx = StepContext(settings, root)
     for path in _prompt_paths(settings):
         ctx.prompt(path)  # a missing prompt file fails now, before any work
+    if published_stats is not None and published_stats.get("graph_fingerprint") not in (
+            None, graph_fingerprint(ctx, method)):
+        raise GraphRagRayError("the graph settings, models or prompts changed since the published index was built: "
+                               "an update would mix two graphs; run a full `graphrag-ray index`")
     files = discover(settings, root)
     check_columns(settings, files)
+    input_id = input_id_for(ctx, method, files)
+    if update and input_id == published_stats.get("input_id"):
+        return _published_result(output, published_stats, "unchanged")
+    retried = None
+    if retry_failures:
+        if input_id != published_stats.get("input_id"):
+            raise GraphRagRayError("--retry-failures: the input, settings or prompts changed since the published "
+                                   "index: run `graphrag-ray update` (or `graphrag-ray index`)")
+        retried = _failures_to_retry(ctx.previous, steps)
+        if not retried:
+            return _published_result(output, published_stats, "nothing to retry")
+        ctx.retry_unusable = True
     # exactly the models the method's steps will call, each checked before anything is spent
     try:
         check_endpoints(settings, [m for step in steps for m in step.model_ids(settings)])
@@ -114,12 +164,6 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
         raise
     with RunLock(root):
         run_id = run_id_for(ctx, method, files)
-        retried = None
-        if retry_failures:
-            retried = _failures_to_retry(resolve(root, settings.output.base_dir), run_id, steps)
-            if not retried:
-                return _published_result(resolve(root, settings.output.base_dir), run_id)
-            ctx.retry_unusable = True
         run = RunState(Store(resolve(root, settings.output.runs_dir)).child(run_id))
         if not resume:
             run.reset()
@@ -130,10 +174,13 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
         with progress_bar(show_progress) as progress:
             executor = Executor(ctx, run, limiter, progress, backend, settings.output.max_failure_ratio)
             tables = executor.run_steps(steps)
-        output = resolve(root, settings.output.base_dir)
+        about = {"run_id": run_id, "input_id": input_id, "method": method,
+                 "graph_fingerprint": graph_fingerprint(ctx, method),
+                 "kind": "update" if update else "retry" if retry_failures else "index",
+                 **({"retried": retried} if retried is not None else {})}
         try:
             version, stats = publish(output, lambda folder: _write_index(
-                folder, tables, settings, executor, run_id, time.perf_counter() - started, retried))
+                folder, tables, ctx, executor, about, time.perf_counter() - started), settings.output.keep_versions)
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
@@ -143,31 +190,29 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
         return IndexResult(output, run_id, stats, executor.ledger, dict(executor.node_ids), version)
 
 
-def _failures_to_retry(output, run_id: str, steps: list[Step]) -> int:
-    """How many of the published index's failures a retry run can fix: those of LLM steps (timeouts, 5xx, rate
-    limits past their deadline, unusable answers - a fatal error stops a run instead of listing items). The
-    published index must be this very run's (same input, settings and prompts)."""
+def _published(output, command: str) -> tuple[Store, dict]:
     published = current_index(output)
     if published is None:
-        raise IndexMissingError(f"--retry-failures: no published index in {output} (run `graphrag-ray index`)")
-    stats = json.loads(published.read_bytes("stats.json") or b"{}")
-    if stats.get("run_id") != run_id:
-        raise GraphRagRayError(f"--retry-failures: the input, settings or prompts changed since the published index "
-                               f"(run {stats.get('run_id')}, now {run_id}): run `graphrag-ray index`")
+        raise IndexMissingError(f"{command}: no published index in {output} (run `graphrag-ray index` first)")
+    return published, json.loads(published.read_bytes("stats.json") or b"{}")
+
+
+def _failures_to_retry(published: Store, steps: list[Step]) -> int:
+    """How many of the published index's failures a retry run can fix: those of LLM steps (timeouts, 5xx, rate
+    limits past their deadline, unusable answers - a fatal error stops a run instead of listing items)."""
     failures = read_table(published, "failures")
     llm_steps = [step.name for step in steps if step.uses_llm]
     return 0 if failures is None else failures.filter(pl.col("step").is_in(llm_steps)).height
 
 
-def _published_result(output, run_id: str) -> IndexResult:
-    """Nothing to do: the published index as it is, with nothing spent."""
-    published = current_index(output)
-    stats = json.loads(published.read_bytes("stats.json") or b"{}")
-    return IndexResult(output, run_id, {**stats, "retried": 0}, UsageLedger(), {}, published)
+def _published_result(output, stats: dict, why: str) -> IndexResult:
+    """Nothing to do: the published index as it is, with nothing spent; `stats["nothing_done"]` says why."""
+    return IndexResult(output, stats.get("run_id", ""), {**stats, "nothing_done": why}, UsageLedger(), {},
+                       current_index(output))
 
 
-def _write_index(folder: Path, tables, settings: Settings, executor: Executor, run_id: str, wall: float,
-                 retried: int | None = None) -> dict:
+def _write_index(folder: Path, tables, ctx: StepContext, executor: Executor, about: dict, wall: float) -> dict:
+    settings = ctx.settings
     for name in REQUIRED_TABLES:
         write_table(tables[name], folder, name, settings.output.partition_rows)
     write_table(tables["failures"], folder, "failures")
@@ -180,13 +225,16 @@ def _write_index(folder: Path, tables, settings: Settings, executor: Executor, r
             write_vectors(folder / "lancedb", target, part["id"].to_list(), part["text"].to_list(),
                           part["vector"].to_list(), settings.embed_text.ann_index_rows)
     total = executor.ledger.total()
-    stats = {"run_id": run_id, "wall_s": round(wall, 3), "steps": executor.stats,
+    stats = {**about, "wall_s": round(wall, 3), "steps": executor.stats,
              "total": {"calls": total.calls, "prompt_tokens": total.prompt_tokens,
                        "completion_tokens": total.completion_tokens, "cost": round(total.cost, 6),
                        "cache_hits": total.cache_hits, "retries": total.retries, "rate_limited": total.rate_limited,
                        "failures": int(tables["failures"].height)},
-             "rows": {name: int(tables[name].height) for name in REQUIRED_TABLES},
-             **({"retried": retried} if retried is not None else {})}
+             "rows": {name: int(tables[name].height) for name in REQUIRED_TABLES}}
+    if ctx.previous is not None:  # what changed since the version this run started from, and what it cost
+        changes = describe_changes(ctx.previous, tables, executor.ledger)
+        (folder / "changes.json").write_text(json.dumps(changes, indent=2), encoding="utf-8")
+        stats["changes"] = {table: {k: len(v) for k, v in diff.items()} for table, diff in changes["tables"].items()}
     (folder / "stats.json").write_text(json.dumps(stats, indent=2, default=str), encoding="utf-8")
     executor.ledger.write_json(folder / settings.reporting.ledger_file)
     return stats

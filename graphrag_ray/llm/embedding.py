@@ -37,19 +37,37 @@ class EmbeddingModel(_ModelBase):
         return [count(text) for text in texts]
 
     async def embed(self, texts: list[str], *, stage: str) -> list[list[float]]:
-        vectors: list[list[float] | None] = [None] * len(texts)
+        """One vector per text. Each text's vector is cached under its own key (model, dimensions, the text sent):
+        only texts never embedded are sent, in batches of those alone - so a corpus that changed a little is
+        embedded a little, whatever batches the other texts once travelled in."""
+        limit = self.config.batch_max_tokens
         counts = self.counts(texts)
-        await asyncio.gather(*(self._embed_batch(texts, counts, idx, vectors, stage)
-                               for idx in self.batches(texts, counts)))
+        sent = [text if n <= limit else _truncate(self.tokenizer, text, limit) for text, n in zip(texts, counts)]
+        keys = [cache_key("embedding", self.config.model, {"text": text, "dimensions": self.config.dimensions})
+                for text in sent]
+        vectors: list[list[float] | None] = [None] * len(texts)
+        missing = []
+        for i, key in enumerate(keys):
+            hit = self.cache.get(key)
+            if hit is None:
+                missing.append(i)
+            else:
+                vectors[i] = unpack_vectors(hit)[0]
+        if len(missing) < len(texts):
+            self.usage.record(stage, self.config.model, cache_hits=len(texts) - len(missing))
+        if missing:
+            batches = self.batches([sent[i] for i in missing], [min(counts[i], limit) for i in missing])
+            await asyncio.gather(*(self._embed_batch([missing[j] for j in batch], sent, counts, keys, vectors, stage)
+                                   for batch in batches))
         return vectors  # type: ignore[return-value]
 
-    async def _embed_batch(self, texts, counts, idx, vectors, stage) -> None:
-        limit = self.config.batch_max_tokens
-        batch = [texts[i] if counts[i] <= limit else _truncate(self.tokenizer, texts[i], limit) for i in idx]
-        key = cache_key("embedding", self.config.model, {"input": batch, "dimensions": self.config.dimensions})
+    async def _embed_batch(self, idx: list[int], sent: list[str], counts: list[int], keys: list[str],
+                           vectors: list, stage: str) -> None:
+        batch = [sent[i] for i in idx]
+
         def reserve() -> int:  # counted once a TPM limit is configured or announced (a byte count over-reserves)
             known = self.config.rate_limit.tpm or self.limiter.knows_limits(self.model_id)
-            return sum(min(counts[i], limit) for i in idx) if known else 0
+            return sum(min(counts[i], self.config.batch_max_tokens) for i in idx) if known else 0
 
         async def send() -> tuple[dict, int, int]:
             vecs, used = await self.client.embed(batch)
@@ -58,9 +76,10 @@ class EmbeddingModel(_ModelBase):
                 used, entry["counted_here"] = sum(self.tokenizer.count(text) for text in batch), True
             return entry, used, 0
 
-        entry, _ = await self._call(stage, key, reserve, send)
+        entry, _ = await self._call(stage, None, reserve, send)
         for i, vec in zip(idx, unpack_vectors(entry)):
             vectors[i] = vec
+            self.cache.put(keys[i], pack_vectors([vec]))
 
 
 class LocalEmbeddingModel:

@@ -105,7 +105,7 @@ class _ModelBase:
         """The cached entry for `key`, or one made by `send()` (one request: returns the entry to cache, and the
         prompt and completion tokens paid) through the retry loop and the limiter; `reserve()` says how many tokens
         an attempt reserves, asked just before it is sent (limits learned meanwhile count). Returns (entry, cached)."""
-        if use_cache and (hit := self.cache.get(key)) is not None:
+        if use_cache and key is not None and (hit := self.cache.get(key)) is not None:
             self.usage.record(stage, self.config.model, cache_hits=1)
             return hit, True
         try:
@@ -122,7 +122,8 @@ class _ModelBase:
         # an unusable answer is recorded and cached too: paid once, and a deterministic model would repeat it
         self.usage.record(stage, self.config.model, unusable=int(bool(entry.get("unusable"))),
                           counted_here=int(bool(entry.get("counted_here"))))
-        self.cache.put(key, entry)
+        if key is not None:  # None: the caller caches the parts (an embedding batch, per text)
+            self.cache.put(key, entry)
         return entry, False
 
     async def _attempts(self, reserve: Callable[[], int], stage: str, send: Send) -> tuple[dict, int, int]:

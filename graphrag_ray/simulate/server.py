@@ -284,6 +284,7 @@ class Simulator:
             await asyncio.sleep(self.config.latency)
         dim = int(body.get("dimensions") or self.config.embedding_dim)
         self._served("embedding", tokens, 0)
+        self.counts["embedding_inputs"] += len(inputs)
         as_base64 = body.get("encoding_format") == "base64"  # what the openai SDK asks for by default
 
         def encode(vector: list[float]):

@@ -13,6 +13,7 @@ the new one, never a mix; older versions are pruned after the switch.
 from __future__ import annotations
 
 import io
+import json
 import os
 import shutil
 import tempfile
@@ -156,3 +157,16 @@ def current_index(output: Store | str | Path) -> Store | None:
     if out.exists("entities.parquet") or out.is_dir("entities"):
         return out
     return None
+
+
+def published_versions(output: Store | str | Path) -> list[dict]:
+    """Every version kept at `output`, newest first, each with its stats.json."""
+    out = Store(output)
+    pointer = out.read_bytes(CURRENT_POINTER)
+    current = pointer.decode().strip() if pointer is not None else None
+    found = []
+    for name in sorted(out.child(VERSIONS_DIR).list_dirs() if out.is_dir(VERSIONS_DIR) else [], reverse=True):
+        version = out.child(f"{VERSIONS_DIR}/{name}")
+        stats = json.loads(version.read_bytes("stats.json") or b"{}")
+        found.append({**stats, "version": name, "path": version.location, "current": name == current})
+    return found

@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import random
 from pathlib import Path
 
 import igraph as ig
@@ -74,15 +75,21 @@ def test_name_normalisation_folds_case_width_space_but_keeps_chinese():
 
 
 def test_hierarchical_leiden_covers_every_component_and_is_deterministic():
+    rng = random.Random(7)
+    names = [f"n{i:02d}" for i in range(40)]
+    edges = set()
+    for block in (range(0, 25), range(25, 40)):  # two components, each of dense groups of 4 loosely linked
+        for i in block:
+            for j in block:
+                same = i // 4 == j // 4
+                if i < j and rng.random() < (0.9 if same else 0.12):
+                    edges.add((names[i], names[j]))
     g = ig.Graph()
-    names = [f"n{i}" for i in range(40)]
     g.add_vertices(names)
-    edges = [(f"n{i}", f"n{j}") for block in (range(0, 25), range(25, 40)) for i in block for j in block
-             if i < j and (i + j) % 3 == 0]
-    g.add_edges(edges)
+    g.add_edges(sorted(edges))
     g.es["weight"] = [1.0] * len(edges)
-    first = hierarchical_leiden(g, max_size=10, seed=42, max_levels=5)
-    second = hierarchical_leiden(g, max_size=10, seed=42, max_levels=5)
+    first = hierarchical_leiden(g, max_size=5, seed=42, max_levels=5)
+    second = hierarchical_leiden(g, max_size=5, seed=42, max_levels=5)
     assert [c["members"] for c in first] == [c["members"] for c in second]
     level0 = [c for c in first if c["level"] == 0]
     covered = {m for c in level0 for m in c["members"]}
@@ -91,3 +98,25 @@ def test_hierarchical_leiden_covers_every_component_and_is_deterministic():
     for c in first:
         if c["parent"] is not None:
             assert set(c["members"]) <= set(c["parent"]["members"])
+
+
+def test_a_change_in_one_component_leaves_the_communities_of_the_others_as_they_were():
+    def graph(extra: list[tuple[str, str]]) -> ig.Graph:
+        topics = {t: [f"{t}{i}" for i in range(12)] for t in ("a", "b", "c")}
+        edges = [(m[i], m[j]) for m in topics.values() for i in range(12) for j in range(i + 1, 12)
+                 if (i * 7 + j * 3) % 5 < 2 or j == i + 1]
+        edges += extra
+        g = ig.Graph()
+        g.add_vertices(sorted({v for e in edges for v in e}))
+        g.add_edges(edges)
+        g.es["weight"] = [1.0] * len(edges)
+        return g
+
+    def communities(g: ig.Graph) -> set[tuple[int, tuple[str, ...]]]:
+        return {(c["level"], tuple(c["members"])) for c in hierarchical_leiden(g, max_size=5, seed=42, max_levels=4)}
+
+    before = communities(graph([]))
+    after = communities(graph([("a0", "a_new1"), ("a_new1", "a_new2"), ("a3", "a_new2")]))
+    untouched = lambda cs: {c for c in cs if not c[1][0].startswith("a")}  # noqa: E731
+    assert untouched(before) == untouched(after) and untouched(before)
+    assert before != after

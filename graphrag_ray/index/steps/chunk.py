@@ -1,7 +1,8 @@
 """Chunk documents into token windows (tiktoken), per document, on Ray workers over document partitions.
 
-Text-unit ids hash the document id, the window's position and its text, so identical text in two
-documents never collides. Windows are cut on token boundaries and decoded leniently, so a CJK character
+Text-unit ids hash where the document comes from (its input id, or its file and row), the window's position and
+its text: identical text in two documents never collides, and a window an edit did not touch keeps its id (what
+`update` relies on). Windows are cut on token boundaries and decoded leniently, so a CJK character
 split across a boundary is dropped from that edge rather than turned into a replacement character.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from graphrag_ray.ids import content_id
+from graphrag_ray.ids import content_id, document_source
 from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
 from graphrag_ray.llm.tokens import encoding_for_model, get_encoding
 
@@ -38,8 +39,10 @@ class Chunk(ItemStep):
                               "doc_order": pl.Int64, "chunk_index": pl.Int64}}
 
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
-        return [{"item_id": row["id"], "text": row["text"], "order": row["human_readable_id"]}
-                for row in tables["documents"].select("id", "text", "human_readable_id").iter_rows(named=True)]
+        return [{"item_id": row["id"], "text": row["text"], "order": row["human_readable_id"],
+                 "source": document_source(row["raw_data"])}
+                for row in tables["documents"].select("id", "text", "human_readable_id", "raw_data")
+                .iter_rows(named=True)]
 
     async def process(self, ctx: StepContext, item: dict, models) -> Rows:
         enc = get_encoding(chunk_encoding(ctx))
@@ -50,7 +53,7 @@ class Chunk(ItemStep):
             text = enc.decode_bytes(tokens[start:end]).decode("utf-8", errors="ignore").strip()
             if not text:
                 continue
-            units.append({"id": content_id("text_unit", item["item_id"], index, text), "text": text,
+            units.append({"id": content_id("text_unit", item["source"], index, text), "text": text,
                           "n_tokens": end - start, "document_id": item["item_id"], "doc_order": item["order"],
                           "chunk_index": index})
         return {"text_units": units}

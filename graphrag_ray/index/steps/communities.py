@@ -1,9 +1,13 @@
 """Hierarchical Leiden communities (igraph + leidenalg, modularity, fixed seed).
 
-Level 0 partitions the whole graph - every connected component, not only the largest. A community larger
-than `max_cluster_size` is partitioned again into children at the next level, until communities are small
-enough, cannot be split, or `max_levels` is reached. Entities with no relationship are in no community
-(as in Microsoft GraphRAG). Numbering is deterministic: by level, then by each community's first title.
+Level 0 partitions every connected component, not only the largest, each on its own (as every later level
+partitions each community on its own): a component's communities depend on that component alone, so a change in
+one part of the graph leaves the communities of the others exactly as they were (what `update` relies on). A
+community larger than `max_cluster_size` is partitioned again into children at the next level, until communities
+are small enough, cannot be split, or `max_levels` is reached. Entities with no relationship are in no community
+(as in Microsoft GraphRAG). Numbering is deterministic: by level, then by each community's first title; when the
+index is updated, a community that exists in the previous version (same level and members) keeps its number and
+new ones are numbered after the previous ones.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import polars as pl
 
 from graphrag_ray.exec.step import BatchStep, StepContext, Tables
 from graphrag_ray.ids import content_id
+from graphrag_ray.index.carry import carried_numbers
 
 if TYPE_CHECKING:
     import igraph
@@ -31,7 +36,8 @@ def leiden(graph: igraph.Graph, seed: int) -> list[list[int]]:
 def hierarchical_leiden(graph: igraph.Graph, max_size: int, seed: int, max_levels: int) -> list[dict]:
     """[{level, parent (the parent's dict or None), members: [sorted vertex names]}]."""
     result: list[dict] = []
-    frontier: list[tuple[dict | None, igraph.Graph]] = [(None, graph)]
+    frontier: list[tuple[dict | None, igraph.Graph]] = [
+        (None, graph.induced_subgraph(sorted(component))) for component in graph.connected_components()]
     for level in range(max_levels):
         next_frontier = []
         for parent, sub in frontier:
@@ -72,22 +78,24 @@ class Communities(BatchStep):
         graph.es["weight"] = [max(1e-6, float(w)) for w in pairs["weight"].to_list()]
         tree = hierarchical_leiden(graph, cfg.max_cluster_size, cfg.seed, cfg.max_levels) if names else []
         tree.sort(key=lambda c: (c["level"], c["members"][0]))
-        return {"communities": self._table(tree, ents, rels, tables["documents"])}
+        return {"communities": self._table(tree, ents, rels, tables["documents"], ctx.previous_table("communities"))}
 
-    def _table(self, tree, ents, rels, docs) -> pl.DataFrame:
-        number_of = {id(c): i for i, c in enumerate(tree)}
+    def _table(self, tree, ents, rels, docs, previous: pl.DataFrame | None) -> pl.DataFrame:
+        ids = [content_id("community", c["level"], *sorted(c["members"])) for c in tree]
+        numbers = carried_numbers(ids, previous, "community")
+        number_of = {id(c): n for c, n in zip(tree, numbers)}
         key_to_id = dict(zip(ents["key"].to_list(), ents["id"].to_list()))
         key_units = dict(zip(ents["key"].to_list(), ents["text_unit_ids"].to_list()))
         rel_rows = list(zip(rels["skey"].to_list(), rels["tkey"].to_list(), rels["id"].to_list(),
                             rels["text_unit_ids"].to_list()))
         period = (docs["creation_date"].max() or "")[:10] if docs.height else ""
         rows = []
-        for number, community in enumerate(tree):
+        for community, community_id, number in zip(tree, ids, numbers):
             members = set(community["members"])
             inside = [(rid, units) for s, t, rid, units in rel_rows if s in members and t in members]
             units = sorted({u for _, us in inside for u in us} or {u for m in members for u in key_units[m]})
             rows.append({
-                "id": content_id("community", community["level"], *sorted(members)),
+                "id": community_id,
                 "human_readable_id": number, "community": number, "level": community["level"],
                 "parent": number_of[id(community["parent"])] if community["parent"] else -1, "children": [],
                 "title": f"Community {number}", "entity_ids": sorted(key_to_id[m] for m in members),
@@ -101,7 +109,7 @@ class Communities(BatchStep):
                   "parent": pl.Int64, "children": pl.List(pl.Int64), "title": pl.String,
                   "entity_ids": pl.List(pl.String), "relationship_ids": pl.List(pl.String),
                   "text_unit_ids": pl.List(pl.String), "period": pl.String, "size": pl.Int64}
-        return pl.DataFrame(rows, schema=schema)
+        return pl.DataFrame(rows, schema=schema).sort("community")
 
 
 STEP = Communities()

@@ -69,7 +69,8 @@ def _finish(docs: list[dict], failures: list[dict], ctx: StepContext) -> pl.Data
                     "title": doc["title"], "text": str(text), "text_unit_ids": [],
                     "creation_date": doc["creation_date"],
                     "raw_data": json.dumps({**doc["meta"], "source": doc["source"],
-                                            **({"input_id": given} if given not in (None, "") else {})},
+                                            **({"input_id": given} if given not in (None, "") else
+                                               {"row": doc["row"]})},
                                            ensure_ascii=False, default=str)})
     return pl.DataFrame(out, schema={"id": pl.String, "human_readable_id": pl.Int64, "title": pl.String,
                                      "text": pl.String, "text_unit_ids": pl.List(pl.String),

@@ -13,6 +13,7 @@ import polars as pl
 
 from graphrag_ray.ids import content_id, normalize_name
 from graphrag_ray.exec.step import BatchStep, StepContext, Tables
+from graphrag_ray.index.carry import with_carried_numbers
 
 
 class MergeGraph(BatchStep):
@@ -85,10 +86,9 @@ class MergeGraph(BatchStep):
                           .alias("combined_degree"))
             .drop("sdeg", "tdeg")
         )
-        merged_entities = merged_entities.sort("title", "key").with_columns(
-            pl.int_range(pl.len()).cast(pl.Int64).alias("human_readable_id"))
-        merged_relationships = merged_relationships.sort("source", "target", "id").with_columns(
-            pl.int_range(pl.len()).cast(pl.Int64).alias("human_readable_id"))
+        merged_entities = with_carried_numbers(merged_entities.sort("title", "key"), ctx.previous_table("entities"))
+        merged_relationships = with_carried_numbers(merged_relationships.sort("source", "target", "id"),
+                                                    ctx.previous_table("relationships"))
         return {"merged_entities": merged_entities, "merged_relationships": merged_relationships}
 
     @staticmethod

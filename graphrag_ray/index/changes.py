@@ -1,0 +1,55 @@
+"""What changed between the version an update started from and the one it publishes (`changes.json`).
+
+Rows are matched by id (ids are content hashes, so for most tables an id that exists in both is the same row). A
+document is matched by where it comes from - its input id, or its file and row - so an edited document is
+"changed", not one removed and one added. Entities and relationships keep their ids (their names) while their
+descriptions, links or degrees change; reports keep theirs while their text changes."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from graphrag_ray.ids import document_source
+from graphrag_ray.llm.ledger import UsageLedger
+from graphrag_ray.storage.location import Store
+from graphrag_ray.storage.tables import read_table
+
+# the columns whose change makes a row "changed" (ids and human-readable numbers aside)
+COMPARED = {
+    "text_units": ("text",),
+    "entities": ("title", "type", "description", "text_unit_ids", "degree"),
+    "relationships": ("source", "target", "description", "weight", "text_unit_ids"),
+    "communities": ("level", "parent", "entity_ids", "relationship_ids"),
+    "community_reports": ("full_content",),
+}
+
+
+def _diff(old: pl.DataFrame | None, new: pl.DataFrame, key: str, compared: tuple[str, ...]) -> dict[str, list]:
+    old = old if old is not None else new.clear()
+    columns = [key, *compared]
+    before = {r[key]: r for r in old.select(columns).iter_rows(named=True)}
+    after = {r[key]: r for r in new.select(columns).iter_rows(named=True)}
+    return {"added": sorted(k for k in after if k not in before),
+            "changed": sorted(k for k in after if k in before and after[k] != before[k]),
+            "removed": sorted(k for k in before if k not in after)}
+
+
+def describe_changes(previous: Store, tables: dict[str, pl.DataFrame], ledger: UsageLedger) -> dict:
+    def with_source(df: pl.DataFrame | None) -> pl.DataFrame | None:
+        if df is None:
+            return None
+        return df.with_columns(pl.col("raw_data").map_elements(document_source, return_dtype=pl.String)
+                               .alias("source"))
+
+    result = {"from_version": previous.location.rsplit("/", 1)[-1],
+              "tables": {"documents": _diff(with_source(read_table(previous, "documents")),
+                                            with_source(tables["documents"]), "source", ("id",))}}
+    for name, compared in COMPARED.items():
+        result["tables"][name] = _diff(read_table(previous, name), tables[name], "id", compared)
+    total = ledger.total()
+    result["spent"] = {"calls": total.calls, "prompt_tokens": total.prompt_tokens,
+                       "completion_tokens": total.completion_tokens, "cache_hits": total.cache_hits,
+                       "cost": round(total.cost, 6)}
+    result["spent_by_stage"] = {stage: calls for stage, calls in sorted(
+        {s: ledger.total(s).calls for s, _ in ledger.entries}.items())}
+    return result

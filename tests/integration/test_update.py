@@ -1,0 +1,194 @@
+"""`update`: a corpus that changes (documents added, edited, deleted) costs calls in proportion to the change, and the
+result is the graph a full index of the final corpus would give."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+from graphrag_ray import api
+from graphrag_ray.simulate.process import SimulatorProcess
+from graphrag_ray.storage.tables import read_table
+from tests.helpers import make_root, published_index, published_version
+
+# three topics that share no name: a change in one must not touch the others
+TOPICS = {
+    "a": (["Alice Martin", "Bob Chen", "Carol Diaz"], ["Paris", "Lyon"], "Acme Corp"),
+    "b": (["David Okafor", "Eva Novak", "Frank Li"], ["Lagos", "Abuja"], "Globex Inc"),
+    "c": (["Hana Sato", "Ivan Petrov", "Julia Rossi"], ["Prague", "Brno"], "Initech Ltd"),
+}
+
+
+def document(topic: str, n: int, extra: str = "") -> str:
+    people, places, org = TOPICS[topic]
+    a, b = people[n % 3], people[(n + 1) % 3]
+    p, q = places[n % 2], places[(n + 1) % 2]
+    sentences = [f"In {p}, {a} met {b} to plan the {topic}{n} project of {org}.",
+                 f"{b} later travelled to {q}, where {a} had opened an office for {org}.",
+                 f"{people[(n + 2) % 3]} joined {a} in {p} to review the {topic}{n} budget.",
+                 f"The {topic}{n} project kept {b} busy in {q} for the whole season."]
+    return " ".join(sentences + ([extra] if extra else []))
+
+
+def write(root: Path, name: str, text: str) -> None:
+    (root / "input" / name).write_text(text, encoding="utf-8")
+
+
+def embedded_texts(index) -> set[str]:
+    ents = read_table(index, "entities")
+    units = read_table(index, "text_units")
+    reports = read_table(index, "community_reports")
+    return ({f"{t}:{d}" for t, d in zip(ents["title"], ents["description"])} | set(units["text"])
+            | set(reports["full_content"]))
+
+
+def graph_rows(index) -> tuple[list, list]:
+    """What a full index and an update must agree on (human-readable numbers aside)."""
+    ents = read_table(index, "entities").select("title", "type", "description", pl.col("text_unit_ids").list.sort(),
+                                                "frequency", "degree").sort("title")
+    rels = read_table(index, "relationships").select("source", "target", "description", "weight",
+                                                     pl.col("text_unit_ids").list.sort()).sort("source", "target")
+    return ents.rows(), rels.rows()
+
+
+def check_communities(index) -> None:
+    comms = read_table(index, "communities")
+    entities = set(read_table(index, "entities").filter(pl.col("degree") > 0)["id"])
+    by_number = {r["community"]: r for r in comms.iter_rows(named=True)}
+    for row in by_number.values():
+        if row["parent"] >= 0:
+            parent = by_number[row["parent"]]  # parents exist
+            assert set(row["entity_ids"]) <= set(parent["entity_ids"]) and row["community"] in parent["children"]
+    for level in set(comms["level"]):
+        at = comms.filter(pl.col("level") == level)
+        members = [e for ids in at["entity_ids"] for e in ids]
+        assert len(members) == len(set(members)), "every entity in one community per level"
+    level0 = {e for ids in comms.filter(pl.col("level") == 0)["entity_ids"] for e in ids}
+    assert level0 == entities
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "graphrag_ray.cli", *args], capture_output=True, text=True,
+                          timeout=600)
+
+
+@pytest.fixture()
+def project(tmp_path):
+    with SimulatorProcess() as sim:
+        root = make_root(tmp_path / "project", sim.base_url, chunks={"size": 60, "overlap": 0})
+        (root / "input").mkdir()
+        for topic in TOPICS:
+            for n in range(2):
+                write(root, f"{topic}{n}.txt", document(topic, n))
+        api.build_index(root=root)
+        yield root, sim
+
+
+def topic_of(title: str) -> str | None:
+    for topic, (people, places, org) in TOPICS.items():
+        if title.title() in people + places + [org] or title in (p.upper() for p in people + places + [org]):
+            return topic
+    return None
+
+
+def test_adding_a_document_to_one_topic_pays_for_that_topic_only(project):
+    root, sim = project
+    before = published_index(root)
+    old_reports = read_table(before, "community_reports")
+    old_texts = embedded_texts(before)
+    sim.reset()
+    write(root, "a9.txt", document("a", 9, "Kevin Moore met Alice Martin in Lyon."))
+    result = api.update_index(root=root)
+    served = sim.stats()
+    after = result.index
+    new_units = read_table(after, "text_units").join(read_table(before, "text_units"), on="id", how="anti")
+    assert new_units.height >= 1
+    assert served["kind_extract_graph"] == new_units.height, "extraction calls for the new text units only"
+    # reports: those of communities with no topic-a entity are the same rows, with no call
+    ents = read_table(after, "entities")
+    topic_b_c = set(ents.filter(pl.col("title").map_elements(topic_of, return_dtype=pl.String)
+                                .is_in(["b", "c"]))["id"])
+    comms = read_table(after, "communities")
+    untouched = comms.filter(pl.col("entity_ids").list.eval(pl.element().is_in(list(topic_b_c))).list.all())
+    assert untouched.height >= 2
+    kept = read_table(after, "community_reports").filter(pl.col("community").is_in(untouched["community"]))
+    old_kept = old_reports.filter(pl.col("community").is_in(untouched["community"]))
+    assert kept.sort("id").equals(old_kept.sort("id")), "untouched topics keep their reports, ids and numbers"
+    assert served.get("kind_community_report", 0) < comms.height
+    # embeddings: only texts never embedded before
+    assert served["embedding_inputs"] == len(embedded_texts(after) - old_texts)
+    changes = json.loads((after.local_path() / "changes.json").read_text())
+    assert changes["tables"]["documents"] == {"added": ["input/a9.txt#0"], "changed": [], "removed": []}
+    assert "KEVIN MOORE" in set(ents["title"]) and changes["spent"]["calls"] == served["ok"]
+    assert published_version(root) != before.location.rsplit("/", 1)[-1]
+
+
+def test_deleting_a_document_calls_no_extraction_and_leaves_the_rest_as_it_was(project):
+    root, sim = project
+    before = published_index(root)
+    sim.reset()
+    (root / "input" / "b1.txt").unlink()
+    after = api.update_index(root=root).index
+    served = sim.stats()
+    assert served.get("kind_extract_graph", 0) == 0 and served.get("kind_extract_glean", 0) == 0
+    gone_units = set(read_table(before, "text_units").filter(pl.col("document_id").is_in(
+        read_table(before, "documents").filter(pl.col("title") == "b1.txt")["id"]))["id"])
+    for name in ("entities", "relationships"):
+        rows = read_table(after, name)
+        assert not any(set(ids) & gone_units for ids in rows["text_unit_ids"]), "its mentions are gone"
+    # what it did not touch (topics a and c) is unchanged, byte for byte
+    for name, key in (("entities", "title"), ("relationships", "source")):
+        untouched = lambda df: df.filter(  # noqa: E731
+            pl.col(key).map_elements(topic_of, return_dtype=pl.String).is_in(["a", "c"])).sort("id")
+        assert untouched(read_table(after, name)).equals(untouched(read_table(before, name))), name
+    changes = json.loads((after.local_path() / "changes.json").read_text())
+    assert changes["tables"]["documents"]["removed"] == ["input/b1.txt#0"]
+
+
+def test_add_edit_delete_equals_a_full_index_of_the_final_corpus_and_versions_are_kept(project, tmp_path):
+    root, sim = project
+    write(root, "c7.txt", document("c", 7, "Leo Brandt met Hana Sato in Brno."))
+    api.update_index(root=root)
+    sim.reset()
+    write(root, "a1.txt", document("a", 1) + " Carol Diaz signed the lease in Lyon.")  # the last unit changes
+    edited = api.update_index(root=root)
+    served = sim.stats()
+    changes = json.loads((edited.index.local_path() / "changes.json").read_text())
+    assert changes["tables"]["documents"]["changed"] == ["input/a1.txt#0"]
+    assert changes["tables"]["text_units"]["added"] and not changes["tables"]["text_units"]["changed"]
+    assert served.get("kind_extract_graph", 0) == len(changes["tables"]["text_units"]["added"]), \
+        "only the changed text units are extracted (the others keep their ids)"
+    (root / "input" / "b0.txt").unlink()
+    final = api.update_index(root=root)
+    check_communities(final.index)
+
+    scratch = make_root(tmp_path / "scratch", sim.base_url, chunks={"size": 60, "overlap": 0})
+    shutil.copytree(root / "input", scratch / "input")
+    settings = yaml.safe_load((scratch / "settings.yaml").read_text())
+    settings["cache"] = {"base_dir": str(root / "cache")}  # the same cache
+    (scratch / "settings.yaml").write_text(yaml.safe_dump(settings))
+    full = api.build_index(root=scratch)
+    assert graph_rows(final.index) == graph_rows(full.index)
+
+    versions = api.list_versions(root)
+    assert len(versions) == 3 and versions[0]["current"] and versions[0]["kind"] == "update"
+    done = cli("versions", "--root", str(root))
+    assert done.returncode == 0 and versions[0]["version"] in done.stdout
+    older = versions[1]["path"]
+    answer = cli("query", "--root", str(root), "--data", older, "--method", "local", "--context-only", "Hana Sato")
+    assert answer.returncode == 0 and "HANA SATO" in answer.stdout
+
+    unchanged = cli("update", "--root", str(root))
+    assert unchanged.returncode == 0 and "nothing to update" in unchanged.stdout
+    text = (root / "settings.yaml").read_text().replace("size: 60", "size: 80")
+    (root / "settings.yaml").write_text(text)
+    refused = cli("update", "--root", str(root))
+    lines = [line for line in refused.stderr.splitlines() if line.strip()]
+    assert refused.returncode == 1 and len(lines) == 1 and "run a full `graphrag-ray index`" in lines[0]
