@@ -1,6 +1,7 @@
-"""Ray job entrypoint for indexing.
+"""Ray job entrypoint for indexing, updating an index, or retrying its failed items.
 
     ray job submit --working-dir . -- python jobs/index.py --root /shared/project
+    ray job submit --working-dir . -- python jobs/index.py --root /shared/project --update
 
 `ray.init()` is called with no address: a submitted job joins its cluster, a plain local run starts one.
 Settings come from ROOT/settings.yaml with ${VAR}s filled from the job's environment (runtime_env env_vars or
@@ -23,16 +24,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", default=None, help="settings file (default ROOT/settings.yaml)")
     parser.add_argument("--method", default="standard", choices=api.index_methods())
     parser.add_argument("--no-resume", action="store_true", help="start over instead of continuing")
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--update", action="store_true", help="bring the published index up to date with the input")
+    what.add_argument("--retry-failures", action="store_true", help="re-run the published index's failed items")
     args = parser.parse_args(argv)
     try:
         api.join_ray()
-        result = api.build_index(root=args.root, config_file=args.config, method=args.method,
-                                 resume=not args.no_resume)
+        if args.update:
+            result = api.update_index(root=args.root, config_file=args.config, resume=not args.no_resume)
+        else:
+            result = api.build_index(root=args.root, config_file=args.config, method=args.method,
+                                     resume=not args.no_resume, retry_failures=args.retry_failures)
     except GraphRagRayError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
-    print(json.dumps({"output": str(result.output), "run_id": result.run_id, "rows": result.stats["rows"],
-                      "total": result.stats["total"], "nodes": result.node_ids}, indent=2))
+    print(json.dumps({"output": str(result.output), "run_id": result.run_id, "kind": result.stats.get("kind"),
+                      "nothing_done": result.stats.get("nothing_done"), "rows": result.stats.get("rows"),
+                      "changes": result.stats.get("changes"), "total": result.stats.get("total"),
+                      "nodes": result.node_ids}, indent=2))
     return 0
 
 

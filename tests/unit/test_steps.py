@@ -31,7 +31,7 @@ def test_windows_overlap_and_cover_everything():
 def test_identical_text_in_two_documents_gives_distinct_units(tmp_path):
     ctx = ctx_for(tmp_path)
     same = "李明在杭州开了一家咖啡店。" * 50
-    rows = [asyncio.run(CHUNK.process(ctx, {"item_id": doc, "text": same, "order": i}, None))["text_units"]
+    rows = [asyncio.run(CHUNK.process(ctx, {"item_id": doc, "text": same, "order": i, "source": f"{doc}.txt#0"}, None))["text_units"]
             for i, doc in enumerate(["doc-a", "doc-b"])]
     assert rows[0][0]["text"] == rows[1][0]["text"]
     assert rows[0][0]["id"] != rows[1][0]["id"]

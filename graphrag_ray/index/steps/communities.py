@@ -5,9 +5,10 @@ partitions each community on its own): a component's communities depend on that 
 one part of the graph leaves the communities of the others exactly as they were (what `update` relies on). A
 community larger than `max_cluster_size` is partitioned again into children at the next level, until communities
 are small enough, cannot be split, or `max_levels` is reached. Entities with no relationship are in no community
-(as in Microsoft GraphRAG). Numbering is deterministic: by level, then by each community's first title; when the
-index is updated, a community that exists in the previous version (same level and members) keeps its number and
-new ones are numbered after the previous ones.
+(as in Microsoft GraphRAG). Numbering is deterministic: by level, then by each community's first title. When the
+index is updated, each level's search starts from the previous version's partition (leidenalg's
+`initial_membership`), so regions the change did not reach keep their communities; a community that exists in the
+previous version (same level and members) keeps its number, and new ones are numbered after the previous ones.
 """
 
 from __future__ import annotations
@@ -24,24 +25,33 @@ if TYPE_CHECKING:
     import igraph
 
 
-def leiden(graph: igraph.Graph, seed: int) -> list[list[int]]:
-    """Modularity-optimising Leiden; returns vertex index groups."""
+def leiden(graph: igraph.Graph, seed: int, start: dict[str, object] | None = None) -> list[list[int]]:
+    """Modularity-optimising Leiden; returns vertex index groups. `start` (vertex name -> a previous community)
+    seeds the search with the previous partition (vertices it does not name start alone), so where the graph did
+    not change the partition stays as it was."""
     import leidenalg  # with igraph, imported by the step that clusters: no other process needs them
 
+    initial = None
+    if start:
+        labels: dict[object, int] = {}
+        initial = [labels.setdefault(start.get(name, ("new", name)), len(labels)) for name in graph.vs["name"]]
     partition = leidenalg.find_partition(graph, leidenalg.ModularityVertexPartition, weights="weight",
-                                         seed=seed, n_iterations=2)
+                                         seed=seed, n_iterations=2, initial_membership=initial)
     return [list(c) for c in partition if c]
 
 
-def hierarchical_leiden(graph: igraph.Graph, max_size: int, seed: int, max_levels: int) -> list[dict]:
-    """[{level, parent (the parent's dict or None), members: [sorted vertex names]}]."""
+def hierarchical_leiden(graph: igraph.Graph, max_size: int, seed: int, max_levels: int,
+                        previous: dict[int, dict[str, int]] | None = None) -> list[dict]:
+    """[{level, parent (the parent's dict or None), members: [sorted vertex names]}]. `previous` (level -> vertex
+    name -> community) seeds each level's search with the previous version's partition."""
     result: list[dict] = []
     frontier: list[tuple[dict | None, igraph.Graph]] = [
         (None, graph.induced_subgraph(sorted(component))) for component in graph.connected_components()]
     for level in range(max_levels):
         next_frontier = []
+        start = (previous or {}).get(level)
         for parent, sub in frontier:
-            groups = leiden(sub, seed) if sub.ecount() else [[v.index] for v in sub.vs]
+            groups = leiden(sub, seed, start) if sub.ecount() else [[v.index] for v in sub.vs]
             if parent is not None and len(groups) <= 1:
                 continue  # cannot be split further: the parent stays a leaf
             named = sorted((sorted(sub.vs[i]["name"] for i in g) for g in groups), key=lambda m: m[0])
@@ -55,6 +65,20 @@ def hierarchical_leiden(graph: igraph.Graph, max_size: int, seed: int, max_level
             break
         frontier = next_frontier
     return result
+
+
+def previous_partition(previous: pl.DataFrame | None, ents: pl.DataFrame) -> dict[int, dict[str, int]] | None:
+    """level -> entity key -> the community it was in, from the version being updated."""
+    if previous is None or not previous.height:
+        return None
+    key_of = dict(zip(ents["id"].to_list(), ents["key"].to_list()))
+    levels: dict[int, dict[str, int]] = {}
+    for row in previous.select("level", "community", "entity_ids").iter_rows(named=True):
+        at = levels.setdefault(row["level"], {})
+        for entity_id in row["entity_ids"]:
+            if entity_id in key_of:
+                at[key_of[entity_id]] = row["community"]
+    return levels
 
 
 class Communities(BatchStep):
@@ -76,9 +100,11 @@ class Communities(BatchStep):
         graph.add_vertices(names)
         graph.add_edges(list(zip(pairs["a"].to_list(), pairs["b"].to_list())))
         graph.es["weight"] = [max(1e-6, float(w)) for w in pairs["weight"].to_list()]
-        tree = hierarchical_leiden(graph, cfg.max_cluster_size, cfg.seed, cfg.max_levels) if names else []
+        previous = ctx.previous_table("communities")
+        tree = hierarchical_leiden(graph, cfg.max_cluster_size, cfg.seed, cfg.max_levels,
+                                   previous_partition(previous, ents)) if names else []
         tree.sort(key=lambda c: (c["level"], c["members"][0]))
-        return {"communities": self._table(tree, ents, rels, tables["documents"], ctx.previous_table("communities"))}
+        return {"communities": self._table(tree, ents, rels, tables["documents"], previous)}
 
     def _table(self, tree, ents, rels, docs, previous: pl.DataFrame | None) -> pl.DataFrame:
         ids = [content_id("community", c["level"], *sorted(c["members"])) for c in tree]

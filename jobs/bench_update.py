@@ -1,0 +1,79 @@
+"""Benchmark: a living index. Build the bench_index corpus (real text, ~1M tokens) against the simulator at zero
+latency, then change it - add 1 % new documents and delete 1 % - and `update`. Prints the full build's and the
+update's calls, prompt tokens and wall, the update's share of each (targets: <= 5 % of calls and prompt tokens,
+<= 10 % of wall), what changed, and the update's calls per stage.
+
+    python jobs/bench_update.py --tokens 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_index import settings_for  # noqa: E402
+from corpus import fresh_project  # noqa: E402
+from measure import Meter  # noqa: E402
+
+from graphrag_ray.api import build_index, join_ray, update_index  # noqa: E402
+from graphrag_ray.simulate.process import SimulatorProcess  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", type=int, default=1_000_000)
+    parser.add_argument("--actors", type=int, default=2)
+    parser.add_argument("--change", type=float, default=0.01, help="share of documents added, and deleted")
+    parser.add_argument("--workdir", type=Path, default=None)
+    args = parser.parse_args()
+    root, corpus_tokens = fresh_project(args.workdir, args.tokens, "bench-update-")
+    docs = sorted((root / "input").iterdir())
+    n = max(1, round(len(docs) * args.change))
+    held = root.parent / "held-out"
+    shutil.rmtree(held, ignore_errors=True)
+    held.mkdir()
+    for path in docs[-n:]:  # the documents the update adds
+        shutil.move(path, held / path.name)
+    join_ray()
+    with SimulatorProcess() as sim:
+        (root / "settings.yaml").write_text(yaml.safe_dump(settings_for(sim.base_url, args.actors)))
+        with Meter(exclude_pids={sim.pid()}) as full_meter:
+            full = build_index(root=root)
+        for path in held.iterdir():
+            shutil.move(path, root / "input" / path.name)
+        for path in docs[:n]:  # the documents the update deletes
+            (root / "input" / path.name).unlink()
+        with Meter(exclude_pids={sim.pid()}) as update_meter:
+            updated = update_index(root=root)
+    runs = {"full build": (full, full_meter), "update": (updated, update_meter)}
+    print(f"corpus: {corpus_tokens:,} tokens in {len(docs)} documents; the update adds {n} and deletes {n}")
+    print(f"{'run':<12}{'wall s':>9}{'calls':>9}{'prompt tok':>13}{'compl tok':>12}{'cache hits':>12}")
+    figures = {}
+    for name, (result, meter) in runs.items():
+        total = result.ledger.total()
+        figures[name] = {"wall_s": round(meter.wall_s, 1), "calls": total.calls, "prompt_tokens": total.prompt_tokens,
+                         "completion_tokens": total.completion_tokens, "cache_hits": total.cache_hits}
+        print(f"{name:<12}{meter.wall_s:>9.1f}{total.calls:>9,}{total.prompt_tokens:>13,}"
+              f"{total.completion_tokens:>12,}{total.cache_hits:>12,}")
+    share = {k: round(figures["update"][k] / max(1, figures["full build"][k]), 4)
+             for k in ("calls", "prompt_tokens", "wall_s")}
+    print(f"update / full build: calls {share['calls']:.1%} (target <= 5 %), prompt tokens "
+          f"{share['prompt_tokens']:.1%} (target <= 5 %), wall {share['wall_s']:.1%} (target <= 10 %)")
+    changes = updated.stats.get("changes", {})
+    print("changed: " + "; ".join(f"{t} " + "/".join(f"{k} {v}" for k, v in d.items()) for t, d in changes.items()))
+    print("update calls per stage: " + ", ".join(
+        f"{stage} {updated.ledger.total(stage).calls}" for stage in sorted({s for s, _ in updated.ledger.entries})))
+    print("update wall per step: " + ", ".join(f"{name} {step['wall_s']:.1f}"
+                                               for name, step in updated.stats["steps"].items()))
+    print(json.dumps({"corpus_tokens": corpus_tokens, "documents": len(docs), "changed_documents": n,
+                      **figures, "share": share, "changes": changes}))
+
+
+if __name__ == "__main__":
+    main()
