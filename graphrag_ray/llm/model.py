@@ -37,6 +37,7 @@ class ChatResult:
     completion_tokens: int = 0
     cached: bool = False
     problem: str | None = None  # why the answer is not usable as a whole (e.g. "cut off at max_tokens")
+    cut: bool = False           # the answer stopped at max_tokens (usable or not)
 
     @property
     def complete(self) -> bool:
@@ -142,12 +143,14 @@ class _ModelBase:
         if check is None:
             check = self._checks[loop_id] = asyncio.ensure_future(
                 endpoint_answers(self.model_id, self.config, attempts=2, timeout=5.0))
+            check.add_done_callback(lambda done: done.cancelled() or done.exception())  # read, even if unawaited
         task = asyncio.ensure_future(work)
         try:
             await asyncio.wait({task, check}, return_when=asyncio.FIRST_COMPLETED)
             if check.done() and not check.cancelled() and check.exception() is not None:
                 raise check.exception()
-            if task.done() or check.done():
+            answered = task.done() and not task.cancelled() and task.exception() is None
+            if check.done() or answered:
                 self._endpoint_ok = True  # it answered: no more checks
                 if not check.done():
                     check.cancel()
@@ -285,6 +288,8 @@ class ChatModel(_ModelBase):
             completion: Completion = await self.client.chat(messages, params)
             entry = self._paid_entry(messages, completion.content, completion.prompt_tokens,
                                      completion.completion_tokens)
+            if completion.finish_reason == "length":
+                entry["cut"] = True
             if wants_json and not _is_json(completion.content):
                 entry["unusable"] = "not valid JSON"
             elif validate is not None and not validate(completion.content):
@@ -295,7 +300,7 @@ class ChatModel(_ModelBase):
         reserve = functools.partial(self._reservation, messages, params["max_tokens"])
         entry, cached = await self._call(stage, key, reserve, send, use_cache)
         return ChatResult(entry["content"], entry.get("prompt_tokens", 0), entry.get("completion_tokens", 0), cached,
-                          entry.get("unusable"))
+                          entry.get("unusable"), bool(entry.get("cut")))
 
     def _paid_entry(self, messages: list[dict], content: str, prompt_tokens: int, completion_tokens: int) -> dict:
         """The entry to cache for a paid answer. A server that reports no usage (llama.cpp's in streaming mode,

@@ -220,7 +220,13 @@ class Simulator:
         tokenizer = tokenizer_for(model)
         kind, content = self._answer(body)
         prompt_tokens = count_chat_tokens(tokenizer, body.get("messages") or [])
-        completion_tokens = tokenizer.count(content)
+        finish = "stop"
+        tokens = tokenizer.encode(content)
+        limit = body.get("max_completion_tokens") or body.get("max_tokens")
+        if limit and len(tokens) > int(limit):  # as every provider does: the answer stops at max_tokens
+            content, finish = tokenizer.decode(tokens[:int(limit)]), "length"
+            tokens = tokens[:int(limit)]
+        completion_tokens = len(tokens)
         if (denied := self._admit(model, prompt_tokens + completion_tokens)) is not None:
             return denied
         if (faulty := await self._fault(request, body)) is not None:
@@ -236,14 +242,14 @@ class Simulator:
                  "total_tokens": prompt_tokens + completion_tokens}
         cid = f"chatcmpl-{uuid.uuid4().hex[:12]}"
         if body.get("stream"):
-            return await self._stream(request, cid, model, content, usage, body)
+            return await self._stream(request, cid, model, content, usage, body, finish)
         return web.json_response(headers=self.rate_headers(model), data={
             "id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "finish_reason": "stop",
+            "choices": [{"index": 0, "finish_reason": finish,
                          "message": {"role": "assistant", "content": content}}],
             **({} if self.config.no_usage else {"usage": usage})})
 
-    async def _stream(self, request, cid, model, content, usage, body) -> web.StreamResponse:
+    async def _stream(self, request, cid, model, content, usage, body, finish: str = "stop") -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
                                                **self.rate_headers(model)})
         await response.prepare(request)
@@ -260,7 +266,7 @@ class Simulator:
             await response.write(chunk({"content": content[i:i + 8]}))
             if i == 0 and self.config.stream_stall:
                 await asyncio.sleep(self.config.stream_stall)
-        await response.write(chunk({}, "stop"))
+        await response.write(chunk({}, finish))
         if (body.get("stream_options") or {}).get("include_usage") and not self.config.no_usage:
             await response.write(chunk({}, None, usage))
         await response.write(b"data: [DONE]\n\n")

@@ -200,3 +200,24 @@ def test_init_then_fast_index_with_no_key_says_which_model_at_once(tmp_path):
     assert env_free.returncode != 0 and len(message) == 1, message
     assert "default_embedding" in message[0] and "local_embedding" in message[0]
     assert published_version(root) is None
+
+
+def test_answers_cut_at_max_tokens_keep_their_complete_records_without_a_re_ask(tmp_path, ray_session):
+    with SimulatorProcess() as sim:
+        runs = {}
+        for name, max_tokens in (("whole", 800), ("cut", 90)):
+            root = coffee_root(tmp_path / name, sim.base_url)
+            settings = yaml.safe_load((root / "settings.yaml").read_text(encoding="utf-8"))
+            settings["models"]["extract_chat"] = {**settings["models"]["default_chat"], "max_tokens": max_tokens}
+            settings["extract_graph"] = {"model_id": "extract_chat"}
+            (root / "settings.yaml").write_text(yaml.safe_dump(settings, allow_unicode=True), encoding="utf-8")
+            runs[name] = api.build_index(root=root)
+    whole, cut = runs["whole"], runs["cut"]
+    events = cut.stats["steps"]["extract_graph"]["events"]
+    assert events.get("cut_answers", 0) > 0 and not whole.stats["steps"]["extract_graph"]["events"].get("cut_answers")
+    assert read_table(cut.index, "failures").height == 0
+    assert cut.ledger.total("extract_graph").calls == whole.ledger.total("extract_graph").calls, "no re-ask"
+    assert cut.ledger.total("extract_graph").unusable == 0
+    cut_titles = set(read_table(cut.index, "entities")["title"])
+    assert 0 < len(cut_titles) < len(set(read_table(whole.index, "entities")["title"])) + 1
+    assert cut_titles & set(read_table(whole.index, "entities")["title"]), "the records before the cut are kept"

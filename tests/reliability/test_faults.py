@@ -211,8 +211,8 @@ def test_a_20_mb_single_line_document_is_chunked_without_trouble(tmp_path):
 
     line = ("Alice Martin met Bob Chen in Paris " * 600_000)[: 20 * 2**20]  # 20 MB, no newline
     assert "\n" not in line and len(line.encode()) >= 20 * 2**20 - 64
-    units = aio.run(CHUNK.process(StepContext(Settings(), tmp_path), {"item_id": "big", "text": line, "order": 0},
-                                  None))["text_units"]
+    item = {"item_id": "big", "text": line, "order": 0, "source": "big.txt#0"}
+    units = aio.run(CHUNK.process(StepContext(Settings(), tmp_path), item, None))["text_units"]
     assert len(units) > 3000 and max(u["n_tokens"] for u in units) == 1200
     assert len({u["id"] for u in units}) == len(units)
 

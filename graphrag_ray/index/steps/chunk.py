@@ -39,10 +39,25 @@ class Chunk(ItemStep):
                               "doc_order": pl.Int64, "chunk_index": pl.Int64}}
 
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
+        reused = set(self._reused(ctx, tables)["document_id"].unique()) if ctx.previous is not None else set()
         return [{"item_id": row["id"], "text": row["text"], "order": row["human_readable_id"],
                  "source": document_source(row["raw_data"])}
                 for row in tables["documents"].select("id", "text", "human_readable_id", "raw_data")
-                .iter_rows(named=True)]
+                .iter_rows(named=True) if row["id"] not in reused]
+
+    @staticmethod
+    def _reused(ctx: StepContext, tables: Tables) -> pl.DataFrame:
+        """An update: the previous version's text units of documents it already had (same id: same content, and
+        the chunking settings cannot have changed), in this step's row shape - not cut again."""
+        previous = ctx.previous_table("text_units")
+        if previous is None:
+            return pl.DataFrame(schema={**Chunk.yields["text_units"]})
+        order = tables["documents"].select(pl.col("id").alias("document_id"), pl.col("human_readable_id")
+                                           .alias("doc_order"))
+        return (previous.join(order, on="document_id")
+                .with_columns(pl.col("human_readable_id").rank("ordinal").over("document_id").cast(pl.Int64)
+                              .alias("chunk_index"))
+                .select(list(Chunk.yields["text_units"])))
 
     async def process(self, ctx: StepContext, item: dict, models) -> Rows:
         enc = get_encoding(chunk_encoding(ctx))
@@ -59,7 +74,10 @@ class Chunk(ItemStep):
         return {"text_units": units}
 
     def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
-        units = yielded["text_units"].sort(["doc_order", "chunk_index"])
+        units = yielded["text_units"]
+        if ctx.previous is not None:
+            units = pl.concat([units, self._reused(ctx, tables)], how="vertical_relaxed")
+        units = units.sort(["doc_order", "chunk_index"])
         units = units.with_columns(pl.int_range(pl.len()).cast(pl.Int64).alias("human_readable_id"))
         return {"text_units": units.drop("doc_order", "chunk_index")}
 

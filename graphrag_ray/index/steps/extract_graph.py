@@ -58,7 +58,7 @@ class ExtractGraph(ItemStep):
         try:
             # an answer cut at max_tokens keeps its complete records (gleaning asks for the rest)
             answer = await chat.chat(first, stage=STAGE, validate=usable_extraction, partial_ok=True)
-            self.stat_update("cut_answers", int(not answer.complete))
+            self.stat_update("cut_answers", int(answer.cut))
             found = parse_tuples(answer.content)
             for round_index in range(cfg.max_gleanings):
                 names = sorted({e["title"] for e in found.entities})
@@ -66,6 +66,7 @@ class ExtractGraph(ItemStep):
                                                          extracted_names=", ".join(names) or "(none)",
                                                          completion_delimiter=COMPLETION_DELIMITER)}]
                 glean = await chat.chat(first + more, stage=STAGE, validate=usable_extraction, partial_ok=True)
+                self.stat_update("cut_answers", int(glean.cut))
                 self.stat_update("gleaning_rounds")
                 extra = parse_tuples(glean.content)
                 found.add(extra)
