@@ -60,6 +60,15 @@ def pack_vectors(vectors: list[list[float]]) -> dict[str, Any]:
     return {"vectors_f32": base64.b64encode(array.tobytes()).decode("ascii"), "shape": list(array.shape)}
 
 
+def pack_rows(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """A packed batch as one packed entry per vector (straight from its float32 bytes)."""
+    rows, dim = entry["shape"]
+    raw = base64.b64decode(entry["vectors_f32"])
+    size = 4 * dim
+    return [{"vectors_f32": base64.b64encode(raw[i * size:(i + 1) * size]).decode("ascii"), "shape": [1, dim]}
+            for i in range(rows)]
+
+
 def unpack_vectors(entry: dict[str, Any]) -> list[list[float]]:
     array = np.frombuffer(base64.b64decode(entry["vectors_f32"]), dtype=np.float32)
     return array.reshape(entry["shape"]).tolist()

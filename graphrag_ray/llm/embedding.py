@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from graphrag_ray.config.settings import ModelConfig
-from graphrag_ray.llm.cache import cache_key, pack_vectors, unpack_vectors
+from graphrag_ray.llm.cache import cache_key, pack_rows, pack_vectors, unpack_vectors
 from graphrag_ray.llm.model import _ModelBase
 
 
@@ -77,9 +77,9 @@ class EmbeddingModel(_ModelBase):
             return entry, used, 0
 
         entry, _ = await self._call(stage, None, reserve, send)
-        for i, vec in zip(idx, unpack_vectors(entry)):
+        for i, vec, row in zip(idx, unpack_vectors(entry), pack_rows(entry)):
             vectors[i] = vec
-            self.cache.put(keys[i], pack_vectors([vec]))
+            self.cache.put(keys[i], row)
 
 
 class LocalEmbeddingModel:

@@ -51,7 +51,10 @@ def hierarchical_leiden(graph: igraph.Graph, max_size: int, seed: int, max_level
         next_frontier = []
         start = (previous or {}).get(level)
         for parent, sub in frontier:
-            groups = leiden(sub, seed, start) if sub.ecount() else [[v.index] for v in sub.vs]
+            if sub.vcount() <= 2:  # a pair (or a vertex) is one community: no search needed
+                groups = [list(range(sub.vcount()))]
+            else:
+                groups = leiden(sub, seed, start) if sub.ecount() else [[v.index] for v in sub.vs]
             if parent is not None and len(groups) <= 1:
                 continue  # cannot be split further: the parent stays a leaf
             named = sorted((sorted(sub.vs[i]["name"] for i in g) for g in groups), key=lambda m: m[0])
