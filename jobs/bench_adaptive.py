@@ -58,6 +58,9 @@ def run_scenario(name: str, corpus: Path, work: Path, latency: float) -> dict:
         wall = time.perf_counter() - started
         served = sim.stats()
     tokens = served.get("prompt_tokens", 0) + served.get("completion_tokens", 0)
+    per_second = {int(k): v for k, v in served.get("tokens_per_second", {}).items()}
+    minutes = [sum(per_second.get(s, 0) for s in range(m * 60, m * 60 + 60))
+               for m in range(max(per_second, default=0) // 60 + 1)]
     requests = served.get("ok", 0) + served.get("429_limit", 0)
     tpm = spec["server"]["tpm"]
     return {"scenario": name, "wall_s": round(wall, 1), "failures": result.stats["total"]["failures"],
@@ -65,7 +68,8 @@ def run_scenario(name: str, corpus: Path, work: Path, latency: float) -> dict:
             "429_share": round(served.get("429_limit", 0) / max(1, requests), 4),
             "client_429s": result.stats["total"]["rate_limited"], "total_tokens": tokens,
             "max_tokens_in_60s": served.get("max_tokens_60s", 0), "server_tpm": tpm,
-            "wall_over_token_bound": round(wall / (tokens / tpm * 60), 3) if tokens else None}
+            "wall_over_token_bound": round(wall / (tokens / tpm * 60), 3) if tokens else None,
+            "tokens_per_minute": minutes}
 
 
 def main() -> None:
@@ -85,6 +89,8 @@ def main() -> None:
         print(f"{name:<8}{row['wall_s']:>9.1f}{row['failures']:>9}{row['requests']:>9}{row['server_429s']:>7}"
               f"{100 * row['429_share']:>6.1f}%{row['total_tokens']:>10,}{row['max_tokens_in_60s']:>9,}"
               f"{row['server_tpm']:>8,}{row['wall_over_token_bound']:>11}", flush=True)
+        print("  tokens the server admitted per minute of the run: " + " ".join(f"{t:,}" for t in
+                                                                              row["tokens_per_minute"]))
         print(json.dumps(row))
 
 

@@ -316,8 +316,12 @@ class Simulator:
             return max((sum(counts[t] for t in range(s, s + 60)) for counts in per_model.values()
                         for s in sorted(counts)), default=0)
 
+        timeline = Counter()
+        for counts in self.per_second.values():
+            timeline.update(counts)
         return web.json_response({**self.counts, "max_tokens_60s": busiest(self.per_second),
-                                  "max_requests_60s": busiest(self.requests_per_second)})
+                                  "max_requests_60s": busiest(self.requests_per_second),
+                                  "tokens_per_second": {str(k): v for k, v in sorted(timeline.items())}})
 
     async def reset(self, request: web.Request) -> web.Response:
         self.counts.clear()
