@@ -7,8 +7,10 @@ community larger than `max_cluster_size` is partitioned again into children at t
 are small enough, cannot be split, or `max_levels` is reached. Entities with no relationship are in no community
 (as in Microsoft GraphRAG). Numbering is deterministic: by level, then by each community's first title. When the
 index is updated, each level's search starts from the previous version's partition (leidenalg's
-`initial_membership`), so regions the change did not reach keep their communities; a community that exists in the
-previous version (same level and members) keeps its number, and new ones are numbered after the previous ones.
+`initial_membership`) and the entities the change did not reach (same neighbours, same weights) keep their community
+(`is_membership_fixed`): only what changed moves, so the rest keeps its communities and reports; a community that
+exists in the previous version (same level and members) keeps its number, new ones are numbered after the previous
+ones.
 """
 
 from __future__ import annotations
@@ -25,25 +27,35 @@ if TYPE_CHECKING:
     import igraph
 
 
-def leiden(graph: igraph.Graph, seed: int, start: dict[str, object] | None = None) -> list[list[int]]:
+def leiden(graph: igraph.Graph, seed: int, start: dict[str, object] | None = None,
+           settled: set[str] | None = None) -> list[list[int]]:
     """Modularity-optimising Leiden; returns vertex index groups. `start` (vertex name -> a previous community)
-    seeds the search with the previous partition (vertices it does not name start alone), so where the graph did
-    not change the partition stays as it was."""
+    seeds the search with the previous partition (vertices it does not name start alone); vertices in `settled`
+    (the change did not reach them: same neighbours, same weights) keep their previous community and only the
+    others move - so where the graph did not change, the partition is exactly as it was."""
     import leidenalg  # with igraph, imported by the step that clusters: no other process needs them
 
-    initial = None
-    if start:
-        labels: dict[object, int] = {}
-        initial = [labels.setdefault(start.get(name, ("new", name)), len(labels)) for name in graph.vs["name"]]
-    partition = leidenalg.find_partition(graph, leidenalg.ModularityVertexPartition, weights="weight",
-                                         seed=seed, n_iterations=2, initial_membership=initial)
+    if not start:
+        partition = leidenalg.find_partition(graph, leidenalg.ModularityVertexPartition, weights="weight",
+                                             seed=seed, n_iterations=2)
+        return [list(c) for c in partition if c]
+    labels: dict[object, int] = {}
+    names = graph.vs["name"]
+    initial = [labels.setdefault(start.get(name, ("new", name)), len(labels)) for name in names]
+    partition = leidenalg.ModularityVertexPartition(graph, initial_membership=initial, weights="weight")
+    optimiser = leidenalg.Optimiser()
+    optimiser.set_rng_seed(seed)
+    fixed = [name in start and name in (settled or set()) for name in names]
+    optimiser.optimise_partition(partition, n_iterations=2, is_membership_fixed=fixed if any(fixed) else None)
     return [list(c) for c in partition if c]
 
 
 def hierarchical_leiden(graph: igraph.Graph, max_size: int, seed: int, max_levels: int,
-                        previous: dict[int, dict[str, int]] | None = None) -> list[dict]:
+                        previous: dict[int, dict[str, int]] | None = None,
+                        settled: set[str] | None = None) -> list[dict]:
     """[{level, parent (the parent's dict or None), members: [sorted vertex names]}]. `previous` (level -> vertex
-    name -> community) seeds each level's search with the previous version's partition."""
+    name -> community) seeds each level's search with the previous version's partition, in which the `settled`
+    vertices stay."""
     result: list[dict] = []
     frontier: list[tuple[dict | None, igraph.Graph]] = [
         (None, graph.induced_subgraph(sorted(component))) for component in graph.connected_components()]
@@ -54,7 +66,7 @@ def hierarchical_leiden(graph: igraph.Graph, max_size: int, seed: int, max_level
             if sub.vcount() <= 2:  # a pair (or a vertex) is one community: no search needed
                 groups = [list(range(sub.vcount()))]
             else:
-                groups = leiden(sub, seed, start) if sub.ecount() else [[v.index] for v in sub.vs]
+                groups = leiden(sub, seed, start, settled) if sub.ecount() else [[v.index] for v in sub.vs]
             if parent is not None and len(groups) <= 1:
                 continue  # cannot be split further: the parent stays a leaf
             named = sorted((sorted(sub.vs[i]["name"] for i in g) for g in groups), key=lambda m: m[0])
@@ -68,6 +80,27 @@ def hierarchical_leiden(graph: igraph.Graph, max_size: int, seed: int, max_level
             break
         frontier = next_frontier
     return result
+
+
+def settled_vertices(previous_rels: pl.DataFrame | None, previous_ents: pl.DataFrame | None,
+                     pairs: pl.DataFrame, ents: pl.DataFrame) -> set[str]:
+    """The entity keys the change did not reach: in the previous version, with exactly the same weighted edges."""
+    if previous_rels is None or previous_ents is None:
+        return set()
+    key_of = dict(zip(ents["id"].to_list(), ents["key"].to_list()))
+    old_key = {title: key_of.get(entity_id) for title, entity_id in
+               zip(previous_ents["title"].to_list(), previous_ents["id"].to_list())}
+    before: dict[tuple, float] = {}
+    for s, t, w in zip(previous_rels["source"].to_list(), previous_rels["target"].to_list(),
+                       previous_rels["weight"].to_list()):
+        a, b = old_key.get(s) or ("gone", s), old_key.get(t) or ("gone", t)
+        pair = (min(a, b, key=str), max(a, b, key=str))
+        before[pair] = before.get(pair, 0.0) + w
+    now = {(a, b): w for a, b, w in zip(pairs["a"].to_list(), pairs["b"].to_list(), pairs["weight"].to_list())}
+    touched = {v for pair in set(before) ^ set(now) for v in pair}
+    touched |= {v for pair in set(before) & set(now) if abs(before[pair] - now[pair]) > 1e-9 for v in pair}
+    existed = {key for key in old_key.values() if key is not None}
+    return {key for key in ents["key"].to_list() if key in existed and key not in touched}
 
 
 def previous_partition(previous: pl.DataFrame | None, ents: pl.DataFrame) -> dict[int, dict[str, int]] | None:
@@ -104,8 +137,10 @@ class Communities(BatchStep):
         graph.add_edges(list(zip(pairs["a"].to_list(), pairs["b"].to_list())))
         graph.es["weight"] = [max(1e-6, float(w)) for w in pairs["weight"].to_list()]
         previous = ctx.previous_table("communities")
+        settled = settled_vertices(ctx.previous_table("relationships"), ctx.previous_table("entities"), pairs, ents) \
+            if previous is not None else set()
         tree = hierarchical_leiden(graph, cfg.max_cluster_size, cfg.seed, cfg.max_levels,
-                                   previous_partition(previous, ents)) if names else []
+                                   previous_partition(previous, ents), settled) if names else []
         tree.sort(key=lambda c: (c["level"], c["members"][0]))
         return {"communities": self._table(tree, ents, rels, tables["documents"], previous)}
 
