@@ -60,6 +60,7 @@ class _ModelBase:
         self.check_first = check_first
         self._endpoint_ok = False
         self._checks: dict[int, asyncio.Task] = {}
+        self._in_flight: dict[str, asyncio.Future] = {}  # key -> the answer of the same request already sent
         self.config = config
         self.cache = cache
         self.limiter = limiter
@@ -109,23 +110,42 @@ class _ModelBase:
         if use_cache and key is not None and (hit := self.cache.get(key)) is not None:
             self.usage.record(stage, self.config.model, cache_hits=1)
             return hit, True
+        shared = self._in_flight.get(key) if use_cache and key is not None else None
+        if shared is not None and shared.get_loop() is asyncio.get_running_loop():
+            # the same request is already on its way (a corpus repeats a passage): wait for its answer, pay once
+            entry = await asyncio.shield(shared)
+            if entry is not None:
+                self.usage.record(stage, self.config.model, cache_hits=1)
+                return entry, True
+        mine = asyncio.get_running_loop().create_future() if use_cache and key is not None else None
+        if mine is not None:
+            self._in_flight[key] = mine
+        entry = None
+        try:
+            entry, prompt_tokens, completion_tokens = await self._paid_call(reserve, stage, send)
+            self._record_paid(stage, prompt_tokens, completion_tokens)
+            # an unusable answer is recorded and cached too: paid once, and a deterministic model would repeat it
+            self.usage.record(stage, self.config.model, unusable=int(bool(entry.get("unusable"))),
+                              counted_here=int(bool(entry.get("counted_here"))))
+            if key is not None:  # None: the caller caches the parts (an embedding batch, per text)
+                self.cache.put(key, entry)
+        finally:
+            if mine is not None:
+                self._in_flight.pop(key, None)
+                mine.set_result(entry)  # None (it failed, or was cancelled): those waiting ask themselves
+        return entry, False
+
+    async def _paid_call(self, reserve: Callable[[], int], stage: str, send: Send) -> tuple[dict, int, int]:
+        """One request through the retry loop (and alongside the endpoint check, for a query's first request)."""
         try:
             attempts = self._attempts(reserve, stage, send)
-            entry, prompt_tokens, completion_tokens = await (
-                attempts if self._endpoint_ok or not self.check_first else self._alongside_check(attempts))
+            return await (attempts if self._endpoint_ok or not self.check_first else self._alongside_check(attempts))
         except TransientLLMError as exc:
             self.usage.record(stage, self.config.model, failures=1)
             policy = self.config.retry
             why = f"still rate limited after {policy.rate_limit_deadline_s:g} s" if isinstance(exc, RateLimitedError) \
                 else f"gave up after {policy.max_attempts} attempts"
             raise LLMUnavailableError(f"{self.client.where}: {why} ({exc})") from None
-        self._record_paid(stage, prompt_tokens, completion_tokens)
-        # an unusable answer is recorded and cached too: paid once, and a deterministic model would repeat it
-        self.usage.record(stage, self.config.model, unusable=int(bool(entry.get("unusable"))),
-                          counted_here=int(bool(entry.get("counted_here"))))
-        if key is not None:  # None: the caller caches the parts (an embedding batch, per text)
-            self.cache.put(key, entry)
-        return entry, False
 
     async def _attempts(self, reserve: Callable[[], int], stage: str, send: Send) -> tuple[dict, int, int]:
         async for attempt in retrying(self.config.retry, lambda exc: self.usage.record(
@@ -197,7 +217,7 @@ class _ModelBase:
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state["_clients"], state["_semaphores"], state["_checks"] = {}, {}, {}
+        state["_clients"], state["_semaphores"], state["_checks"], state["_in_flight"] = {}, {}, {}, {}
         return state
 
 

@@ -162,3 +162,19 @@ def test_limits_the_provider_announces_are_learned_and_kept_with_no_limit_config
     assert tokens > 1500 * 1.2, "the batch needs more than one minute's allowance"
     assert server.get("429_limit", 0) <= 1 and server["max_tokens_60s"] <= 1500
     assert wall >= 60, "the rest waited for the window to slide"
+
+
+def test_the_same_request_sent_twice_at_once_is_paid_once(tmp_path, simulator):
+    root = make_root(tmp_path / "p", simulator.base_url)
+    models = _models(root)
+    chat = models.chat("default_chat")
+    messages = [{"role": "user", "content": "A passage a corpus repeats: Alice Martin met Bob Chen in Paris."}]
+
+    async def twice():
+        return await asyncio.gather(*(chat.chat(messages, stage="dup") for _ in range(3)))
+
+    simulator.reset()
+    answers = asyncio.run(twice())
+    assert len({a.content for a in answers}) == 1 and sum(not a.cached for a in answers) == 1
+    usage = models.ledger.total("dup")
+    assert (usage.calls, usage.cache_hits) == (1, 2) and simulator.stats()["ok"] == 1
