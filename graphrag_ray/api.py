@@ -191,7 +191,8 @@ def _frames_engine(method: str, config, root, community_level, response_type, dy
     settings = config or load_settings(root)
     published = current_index(resolve(root, settings.output.base_dir)) if root else None
     index = IndexData.from_frames(vectors_dir=published.child("lancedb") if published else None, **frames)
-    return make_engine(method, index, Models.create(settings, root or ".", check_first=True), settings, Path(root) if root else None,
+    models = Models.create(settings, root or ".", check_first=True)
+    return make_engine(method, index, models, settings, Path(root) if root else None,
                        response_type, community_level, dynamic)
 
 

@@ -296,7 +296,8 @@ def simulate_llm(
     answer_mode: str = typer.Option("normal", help="normal | no-delimiter | garbage (sloppy models)"),
     no_usage: bool = typer.Option(False, help="answer without usage figures (as llama.cpp's server streams)"),
     stream_stall: float = typer.Option(0.0, help="seconds a streamed answer stalls after its first piece"),
-    fail_containing: str = typer.Option("", help="chat requests holding this text always get a 500 (permanent fault)"),
+    fail_containing: str = typer.Option("", help="chat requests holding this text always get a 500 "
+                                        "(a permanent fault)"),
 ) -> None:
     """Run the OpenAI-compatible simulator (for tests, benchmarks and rehearsals; costs nothing)."""
     from graphrag_ray.simulate.faults import FaultRates

@@ -27,14 +27,15 @@ def progress_bar(enabled: bool, console=None):
             if self.note:
                 yield Text(self.note, style="dim", overflow="fold")
 
-    return JobProgress(TextColumn("[bold]{task.description:<24}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                    TextColumn("calls {task.fields[calls]:,}  tokens {task.fields[tokens]:,}  "
-                               "${task.fields[cost]:.4f}"), TimeElapsedColumn(), TimeRemainingColumn(),
-                    transient=False, refresh_per_second=2, console=console)  # a job runs for minutes: 2 Hz is plenty
+    return JobProgress(TextColumn("[bold]{task.description:<24}"), BarColumn(),
+                       TextColumn("{task.completed}/{task.total}"),
+                       TextColumn("calls {task.fields[calls]:,}  tokens {task.fields[tokens]:,}  "
+                                  "${task.fields[cost]:.4f}"), TimeElapsedColumn(), TimeRemainingColumn(),
+                       transient=False, refresh_per_second=2, console=console)  # jobs run for minutes: 2 Hz
 
 
 def describe_limits(stats: dict) -> str:
-    """One line from the limiter's stats: 'gpt-4o-mini: 14,250 TPM / 143 RPM (learned), 3 × 429 (2.1%), 5 waiting'."""
+    """One line from the limiter's stats: 'gpt-4o-mini: 14,250 TPM / 143 RPM (learned), 3 x 429 (2.1%), 5 waiting'."""
     parts = []
     for model, s in sorted(stats.items()):
         rates = [f"{s[k]:,.0f} {k.upper()}" for k in ("tpm", "rpm") if s.get(k)]

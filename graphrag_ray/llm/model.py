@@ -376,7 +376,8 @@ class ChatModel(_ModelBase):
             for piece in _pieces(entry["content"]):
                 yield piece
         result.content, result.cached = entry["content"], cached
-        result.prompt_tokens, result.completion_tokens = entry.get("prompt_tokens", 0), entry.get("completion_tokens", 0)
+        result.prompt_tokens = entry.get("prompt_tokens", 0)
+        result.completion_tokens = entry.get("completion_tokens", 0)
 
 
 _END = object()  # the stream's task is over

@@ -37,7 +37,7 @@ DECREASE = 0.7          # a 429 keeps this share of the allowed rate
 INCREASE = 0.05         # a clean stretch adds this share of the ceiling
 CLEAN_S = 5.0           # seconds without a 429 that count as a clean stretch
 FLOOR = 0.05            # the allowed rate never drops below this share of the ceiling
-MAX_NAP_S = 5.0         # a waiter behind the first one looks again at least this often (it is woken when its turn comes)
+MAX_NAP_S = 5.0         # a waiter behind the first looks again at least this often (it is woken when its turn comes)
 HEADROOM = 0.95         # the allowed rate tops out at this share of the ceiling: what a call uses is known only
                         # when it answers, and the provider counts it when it arrives
 
