@@ -43,12 +43,16 @@ class Models:
         local = self.settings.model(model_id).type == "local_embedding"
         return self._get(model_id, LocalEmbeddingModel if local else EmbeddingModel)
 
-    def has_chat(self, model_id: str) -> bool:
-        """A chat model is configured: its entry exists and has an API key (an empty ${VAR} means none)."""
+    def usable(self, model_id: str) -> bool:
+        """A model is configured: its entry exists and is computed here or has an API key (an empty ${VAR} means
+        none)."""
         if model_id not in self.settings.models:
             return False
-        key = self.settings.models[model_id].api_key
-        return bool(key and key.get_secret_value())
+        entry = self.settings.models[model_id]
+        return entry.type == "local_embedding" or bool(entry.api_key and entry.api_key.get_secret_value())
+
+    def has_chat(self, model_id: str) -> bool:
+        return self.usable(model_id)
 
     def _get(self, model_id: str, kind):
         if model_id not in self._built:

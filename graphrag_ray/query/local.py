@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+
 from graphrag_ray.config.prompts import fill
 from graphrag_ray.query.context.history import ConversationHistory
 from graphrag_ray.query.context.local_context import (LOCAL_CONTEXT_LOOKUPS, LocalContext, build_local_context,
                                                       map_query_to_entities)
 from graphrag_ray.query.engine import Prepared, QueryEngine, system_and_user
 from graphrag_ray.query.result import SearchResult
+
+log = logging.getLogger(__name__)
 
 
 class LocalSearch(QueryEngine):
@@ -23,9 +27,12 @@ class LocalSearch(QueryEngine):
 
     async def build_context(self, query: str, history: ConversationHistory | None = None) -> LocalContext:
         previous = " ".join(history.user_questions()[-self.cfg.conversation_history_max_turns:]) if history else ""
+        embedding = self.cfg.embedding_model_id
+        if not self.models.usable(embedding):  # no key for it (an offline project): said, not silent
+            log.warning("models.%s has no API key: matching entities by name only", embedding)
         selected = await map_query_to_entities(
             f"{previous}\n{query}".strip(), self.data,
-            lambda texts: self.embed(self.cfg.embedding_model_id, texts),
+            (lambda texts: self.embed(embedding, texts)) if self.models.usable(embedding) else None,
             self.cfg.top_k_entities, self.cfg.oversample, self.exclude_entities)
         count = self.chat(self.cfg.chat_model_id).tokenizer.count
         return build_local_context(self.data, selected, self.cfg, count, history, self.max_context_tokens,

@@ -6,18 +6,13 @@ and the rest for entities and relationships, as Microsoft GraphRAG's LocalSearch
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from typing import Callable
 
 from graphrag_ray.config.settings import LocalSearchConfig
-from graphrag_ray.errors import EndpointError, GraphRagRayError
 from graphrag_ray.query.context.budget import pack_table
 from graphrag_ray.query.context.history import ConversationHistory
 from graphrag_ray.query.index_data import IndexData
-
-
-log = logging.getLogger(__name__)
 
 # the IndexData lookups this context reads (an engine using it builds them when it is set up)
 LOCAL_CONTEXT_LOOKUPS = ("entity_rows", "entity_by_title", "relationships_by_title", "text_unit_rows",
@@ -49,13 +44,7 @@ async def map_query_to_entities(query: str, data: IndexData, embed: Callable | N
         take(row)
     table = data.vectors("entity_description")
     if embed is not None and table is not None and len(picked) < k:
-        try:
-            vector = (await embed([query]))[0]
-        except EndpointError:  # the endpoint is down or refuses us: an error, not a reason to answer with less
-            raise
-        except GraphRagRayError as exc:  # no embedding model configured (no key): the named entities are the match
-            log.warning("query embedding unavailable (%s); matching entities by name only", exc)
-            return picked
+        vector = (await embed([query]))[0]  # an endpoint that fails is an error, not a reason to answer with less
         hits = table.search(vector).metric("cosine").limit(k * oversample).select(["id", "_distance"]).to_list()
         for hit in hits:
             take(data.entity_rows.get(hit["id"]))
