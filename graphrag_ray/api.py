@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from graphrag_ray.config.load import SETTINGS_FILE, load_settings
 from graphrag_ray.config.prompts import default_prompts
 from graphrag_ray.config.render import render_settings
 from graphrag_ray.config.settings import Settings
-from graphrag_ray.llm.client import run as run_async
+from graphrag_ray.llm.client import closing_clients, run as run_async
 from graphrag_ray.llm.models import Models
 from graphrag_ray.storage.location import as_location, resolve
 from graphrag_ray.storage.tables import current_index
@@ -117,23 +118,32 @@ def open_index(root: str | Path = ".", config_file: str | Path | None = None, da
     return settings, IndexData.load(folder, open_vectors=vectors), Models.create(settings, root, check_first=True)
 
 
+def check_question(query: str | None, method: str, community_level: int | None = None) -> str:
+    """What can be said about a question before the index is loaded (empty, unknown method, negative level);
+    returns the method's canonical name (`contextual` is `auto`)."""
+    from graphrag_ray.query.methods import check_method
+
+    return check_method(query, method, community_level)
+
+
 async def _engine(query: str, method: str, root, config_file, data, community_level, dynamic_community_selection,
                   response_type, settings, no_llm):
     """Open the index, check the query, route `auto`, build the engine: (engine, details to add)."""
-    from graphrag_ray.query.factory import check_query, make_engine
+    from graphrag_ray.query.factory import effective_level, make_engine
+    from graphrag_ray.query.methods import check_method
     from graphrag_ray.query.router import route
 
+    settings = settings or load_settings(root, config_file)
+    method = check_method(query, method, community_level, settings.query.max_question_chars)
     settings, index, models = open_index(root, config_file, data, settings, vectors=method != "global")
-    # the default level is capped at the index's depth; a level the user asks for must exist
-    level = min(settings.query.community_level, index.max_level) if community_level is None else community_level
-    check_query(query, method, index, level)
+    level = effective_level(settings.query.community_level if community_level is None else community_level, index)
     no_llm = no_llm or not models.has_chat(settings.global_search.chat_model_id)
     details = {}
     chosen = method
     if method == "auto":
         chosen, why = await route(query, index, models, settings, Path(root), use_llm=not no_llm)
         details = {"route": chosen, "route_reason": why}
-    engine = make_engine(chosen, index, models, settings, Path(root), response_type, min(level, index.max_level),
+    engine = make_engine(chosen, index, models, settings, Path(root), response_type, level,
                          dynamic_community_selection, no_llm)
     return engine, details
 
@@ -144,10 +154,11 @@ async def search(query: str, method: str = "local", root: str | Path = ".", conf
                  conversation_history=None, context_only: bool = False, settings: Settings | None = None,
                  no_llm: bool = False):
     """Any method, `auto` included; returns a SearchResult (its details say the route taken)."""
-    engine, details = await _engine(query, method, root, config_file, data, community_level,
-                                    dynamic_community_selection, response_type, settings, no_llm)
-    result = await (engine.context_only(query, conversation_history) if context_only
-                    else engine.search(query, conversation_history))
+    async with closing_clients():
+        engine, details = await _engine(query, method, root, config_file, data, community_level,
+                                        dynamic_community_selection, response_type, settings, no_llm)
+        result = await (engine.context_only(query, conversation_history) if context_only
+                        else engine.search(query, conversation_history))
     result.details.update(details)
     return result
 
@@ -159,10 +170,12 @@ async def search_streaming(query: str, method: str = "local", root: str | Path =
                            settings: Settings | None = None, no_llm: bool = False, on_result=None):
     """Yield the answer's pieces as they arrive, for any method (`auto` routes first); `on_result(SearchResult)`
     is called at the end with the whole result."""
-    engine, details = await _engine(query, method, root, config_file, data, community_level,
-                                    dynamic_community_selection, response_type, settings, no_llm)
-    async for chunk in engine.stream_search(query, conversation_history):
-        yield chunk
+    async with closing_clients():
+        engine, details = await _engine(query, method, root, config_file, data, community_level,
+                                        dynamic_community_selection, response_type, settings, no_llm)
+        async with contextlib.aclosing(engine.stream_search(query, conversation_history)) as chunks:
+            async for chunk in chunks:  # left early: the stream is closed here, before the clients are
+                yield chunk
     engine.last_result.details.update(details)
     if on_result is not None:
         on_result(engine.last_result)
@@ -191,7 +204,7 @@ def _frames_engine(method: str, config, root, community_level, response_type, dy
     settings = config or load_settings(root)
     published = current_index(resolve(root, settings.output.base_dir)) if root else None
     index = IndexData.from_frames(vectors_dir=published.child("lancedb") if published else None, **frames)
-    models = Models.create(settings, root or ".", check_first=True)
+    models = Models.create(settings, root, check_first=True)
     return make_engine(method, index, models, settings, Path(root) if root else None,
                        response_type, community_level, dynamic)
 
@@ -203,8 +216,9 @@ async def local_search(config=None, entities=None, communities=None, community_r
     """Microsoft GraphRAG's signature: returns (response, context_data)."""
     engine = _frames_engine("local", config, root, community_level, response_type, entities=entities,
                             communities=communities, community_reports=community_reports, text_units=text_units,
-                            relationships=relationships)
-    result = await engine.search(query, conversation_history)
+                            relationships=relationships, covariates=covariates)
+    async with closing_clients():
+        result = await engine.search(query, conversation_history)
     return result.response, result.context_data
 
 
@@ -213,7 +227,8 @@ async def global_search(config=None, entities=None, communities=None, community_
                         response_type: str = "Multiple Paragraphs", query: str = "", root: str | Path | None = None):
     engine = _frames_engine("global", config, root, community_level, response_type, dynamic_community_selection,
                             entities=entities, communities=communities, community_reports=community_reports)
-    result = await engine.search(query)
+    async with closing_clients():
+        result = await engine.search(query)
     return result.response, result.context_data
 
 
@@ -223,14 +238,16 @@ async def drift_search(config=None, entities=None, communities=None, community_r
     engine = _frames_engine("drift", config, root, community_level, response_type, entities=entities,
                             communities=communities, community_reports=community_reports, text_units=text_units,
                             relationships=relationships)
-    result = await engine.search(query)
+    async with closing_clients():
+        result = await engine.search(query)
     return result.response, result.context_data
 
 
 async def basic_search(config=None, text_units=None, query: str = "", response_type: str = "Multiple Paragraphs",
                        root: str | Path | None = None):
     engine = _frames_engine("basic", config, root, None, response_type, text_units=text_units)
-    result = await engine.search(query)
+    async with closing_clients():
+        result = await engine.search(query)
     return result.response, result.context_data
 
 

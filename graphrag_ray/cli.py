@@ -11,7 +11,6 @@ import traceback
 from pathlib import Path
 from typing import Optional
 
-import click
 import typer
 
 from graphrag_ray import __version__
@@ -181,11 +180,28 @@ def _console():
     return Console(width=None if sys.stdout.isatty() else 140)
 
 
+def _question_text(question: str | None, query_opt: str | None, query_file: Path | None) -> str:
+    given = [name for name, value in (("QUESTION", question), ("--query", query_opt), ("--query-file", query_file))
+             if value is not None]
+    if len(given) > 1:
+        raise typer.BadParameter(f"give the question once: {' and '.join(given)} were both given")
+    if query_file is not None and str(query_file) != "-":
+        try:
+            return query_file.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise typer.BadParameter(f"cannot read {query_file}: {exc}", param_hint="--query-file") from None
+    if question == "-" or (query_file is not None and str(query_file) == "-"):
+        return sys.stdin.read().strip()
+    return query_opt or question or ""
+
+
 @app.command()
 def query(question: Optional[str] = typer.Argument(None, help="the question (or use --query)"),
           query_opt: Optional[str] = typer.Option(None, "--query", "-q", help="the question"),
+          query_file: Optional[Path] = typer.Option(None, "--query-file", help="read the question from a file "
+                                                    "('-': standard input), for long questions"),
           method: str = typer.Option("local", "--method", "-m",
-                                     help="local | global | drift | basic | hybrid | auto"),
+                                     help="local | global | drift | basic | hybrid | auto (or contextual)"),
           root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
           data: Optional[str] = DataOpt,
           community_level: Optional[int] = typer.Option(None, "--community-level",
@@ -200,10 +216,11 @@ def query(question: Optional[str] = typer.Argument(None, help="the question (or 
           no_llm: bool = typer.Option(False, "--no-llm", help="answer with evidence sentences; no LLM call "
                                       "(automatic when the chat model has no API key)"),
           ) -> None:
-    """Ask the index a question."""
+    """Ask the index a question (QUESTION '-' reads it from standard input)."""
+    text = _question_text(question, query_opt, query_file)
     from graphrag_ray import api
 
-    text = query_opt or question or ""
+    method = api.check_question(text, method, community_level)  # before the index loads
     if streaming and not context_only:
         finished = []
 
@@ -334,20 +351,35 @@ def main(argv: list[str] | None = None) -> None:
     args = _prepare_argv(list(sys.argv[1:] if argv is None else argv))
     verbose = bool(args and args[0] in ("--verbose", "-v"))
     try:
-        app(args=args, standalone_mode=False, prog_name="graphrag-ray")
+        code = app(args=args, standalone_mode=False, prog_name="graphrag-ray")
+        if code == 130:  # typer turns Ctrl-C into a returned 130 (when not standalone)
+            _fail("interrupted", 130, False)
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except GraphRagRayError as exc:
         _fail(redact(str(exc)), exc.exit_code, verbose)
-    except click.exceptions.Abort:
+    except typer.Abort:
         _fail("aborted", 130, False)
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except click.ClickException as exc:
-        _fail(redact(exc.format_message()), exc.exit_code, verbose)
+    except typer.TyperException as exc:  # typer's own click: usage errors (exit 2), Abort, Exit
+        if type(exc).__name__ == "Exit":
+            sys.exit(getattr(exc, "exit_code", 0))
+        if type(exc).__name__ == "Abort":
+            _fail("aborted", 130, False)
+        code = getattr(exc, "exit_code", 2)
+        hint = f" (see graphrag-ray {_subcommand(args)}--help)" if code == 2 else ""
+        _fail(redact(exc.format_message()) + hint, code, verbose)
     except KeyboardInterrupt:
         _fail("interrupted", 130, False)
     except Exception as exc:  # an engine bug: still one line unless --verbose
         _fail(f"unexpected {type(exc).__name__}: {redact(str(exc))} (run with --verbose for the traceback)", 1,
               verbose)
+
+
+def _subcommand(args: list[str]) -> str:
+    names = [a for a in args if not a.startswith("-")][:1]
+    return f"{names[0]} " if names and names[0] in {c.name or c.callback.__name__ for c in app.registered_commands} else ""
 
 
 def _fail(message: str, code: int, verbose: bool) -> None:

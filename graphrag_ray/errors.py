@@ -23,6 +23,10 @@ class IndexMissingError(GraphRagRayError):
     """A query asked for an index (or a table of it) that does not exist."""
 
 
+class IndexDamagedError(IndexMissingError):
+    """A table or vector table of the index exists but cannot be read, or has a column of the wrong type."""
+
+
 class LLMFatalError(GraphRagRayError):
     """The model endpoint refused the request in a way retrying cannot fix (400/401/403/404)."""
 

@@ -124,8 +124,8 @@ def main() -> None:
                 query = f"What is known about {WORDS[q % len(WORDS)]} {q * 1997 % args.entities}?"
                 vector = rng.normal(size=64).astype(np.float32)
                 t0 = time.perf_counter()
-                hits = table.search(vector.tolist()).metric("cosine").limit(20).select(["id", "_distance"]).to_list()
-                selected = [data.entity_rows[h["id"]] for h in hits[:10]]
+                hits = table.nearest(vector.tolist(), 20)
+                selected = [data.entity_rows[h] for h in hits[:10]]
                 build_local_context(data, selected, settings.local_search, count)
                 assemble.append(time.perf_counter() - t0)
                 t0 = time.perf_counter()

@@ -191,6 +191,11 @@ class GlobalSearchConfig(Section):
     reduce_max_length: int = doc(2000, "max answer tokens of the reduce call", gt=0)
     allow_general_knowledge: bool = doc(False, "let the reduce add knowledge not in the data (tagged [LLM: verify])")
     dynamic_threshold: int = doc(1, "dynamic selection keeps reports rated at least this (0-5)", ge=0, le=5)
+    dynamic_batch_tokens: int = doc(8000, "dynamic selection: report titles and summaries rated per call", gt=0)
+    dynamic_lookahead_levels: int = doc(2, "dynamic selection: levels below the frontier rated in the same round "
+                                        "(fewer round trips; more reports rated)", ge=0)
+    dynamic_budget_tokens: int = doc(48000, "dynamic selection stops descending once the relevant reports hold "
+                                     "this many tokens, and maps at most this many (the best-rated)", gt=0)
     dynamic_repeats: int = doc(1, "ratings per report (their mean is used)", gt=0)
     dynamic_max_level: int = doc(2, "deepest level dynamic selection descends to", ge=0)
     executor: Literal["auto", "ray", "local"] = doc(
@@ -220,6 +225,8 @@ class QueryConfig(Section):
     question_gen_prompt: str = doc("prompts/question_gen_system.txt", "question generation prompt")
     router_prompt: str = doc("prompts/router.txt", "auto-routing classification prompt")
     hybrid_prompt: str = doc("prompts/hybrid_combine.txt", "hybrid search: prompt joining local and global answers")
+    max_question_chars: int = doc(4000, "a longer question is refused before any call (DRIFT and global search "
+                                  "send it in every call); use --query-file for long ones", gt=0)
 
 
 class OutputConfig(Section):

@@ -7,7 +7,10 @@ when the first client is made: a command answered from the cache or without an L
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import signal
+import threading
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
@@ -62,15 +65,47 @@ async def close_loop_clients() -> None:
         await client.close()
 
 
+_API_CALLS: dict[int, int] = {}  # public API calls running, per loop
+
+
+@contextlib.asynccontextmanager
+async def closing_clients():
+    """Around a public async API call: when the last one running on this loop ends, the loop's SDK clients are
+    closed (a user's own asyncio.run would otherwise end with "Unclosed client session" blocks); the next call
+    opens new ones."""
+    loop = id(asyncio.get_running_loop())
+    _API_CALLS[loop] = _API_CALLS.get(loop, 0) + 1
+    try:
+        yield
+    finally:
+        _API_CALLS[loop] -= 1
+        if not _API_CALLS[loop]:
+            del _API_CALLS[loop]
+            await close_loop_clients()
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def run(coro):
-    """asyncio.run(coro), closing every SDK client the coroutine opened, even when it fails."""
+    """asyncio.run(coro), closing every SDK client the coroutine opened, even when it fails.
+
+    Ctrl-C interrupts at once, wherever the program waits (an `input()` inside the loop, a stream): asyncio.run's
+    own handler only cancels the main task on the first Ctrl-C, which a blocking read never sees."""
     async def main():
         try:
             return await coro
         finally:
             await close_loop_clients()
 
-    return asyncio.run(main())
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, _interrupt) if main_thread else None
+    try:
+        return asyncio.run(main())
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGINT, previous)
 
 
 @functools.lru_cache(maxsize=1)
@@ -221,8 +256,8 @@ class OpenAIClient:
 
     async def close(self) -> None:
         if not self.closed:
-            self.closed = True
             await self._sdk.close()
+            self.closed = True
 
 
 def _network_cause(exc: BaseException) -> str | None:

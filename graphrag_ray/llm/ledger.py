@@ -124,8 +124,9 @@ class recording_into:
     """`with recording_into(ledger):` - calls made in this context (and tasks it starts) are recorded there,
     so concurrent partitions on one worker each get exactly their own usage."""
 
-    def __init__(self, ledger: UsageLedger):
+    def __init__(self, ledger: UsageLedger, roll_up: bool = True):
         self.ledger = ledger
+        self.roll_up = roll_up  # False: the caller merges this ledger itself (a worker returns its usage)
 
     def __enter__(self) -> UsageLedger:
         self._outer = _ACTIVE.get()
@@ -133,6 +134,9 @@ class recording_into:
         return self.ledger
 
     def __exit__(self, *exc) -> None:
-        _ACTIVE.reset(self._token)
-        if self._outer is not None:  # nested recordings roll up (a hybrid search holds a local and a global one)
+        try:
+            _ACTIVE.reset(self._token)
+        except ValueError:  # left in another context: a stream its reader left early, closed by the event loop
+            pass
+        if self._outer is not None and self.roll_up:  # nested recordings roll up (a hybrid search holds a local and a global one)
             self._outer.merge(self.ledger)

@@ -12,7 +12,7 @@ from graphrag_ray.llm.embedding import EmbeddingModel, LocalEmbeddingModel
 from graphrag_ray.llm.ledger import UsageLedger
 from graphrag_ray.llm.model import ChatModel
 from graphrag_ray.llm.ratelimit import LocalRateLimiter
-from graphrag_ray.storage.location import resolve
+from graphrag_ray.storage.location import resolve_if_rooted
 
 
 @dataclass
@@ -29,10 +29,11 @@ class Models:
     _built: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def create(cls, settings: Settings, root: str | Path, limiter: Any = None,
+    def create(cls, settings: Settings, root: str | Path | None, limiter: Any = None,
                ledger: UsageLedger | None = None, cautious_start: bool = False,
                check_first: bool = False, retry_unusable: bool = False) -> "Models":
-        cache_dir = resolve(root, settings.cache.base_dir) if settings.cache.enabled else None
+        # no project root (the API given dataframes): a relative cache folder has no home, and is not used
+        cache_dir = resolve_if_rooted(root, settings.cache.base_dir) if settings.cache.enabled else None
         return cls(settings, open_cache(cache_dir), limiter or LocalRateLimiter(), ledger or UsageLedger(),
                    cautious_start, check_first, retry_unusable)
 

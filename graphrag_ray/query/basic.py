@@ -16,14 +16,11 @@ class BasicSearch(QueryEngine):
 
     async def prepare(self, query: str, history: ConversationHistory | None) -> Prepared:
         cfg = self.settings.basic_search
-        table = self.data.vectors("text_unit_text")
         units = []
-        if table is not None:
+        if self.data.vectors_dir is not None and self.data.text_units.height:
             vector = (await self.embed(cfg.embedding_model_id, [query]))[0]
-            for hit in table.search(vector).metric("cosine").limit(cfg.k).select(["id", "_distance"]).to_list():
-                unit = self.data.text_unit_rows.get(hit["id"])
-                if unit:
-                    units.append(unit)
+            hits = self.data.nearest("text_unit_text", self.data.text_units.height, vector, cfg.k) or []
+            units = [self.data.text_unit_rows[i] for i in hits if i in self.data.text_unit_rows]
         count = self.chat(cfg.chat_model_id).tokenizer.count
         text, kept = pack_table("Sources", ["id", "text"], [[u["human_readable_id"], u["text"]] for u in units],
                                 count, cfg.max_context_tokens)

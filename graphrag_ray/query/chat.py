@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from graphrag_ray.errors import GraphRagRayError
 from graphrag_ray.query.context.history import ConversationHistory, ConversationRole
 from graphrag_ray.query.local import LocalSearch
 from graphrag_ray.query.question_gen import LocalQuestionGen
@@ -41,6 +42,10 @@ async def chat_loop(local: LocalSearch, question_gen: LocalQuestionGen, read: Ca
             write(f"(follow-up {index + 1}: {query})")
         else:
             query = user
+        if len(query) > local.settings.query.max_question_chars:
+            write(f"[note] that question is {len(query):,} characters, over query.max_question_chars "
+                  f"({local.settings.query.max_question_chars:,}): ask a shorter one")
+            continue
         write("Assistant: ", end="")
         pieces = []
         async for piece in local.stream_search(query, history):
@@ -51,7 +56,10 @@ async def chat_loop(local: LocalSearch, question_gen: LocalQuestionGen, read: Ca
             write(local.last_result.usage_line())
         history.add_turn(ConversationRole.USER, query)
         history.add_turn(ConversationRole.ASSISTANT, "".join(pieces))
-        result = await question_gen.agenerate(history.user_questions(), None, question_count)
-        follow_ups = result.response
+        try:
+            follow_ups = (await question_gen.agenerate(history.user_questions(), None, question_count)).response
+        except GraphRagRayError as exc:  # the answer stands; the conversation goes on without suggestions
+            follow_ups = []
+            write(f"[note] no follow-up questions this time: {exc}")
     write("bye")
     return history

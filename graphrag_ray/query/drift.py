@@ -20,7 +20,7 @@ from graphrag_ray.query.context.history import ConversationHistory
 from graphrag_ray.query.context.local_context import LOCAL_CONTEXT_LOOKUPS
 from graphrag_ray.query.engine import Prepared, QueryEngine, system_and_user
 from graphrag_ray.query.local import LocalSearch
-from graphrag_ray.query.result import SearchResult
+from graphrag_ray.query.result import Accounting, SearchResult
 
 HYDE_PROMPT = ("Write a short community report (a title and two paragraphs) that would answer this question, "
                "in the language of the question. Question: {query}")
@@ -50,12 +50,11 @@ class DriftSearch(QueryEngine):
         hyde = await chat.chat([{"role": "user", "content": fill(HYDE_PROMPT, query=query)}], stage="query_drift",
                                max_tokens=400)
         reports = []
-        table = self.data.vectors("community_full_content")
         by_id = {r["id"]: r for r in self.data.report_by_community.values()}
-        if table is not None:
+        if self.data.vectors_dir is not None and by_id:
             vector = (await self.embed(self.cfg.embedding_model_id, [hyde.content]))[0]
-            hits = table.search(vector).metric("cosine").limit(self.cfg.primer_top_k_reports).select(["id", "_distance"]).to_list()
-            reports = [by_id[h["id"]] for h in hits if h["id"] in by_id]
+            hits = self.data.nearest("community_full_content", len(by_id), vector, self.cfg.primer_top_k_reports)
+            reports = [by_id[i] for i in hits or [] if i in by_id]
         if not reports:
             reports = sorted(by_id.values(), key=lambda r: -(r["rank"] or 0))[: self.cfg.primer_top_k_reports]
         text = "\n\n".join(r["full_content"] for r in reports)
@@ -77,17 +76,20 @@ class DriftSearch(QueryEngine):
 
     async def context_only(self, query: str, conversation_history: ConversationHistory | None = None) -> SearchResult:
         """The local context of the query itself and the highest-ranked reports (no HyDE, primer or follow-up)."""
-        local = await self.local.context_only(query, conversation_history)
+        with Accounting() as acc:
+            local = await self.local.context_only(query, conversation_history)
         top = sorted(self.data.report_by_community.values(),
                      key=lambda r: -(r["rank"] or 0))[: self.cfg.primer_top_k_reports]
         count = self.chat(self.cfg.chat_model_id).tokenizer.count
-        reports, _ = pack_table("Reports", ["id", "title", "content"],
+        reports, _ = pack_table("Primer Reports", ["id", "title", "content"],
                                 [[r["human_readable_id"], r["title"], r["full_content"]] for r in top], count,
                                 self.settings.local_search.max_context_tokens)
-        text = reports + "\n" + local.context_text
+        text = (f"=== primer: the {len(top)} highest-ranked reports (the primer call reads the reports nearest its "
+                f"hypothetical answer) ===\n{reports}\n=== local context of the question (follow-ups each build "
+                f"their own) ===\n{local.context_text}")
         records = {**local.context_data, "primer_reports": [{"id": r["human_readable_id"], "title": r["title"]}
                                                             for r in top]}
-        return SearchResult("", records, text, method=self.method, llm_calls=local.llm_calls)
+        return acc.fill(SearchResult("", records, text, method=self.method))
 
     async def prepare(self, query: str, history: ConversationHistory | None) -> Prepared:
         primer, reports = await self.primer(query)

@@ -3,6 +3,7 @@ built on one `prepare` step, so a streamed answer and a plain one are the same c
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,9 +114,11 @@ class QueryEngine(ABC):
                 yield prepared.answer
             else:
                 final = ChatResult("")
-                async for piece in self.chat(prepared.model_id).stream(prepared.messages, stage=self.stage,
-                                                                       max_tokens=prepared.max_tokens, result=final):
-                    yield piece
+                pieces = self.chat(prepared.model_id).stream(prepared.messages, stage=self.stage,
+                                                             max_tokens=prepared.max_tokens, result=final)
+                async with contextlib.aclosing(pieces):  # a reader that leaves early closes the answer's stream
+                    async for piece in pieces:
+                        yield piece
                 prepared.result.response = final.content
         self.last_result = acc.fill(prepared.result)
 

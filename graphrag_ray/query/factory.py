@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from graphrag_ray.config.settings import Settings
-from graphrag_ray.errors import GraphRagRayError
 from graphrag_ray.llm.models import Models
 from graphrag_ray.query.basic import BasicSearch
 from graphrag_ray.query.drift import DriftSearch
@@ -13,19 +13,21 @@ from graphrag_ray.query.global_search import GlobalSearch
 from graphrag_ray.query.hybrid import HybridSearch
 from graphrag_ray.query.index_data import IndexData
 from graphrag_ray.query.local import LocalSearch
+from graphrag_ray.query.methods import QUERY_METHODS
 
 ENGINES = {"local": LocalSearch, "global": GlobalSearch, "drift": DriftSearch, "basic": BasicSearch,
            "hybrid": HybridSearch}
-QUERY_METHODS = (*ENGINES, "auto")
+assert set(ENGINES) | {"auto"} == set(QUERY_METHODS)
+
+log = logging.getLogger(__name__)
 
 
-def check_query(query: str | None, method: str, data: IndexData, community_level: int) -> None:
-    if not query or not query.strip():
-        raise GraphRagRayError("empty query: give the question as an argument or with --query")
-    if method not in QUERY_METHODS:
-        raise GraphRagRayError(f"--method {method}: unknown method (have: {', '.join(QUERY_METHODS)})")
-    if community_level > data.max_level and method in ("global", "hybrid", "auto"):
-        raise GraphRagRayError(f"--community-level {community_level}: the index's deepest level is {data.max_level}")
+def effective_level(requested: int, data: IndexData) -> int:
+    """One rule for every method: a level deeper than the index's deepest uses the deepest."""
+    if requested > data.max_level:
+        log.info("community level %d is deeper than the index's deepest level (%d): using %d", requested,
+                 data.max_level, data.max_level)
+    return min(requested, data.max_level)
 
 
 def make_engine(method: str, data: IndexData, models: Models, settings: Settings, root: Path | None = None,

@@ -1,9 +1,9 @@
 """Global search: map over community reports in token-budget batches, then exactly one reduce.
 
 Every batch's map call is in flight at once - on a warm Ray actor when a cluster is up (jobs, eval) or in this
-process for a quick CLI query (exec/pools.py either way) - bounded only by the shared rate limiter. Unparseable map output is asked
-again once, then scored 0 and counted. Dynamic community selection rates reports from the root level down,
-descending only into relevant communities.
+process for a quick CLI query (exec/pools.py either way) - bounded only by the shared rate limiter. Unusable map
+output is asked again once, then scored 0 and counted. Dynamic community selection rates reports from the root
+level down, many per call, descending only into relevant communities until a token budget of them is found.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import pickle
 import polars as pl
 
 from graphrag_ray.config.prompts import fill
+from graphrag_ray.errors import UnusableAnswerError
 from graphrag_ray.exec.pools import Pool, WorkerSpec, open_pool, shared_pool
 from graphrag_ray.exec.runtime import choose_backend
 from graphrag_ray.llm.ledger import UsageLedger, active_ledger, recording_into
@@ -24,7 +25,7 @@ from graphrag_ray.parsing.llm_output import parse_json_object
 from graphrag_ray.query.context.budget import pack_table
 from graphrag_ray.query.context.history import ConversationHistory
 from graphrag_ray.query.engine import Prepared, QueryEngine, system_and_user
-from graphrag_ray.query.result import SearchResult
+from graphrag_ray.query.result import Accounting, SearchResult
 
 NO_DATA_ANSWER = "I am sorry but I am unable to answer this question given the provided data."
 REPORT_COLUMNS = ["id", "title", "occurrence weight", "content", "rank"]
@@ -45,15 +46,33 @@ def parse_points(content: str) -> list[dict] | None:
     return points
 
 
+def parse_ratings(content: str) -> dict[int, float] | None:
+    """{report id: rating 0-5} from a rating answer ({"ratings": {"<id>": rating}}; a report not listed is rated 0),
+    or None when it is not one. A list of {"id", "rating"} objects is read too."""
+    data = parse_json_object(content)
+    ratings = data.get("ratings") if data is not None else None
+    if isinstance(ratings, list):
+        ratings = {item.get("id"): item.get("rating") for item in ratings if isinstance(item, dict)}
+    if not isinstance(ratings, dict):
+        return None
+    out = {}
+    for key, value in ratings.items():
+        try:
+            out[int(key)] = max(0.0, min(5.0, float(value)))
+        except (TypeError, ValueError):
+            continue
+    return out
+
+
 async def map_call(chat, messages: list[dict], max_tokens: int, stage: str) -> tuple[list[dict], bool]:
-    """One map call; an unparseable answer is asked again once (bypassing the cache), then scored 0."""
-    answer = await chat.chat(messages, stage=stage, max_tokens=max_tokens, json_mode=True)
-    points = parse_points(answer.content)
-    if points is None:
-        answer = await chat.chat(messages, stage=stage, max_tokens=max_tokens, json_mode=True, use_cache=False,
-                                 temperature=0.1)
-        points = parse_points(answer.content)
-    return (points if points is not None else []), points is None
+    """One map call. An answer without a list of points is asked again once, changed (ChatModel.chat); a second
+    one scores the batch 0 and is counted - one batch never fails the question."""
+    try:
+        answer = await chat.chat(messages, stage=stage, max_tokens=max_tokens, json_mode=True,
+                                 validate=lambda content: parse_points(content) is not None)
+    except UnusableAnswerError:
+        return [], True
+    return parse_points(answer.content) or [], False
 
 
 class MapWorker:
@@ -64,9 +83,21 @@ class MapWorker:
         self.models = models
 
     async def map(self, model_id: str, messages: list[dict], max_tokens: int, stage: str):
-        with recording_into(UsageLedger()) as ledger:
+        with recording_into(UsageLedger(), roll_up=False) as ledger:  # the caller merges what is returned
             points, failed = await map_call(self.models.chat(model_id), messages, max_tokens, stage)
         return points, failed, ledger.to_dict()
+
+    async def rate(self, model_id: str, prompt: str, max_tokens: int, temperature: float, stage: str):
+        """One rating call of dynamic selection: ({report id: rating}, unreadable, usage)."""
+        with recording_into(UsageLedger(), roll_up=False) as ledger:  # the caller merges what is returned
+            try:
+                answer = await self.models.chat(model_id).chat(
+                    [{"role": "user", "content": prompt}], stage=stage, json_mode=True, max_tokens=max_tokens,
+                    temperature=temperature, validate=lambda content: parse_ratings(content) is not None)
+                scores = parse_ratings(answer.content) or {}
+            except UnusableAnswerError:  # asked twice: its reports count as not relevant, and are counted
+                scores = None
+        return scores or {}, scores is None, ledger.to_dict()
 
 
 class GlobalSearch(QueryEngine):
@@ -86,44 +117,97 @@ class GlobalSearch(QueryEngine):
         return await self._dynamic_selection(query)
 
     async def _dynamic_selection(self, query: str) -> tuple[pl.DataFrame, dict]:
-        """Rate the root level's reports; descend into the children of relevant ones (children replace their
-        parent), prune the rest; when nothing is relevant yet, fall back to the next level."""
-        chat = self.chat(self.cfg.chat_model_id)
-        template = self.prompt(self.cfg.rating_prompt)
-        reports = self.data.report_by_community
-        rows = self.data.community_rows
+        """Rate reports from the root level down - by title and summary, many per call, every call of a round at
+        once on the map pool, a round rating the levels below too (dynamic_lookahead_levels) - and descend into
+        the children of relevant ones (children replace their parent).
+        Descending stops at dynamic_max_level or as soon as the relevant reports fill dynamic_budget_tokens (the
+        best-rated within it are kept); when nothing is relevant yet, the next level is tried."""
+        cfg, reports, rows = self.cfg, self.data.report_by_community, self.data.community_rows
+        count = self.chat(cfg.chat_model_id).tokenizer.count
+        size: dict[int, int] = {}
+
+        def tokens(community: int) -> int:
+            if community not in size:
+                size[community] = count(reports[community]["full_content"])
+            return size[community]
+
         frontier = sorted(c for c, row in rows.items() if row["level"] == 0 and c in reports)
-        rated, kept, level = 0, set(), 0
+        ratings: dict[int, float] = {}
+        kept: set[int] = set()
+        rated = calls = unparsed = level = 0
         while frontier:
-            ratings = await asyncio.gather(*(self._rate(chat, template, query, reports[c]) for c in frontier))
-            rated += len(frontier)
-            relevant = [c for c, r in zip(frontier, ratings) if r >= self.cfg.dynamic_threshold]
+            if any(c not in ratings for c in frontier):  # a new round: the frontier and the levels below it
+                wave = self._with_descendants([c for c in frontier if c not in ratings], level)
+                scores, made, failed = await self._rate(query, [reports[c] for c in wave])
+                ratings.update({c: scores.get(c, 0.0) for c in wave})
+                rated, calls, unparsed = rated + len(wave), calls + made, unparsed + failed
+            relevant = [c for c in frontier if ratings.get(c, 0.0) >= cfg.dynamic_threshold]
             for c in relevant:
                 kept.discard(rows[c]["parent"])
             kept.update(relevant)
             if relevant:
-                frontier = sorted(ch for c in relevant for ch in rows[c]["children"] if ch in reports) \
-                    if level < self.cfg.dynamic_max_level else []
+                if level >= cfg.dynamic_max_level or sum(tokens(c) for c in kept) >= cfg.dynamic_budget_tokens:
+                    break
+                frontier = sorted(ch for c in relevant for ch in rows[c]["children"] if ch in reports)
             elif not kept:
                 frontier = sorted(c for c, row in rows.items() if row["level"] == level + 1 and c in reports)
             else:
-                frontier = []
+                break
             level += 1
-        selected = self.data.community_reports.filter(pl.col("community").is_in(sorted(kept)))
-        return selected, {"dynamic_rated": rated, "dynamic_kept": selected.height}
+        chosen, used = [], 0
+        for c in sorted(kept, key=lambda c: (-ratings.get(c, 0.0), -(reports[c]["rank"] or 0), c)):
+            if chosen and used + tokens(c) > cfg.dynamic_budget_tokens:
+                break
+            chosen.append(c)
+            used += tokens(c)
+        selected = self.data.community_reports.filter(pl.col("community").is_in(sorted(chosen)))
+        return selected, {"dynamic_rated": rated, "dynamic_calls": calls, "dynamic_unparsed": unparsed,
+                          "dynamic_kept": selected.height, "dynamic_relevant": len(kept)}
 
-    async def _rate(self, chat, template: str, query: str, report: dict) -> float:
-        prompt = fill(template, question=query, report=report["full_content"])
-        scores = []
-        for repeat in range(self.cfg.dynamic_repeats):
-            answer = await chat.chat([{"role": "user", "content": prompt}], stage="query_global_rating",
-                                     json_mode=True, max_tokens=200, temperature=0.0 if repeat == 0 else 0.3)
-            data = parse_json_object(answer.content) or {}
-            try:
-                scores.append(float(data.get("rating", 0)))
-            except (TypeError, ValueError):
-                scores.append(0.0)
-        return sum(scores) / len(scores)
+    def _with_descendants(self, communities: list[int], level: int) -> list[int]:
+        """The communities and their descendants down to dynamic_lookahead_levels below them (never deeper than
+        dynamic_max_level): rated in one round, so descending costs no further round trip - the selection is
+        the same as rating level by level, and a report under an irrelevant parent is rated for nothing."""
+        rows, reports = self.data.community_rows, self.data.report_by_community
+        wave, layer = list(communities), list(communities)
+        deepest = min(level + self.cfg.dynamic_lookahead_levels, self.cfg.dynamic_max_level)
+        for _ in range(level + 1, deepest + 1):
+            layer = [ch for c in layer for ch in rows[c]["children"] if ch in reports]
+            wave += layer
+        return sorted(set(wave))
+
+    async def _rate(self, query: str, rows: list[dict]) -> tuple[dict[int, float], int, int]:
+        """Ratings of `rows` (community -> mean rating over dynamic_repeats), the calls made, and how many
+        answers could not be read (their reports count as not relevant)."""
+        count = self.chat(self.cfg.chat_model_id).tokenizer.count
+        template = self.prompt(self.cfg.rating_prompt)
+        batches, i = [], 0
+        while i < len(rows):
+            text, kept = pack_table("Reports", ["id", "title", "summary"],
+                                    [[r["human_readable_id"], r["title"], r["summary"]] for r in rows[i:]], count,
+                                    self.cfg.dynamic_batch_tokens)
+            kept = max(kept, 1)
+            if not text:  # one report over the budget alone: its title is enough to rate it
+                text, _ = pack_table("Reports", ["id", "title", "summary"],
+                                     [[rows[i]["human_readable_id"], rows[i]["title"], ""]], count, 10**9)
+            batches.append((text, rows[i:i + kept]))
+            i += kept
+        pool = self._map_pool()
+        calls = [(fill(template, question=query, reports=text), 0.0 if repeat == 0 else 0.3, 8 * len(batch) + 64)
+                 for repeat in range(self.cfg.dynamic_repeats) for text, batch in batches]
+        outcomes = await asyncio.gather(*(pool.call("rate", self.cfg.chat_model_id, prompt, limit, temperature,
+                                                    "query_global_rating") for prompt, temperature, limit in calls))
+        ledger = active_ledger(self.models.ledger)
+        by_hrid = {r["human_readable_id"]: r["community"] for r in rows}
+        sums: dict[int, float] = {}
+        for scores, _, spent in outcomes:
+            ledger.merge(spent)
+            for hrid, score in scores.items():
+                if hrid in by_hrid:
+                    sums[by_hrid[hrid]] = sums.get(by_hrid[hrid], 0.0) + score
+        repeats = self.cfg.dynamic_repeats
+        return ({c: total / repeats for c, total in sums.items()}, len(calls),
+                sum(1 for _, failed, _ in outcomes if failed))
 
     # -- map -------------------------------------------------------------------------------------------
     def batches(self, reports: pl.DataFrame) -> list[tuple[str, list[dict]]]:
@@ -172,17 +256,23 @@ class GlobalSearch(QueryEngine):
 
         limiter = self.models.limiter if isinstance(self.models.limiter, RayRateLimiter) \
             else RayRateLimiter.for_job(f"query-{os.getpid()}")
-        models = Models.create(self.settings, str(self.root or "."), limiter=limiter, check_first=True)
+        # an absolute root: a Ray worker's current directory is not the driver's
+        models = Models.create(self.settings, str(self.root.resolve()) if self.root else None, limiter=limiter,
+                               check_first=True)
         name = "map-worker-" + hashlib.sha256(pickle.dumps((self.settings, str(self.root)))).hexdigest()[:12]
         return shared_pool("ray", name, WorkerSpec(MapWorker, (models,), max_concurrency=1000, restartable=False))
 
     async def context_only(self, query: str, conversation_history: ConversationHistory | None = None) -> SearchResult:
-        """The map batches that would be sent (no rating, map or reduce call)."""
-        reports = self.data.reports_at_level(self.community_level)
+        """The map batches that would be sent (no map or reduce call). With dynamic selection, the reports it
+        selects - its rating calls are made, since they decide the context."""
+        with Accounting() as acc:
+            reports, selection = await self.select_reports(query)
         batches = self.batches(reports)
         text = "\n\n".join(f"=== map batch {i + 1} of {len(batches)} ===\n{t}" for i, (t, _) in enumerate(batches))
         records = {"reports": [{"id": r["human_readable_id"], "title": r["title"]} for _, rows in batches for r in rows]}
-        return SearchResult("", records, text, method=self.method, details={"map_calls": len(batches)})
+        return acc.fill(SearchResult("", records, text, method=self.method,
+                                     details={"map_calls": len(batches), "reports_used": reports.height,
+                                              **selection}))
 
     # -- reduce ----------------------------------------------------------------------------------------
     def reduce_context(self, points_per_batch: list[list[dict]]) -> tuple[str, list[dict]]:

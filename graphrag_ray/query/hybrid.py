@@ -9,7 +9,7 @@ from graphrag_ray.query.context.history import ConversationHistory
 from graphrag_ray.query.engine import Prepared, QueryEngine, system_and_user
 from graphrag_ray.query.global_search import GlobalSearch
 from graphrag_ray.query.local import LocalSearch
-from graphrag_ray.query.result import SearchResult
+from graphrag_ray.query.result import Accounting, SearchResult
 
 
 class HybridSearch(QueryEngine):
@@ -25,11 +25,12 @@ class HybridSearch(QueryEngine):
                                     dynamic_community_selection=dynamic_community_selection, **common)
 
     async def context_only(self, query: str, conversation_history: ConversationHistory | None = None) -> SearchResult:
-        local = await self.local.context_only(query, conversation_history)
-        global_ = await self.global_.context_only(query)
-        return SearchResult("", {**local.context_data, **global_.context_data},
-                            f"{local.context_text}\n\n{global_.context_text}", method=self.method,
-                            llm_calls=local.llm_calls)
+        with Accounting() as acc:
+            local = await self.local.context_only(query, conversation_history)
+            global_ = await self.global_.context_only(query)
+        return acc.fill(SearchResult("", {**local.context_data, **global_.context_data},
+                                     f"=== local ===\n{local.context_text}\n\n=== global ===\n{global_.context_text}",
+                                     method=self.method))
 
     async def prepare(self, query: str, history: ConversationHistory | None) -> Prepared:
         local, global_ = await asyncio.gather(self.local.search(query, history), self.global_.search(query))

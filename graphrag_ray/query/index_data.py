@@ -9,11 +9,11 @@ from typing import Any
 
 import polars as pl
 
-from graphrag_ray.errors import GraphRagRayError, IndexMissingError
+from graphrag_ray.errors import GraphRagRayError, IndexDamagedError, IndexMissingError
 from graphrag_ray.storage.location import Store
 from graphrag_ray.storage.schemas import SCHEMAS
 from graphrag_ray.storage.tables import current_index, read_table
-from graphrag_ray.storage.vectors import VECTOR_TABLES, open_vectors
+from graphrag_ray.storage.vectors import VECTOR_TABLES, open_searchable
 
 QUERY_TABLES = ("text_units", "entities", "relationships", "communities", "community_reports")
 
@@ -27,6 +27,22 @@ def as_polars(df: Any, name: str) -> pl.DataFrame:
         return pl.from_pandas(df)
     except (TypeError, ValueError) as exc:
         raise GraphRagRayError(f"table '{name}': expected a Polars or pandas DataFrame ({exc})") from None
+
+
+def checked_types(df: pl.DataFrame, name: str, folder: Store) -> pl.DataFrame:
+    """The table with the columns queries read, in their types: a column missing, or of a type that does not
+    convert (a writer's Int32 or large string does), is an error naming the file and the column."""
+    missing = [c for c in SCHEMAS[name] if c not in df.columns]
+    if missing:
+        raise IndexMissingError(f"index table '{name}' at {folder} lacks columns: {', '.join(missing)}")
+    for column, dtype in SCHEMAS[name].items():
+        if df.schema[column] != dtype:
+            try:
+                df = df.with_columns(pl.col(column).cast(dtype, strict=True))
+            except (pl.exceptions.PolarsError, TypeError, ValueError):
+                raise IndexDamagedError(f"index table {folder}/{name}.parquet: column '{column}' is "
+                                        f"{df.schema[column]}, {dtype} expected") from None
+    return df
 
 
 @dataclass
@@ -52,26 +68,26 @@ class IndexData:
             df = read_table(folder, name)
             if df is None:
                 raise IndexMissingError(f"index at {folder} is incomplete: table '{name}' is missing")
-            missing = [c for c in SCHEMAS[name] if c not in df.columns]
-            if missing:
-                raise IndexMissingError(f"index table '{name}' at {folder} lacks columns: {', '.join(missing)}")
-            tables[name] = df
+            tables[name] = checked_types(df, name, folder)
+        covariates = read_table(folder, "covariates")
         index = cls(**tables, vectors_dir=folder.child("lancedb"), folder=folder,
-                    covariates=read_table(folder, "covariates"))
+                    covariates=checked_types(covariates, "covariates", folder) if covariates is not None else None)
         for name in VECTOR_TABLES if open_vectors else ():  # with the index, as its tables: not in a query
             index.vectors(name)
         return index
 
     @classmethod
     def from_frames(cls, entities=None, communities=None, community_reports=None, text_units=None,
-                    relationships=None, vectors_dir: Store | str | Path | None = None) -> "IndexData":
+                    relationships=None, covariates=None,
+                    vectors_dir: Store | str | Path | None = None) -> "IndexData":
         def table(df, name):
             return as_polars(df, name) if df is not None else pl.DataFrame(schema=SCHEMAS[name])
 
         return cls(table(text_units, "text_units"), table(entities, "entities"),
                    table(relationships, "relationships"), table(communities, "communities"),
                    table(community_reports, "community_reports"),
-                   vectors_dir=Store(vectors_dir) if vectors_dir else None)
+                   vectors_dir=Store(vectors_dir) if vectors_dir else None,
+                   covariates=as_polars(covariates, "covariates") if covariates is not None else None)
 
     # -- lookups (built once, on first use) ------------------------------------------------------------
     @cached_property
@@ -119,10 +135,45 @@ class IndexData:
                 out.setdefault(entity_id, []).append(row["community"])
         return out
 
-    def vectors(self, name: str):
+    @cached_property
+    def claims_by_subject(self) -> dict[str, list[dict]]:
+        """Claims (covariates) by the entity they are about, in human-readable-id order (none: claims are off)."""
+        out: dict[str, list[dict]] = {}
+        if self.covariates is not None and self.covariates.height:
+            for row in self.covariates.sort("human_readable_id").iter_rows(named=True):
+                out.setdefault(row["subject_id"], []).append(row)
+        return out
+
+    def vectors(self, name: str, rows: int = 0):
+        """The LanceDB table `name`, or None when there is none to read. `rows`: how many rows the index holds
+        for it - a table missing although rows exist is an error (an index whose lancedb/ was lost), never a
+        quieter answer. Opening never writes: a query leaves the published index as it was."""
         if name not in self._vector_tables:
-            self._vector_tables[name] = open_vectors(self.vectors_dir, name) if self.vectors_dir else None
-        return self._vector_tables[name]
+            try:
+                self._vector_tables[name] = open_searchable(self.vectors_dir, name) if self.vectors_dir else None
+            except GraphRagRayError as exc:  # damaged: said by the method that reads it, not by every query
+                self._vector_tables[name] = exc
+        table = self._vector_tables[name]
+        if isinstance(table, GraphRagRayError):
+            raise table
+        if table is None and rows and self.vectors_dir is not None:
+            raise IndexMissingError(f"index at {self.folder or self.vectors_dir}: vector table '{name}' is missing "
+                                    f"({self.vectors_dir}/{name}.lance) although {rows:,} rows need it: "
+                                    "rebuild the index with `graphrag-ray index`")
+        return table
+
+    def nearest(self, name: str, rows: int, vector: list[float], k: int) -> list[str] | None:
+        """Ids of the k rows of vector table `name` nearest `vector` (cosine), best first; None when the index has
+        no such table and needs none. A table that fails while read is an error naming it."""
+        table = self.vectors(name, rows)
+        if table is None:
+            return None
+        try:
+            return table.nearest(vector, k)
+        except Exception as exc:  # lance's own errors: a damaged data file shows only when read
+            raise GraphRagRayError(f"vector table {self.vectors_dir}/{name}.lance cannot be read "
+                                   f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]}): rebuild the index "
+                                   "with `graphrag-ray index`") from None
 
     def reports_at_level(self, level: int) -> pl.DataFrame:
         """Microsoft GraphRAG's rule: for each entity, its deepest community at or below `level`; the reports

@@ -23,7 +23,11 @@ class SearchResult:
     details: dict[str, Any] = field(default_factory=dict)     # method-specific (map calls, route, ...)
 
     def usage_line(self) -> str:
-        return (f"[{self.method}] {self.completion_time:.2f}s, {self.llm_calls} LLM calls, {self.prompt_tokens:,} "
+        """Paid calls and answers taken from the cache apart: a cached answer costs no tokens."""
+        paid = self.details.get("paid_calls", self.llm_calls)
+        cached = self.llm_calls - paid
+        calls = f"{paid} LLM call{'s' if paid != 1 else ''}" + (f" + {cached} from the cache" if cached else "")
+        return (f"[{self.method}] {self.completion_time:.2f}s, {calls}, {self.prompt_tokens:,} "
                 f"prompt + {self.output_tokens:,} output tokens, ${self.cost:.5f}")
 
 

@@ -14,7 +14,7 @@ def query_kind(system: str) -> str | None:
     markers = [
         ("judge", "evaluating two answers to the same question"),
         ("question_gen", "generating a bulleted list of"),
-        ("rating", "Rate how relevant the report is"),
+        ("rating", "Rate each report for how relevant"),
         ("router", "Classify the user's question"),
         ("hyde", "Write a short community report"),
         ("drift_primer", "reason over a knowledge graph in response to a user query"),
@@ -95,10 +95,16 @@ def global_reduce(system: str, question: str) -> str:
 
 
 def rating(system: str, question: str) -> str:
-    q = system.split("---Question---", 1)[1].split("---Community report---", 1)[0]
-    report = system.split("---Community report---", 1)[1]
-    score = min(5, _overlap(q, report))
-    return json.dumps({"reason": f"{score} terms of the question appear in the report", "rating": score})
+    """Dynamic selection's batched rating: each report (a row id|title|summary) scored by the question's terms it
+    holds (0-5)."""
+    q = system.split("---Question---", 1)[1].split("---Community reports---", 1)[0]
+    table = system.split("---Community reports---", 1)[1].split("\n\nRate each report", 1)[0]
+    ratings = {}
+    for line in table.strip().splitlines():
+        cells = line.split("|", 1)
+        if len(cells) == 2 and cells[0].strip().isdigit() and (score := min(5, _overlap(q, cells[1]))):
+            ratings[cells[0].strip()] = score  # only the reports rated 1 or more, as the prompt asks
+    return json.dumps({"ratings": ratings})
 
 
 def router(system: str, question: str) -> str:

@@ -45,6 +45,14 @@ def resolve(root: str | Path, location: str | Path) -> str | Path:
     return path if path.is_absolute() else Path(root) / path
 
 
+def resolve_if_rooted(root: str | Path | None, location: str | Path) -> str | Path | None:
+    """`resolve`, except that a relative location with no project root has no home: None (nothing may be written
+    into whatever the current directory is)."""
+    if root is None and not is_uri(location) and not Path(location).is_absolute():
+        return None
+    return resolve(root or ".", location)
+
+
 def as_location(value: str | Path) -> str | Path:
     """A command-line path or URI: URIs stay strings (Path would fold "s3://" into "s3:/")."""
     return str(value).rstrip("/") if is_uri(str(value)) else Path(value)

@@ -24,6 +24,7 @@ from typing import Callable, TypeVar
 
 import polars as pl
 
+from graphrag_ray.errors import IndexDamagedError
 from graphrag_ray.storage.location import Store
 from graphrag_ray.storage.schemas import SCHEMAS, SORT_KEYS, conform
 
@@ -73,8 +74,18 @@ def write_table(df: pl.DataFrame, where: Store | str | Path, name: str, partitio
 
 
 def read_table(where: Store | str | Path, name: str) -> pl.DataFrame | None:
-    """`name.parquet`, or the hive-partitioned files below `name/`; None when neither exists."""
+    """`name.parquet`, or the hive-partitioned files below `name/`; None when neither exists. A file that cannot
+    be read (truncated, not parquet) is an error naming it."""
     store = Store(where)
+    try:
+        return _read_table(store, name)
+    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise IndexDamagedError(f"index table {store.location}/{name}.parquet cannot be read ({first}): "
+                                "rebuild the index or query another version (`graphrag-ray versions`)") from None
+
+
+def _read_table(store: Store, name: str) -> pl.DataFrame | None:
     folder = store.local_path()
     if folder is not None:
         if (folder / f"{name}.parquet").exists():

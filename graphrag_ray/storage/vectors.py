@@ -1,14 +1,21 @@
-"""LanceDB vector tables (embedded, under the index folder): one per embedded field, as Microsoft GraphRAG
-names them (entity_description, text_unit_text, community_full_content)."""
+"""Vector tables (under the index folder's lancedb/): one per embedded field, as Microsoft GraphRAG names them
+(entity_description, text_unit_text, community_full_content).
+
+LanceDB holds every table. A table smaller than `ann_index_rows` has no ANN index - LanceDB would scan it whole
+anyway - and is also written as `<name>.flat.arrow` (ids and unit vectors, Arrow IPC): a query searches it exactly
+with numpy over a memory map, without importing LanceDB (three seconds of a query command's start-up here)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
+from graphrag_ray.errors import GraphRagRayError
 from graphrag_ray.storage.location import Store
 
+FLAT_SUFFIX = ".flat.arrow"
 VECTOR_TABLES = ("entity_description", "text_unit_text", "community_full_content")
 
 
@@ -26,12 +33,77 @@ def write_vectors(folder: str | Path, name: str, ids: list[str], texts: list[str
     tbl = lancedb.connect(str(folder)).create_table(name, data=table)
     if len(ids) >= ann_index_rows:
         tbl.create_index(metric="cosine", vector_column_name="vector")
+    else:
+        _write_flat(Path(folder) / f"{name}{FLAT_SUFFIX}", ids, vectors)
+
+
+def _write_flat(path: Path, ids: list[str], vectors: list[list[float]]) -> None:
+    matrix = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    matrix = matrix / np.where(norms == 0, 1, norms)  # unit rows: cosine similarity is a dot product
+    table = pa.table({"id": pa.array(ids, pa.string()),
+                      "vector": pa.FixedSizeListArray.from_arrays(pa.array(matrix.ravel()), matrix.shape[1])})
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+
+
+class FlatVectors:
+    """A small vector table searched exactly: ids and unit vectors, memory-mapped (a local index) or read."""
+
+    def __init__(self, source):
+        table = pa.ipc.open_file(source).read_all()
+        self.ids = table["id"].to_pylist()
+        values = table["vector"].combine_chunks()
+        flat = values.flatten()  # float32 without nulls: its data buffer is the matrix (to_numpy imports pandas)
+        self.matrix = np.frombuffer(flat.buffers()[1], dtype=np.float32, count=len(flat),
+                                    offset=flat.offset * 4).reshape(len(self.ids), values.type.list_size)
+
+    def nearest(self, vector: list[float], k: int) -> list[str]:
+        query = np.asarray(vector, dtype=np.float32)
+        scores = self.matrix @ (query / (np.linalg.norm(query) or 1.0))
+        top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+        order = sorted(top.tolist(), key=lambda i: (-float(scores[i]), i))  # ties: table order, deterministic
+        return [self.ids[i] for i in order]
+
+
+class LanceVectors:
+    """A LanceDB table (with its ANN index when large) behind the same `nearest`."""
+
+    def __init__(self, table):
+        self.table = table
+
+    def nearest(self, vector: list[float], k: int) -> list[str]:
+        hits = self.table.search(vector).metric("cosine").limit(k).select(["id", "_distance"]).to_list()
+        return [hit["id"] for hit in hits]
+
+
+def open_searchable(folder: Store | str | Path, name: str) -> "FlatVectors | LanceVectors | None":
+    """What a query searches: the flat copy when the table has one, else the LanceDB table; None when the index
+    has no table by that name. Nothing is written."""
+    store = folder if isinstance(folder, Store) else Store(str(folder))
+    flat = f"{name}{FLAT_SUFFIX}"
+    if store.exists(flat):
+        try:
+            local = store.local_path(flat)
+            return FlatVectors(pa.memory_map(str(local)) if local else pa.BufferReader(store.read_bytes(flat)))
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise GraphRagRayError(f"vector table {store.location}/{flat} cannot be read ({exc}): rebuild the "
+                                   "index with `graphrag-ray index`") from None
+    table = open_vectors(store, name)
+    return LanceVectors(table) if table is not None else None
 
 
 def open_vectors(folder: Store | str | Path, name: str):
+    """The table, or None when the index has none by that name; a table that cannot be read is an error naming
+    it. Nothing is created (lancedb.connect makes a missing folder)."""
+    store = folder if isinstance(folder, Store) else Store(str(folder))
+    if not store.exists(f"{name}.lance"):
+        return None
     import lancedb
 
     try:
-        return lancedb.connect(str(folder)).open_table(name)
-    except (FileNotFoundError, ValueError):
-        return None
+        return lancedb.connect(str(store.location)).open_table(name)
+    except Exception as exc:  # lance raises its own errors for a damaged table
+        raise GraphRagRayError(f"vector table {store.location}/{name}.lance cannot be read "
+                               f"({type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}): "
+                               "rebuild the index with `graphrag-ray index`") from None

@@ -126,12 +126,29 @@ def test_dynamic_selection_rates_fewer_reports_when_one_branch_is_relevant(root)
     models = Models.create(settings, root)
     question = "Which coffee shop sells espresso and latte?"
     static = run(GlobalSearch(data, models, settings, root=root, community_level=1).search(question))
+    settings.global_search.dynamic_lookahead_levels = 0  # level by level
     dynamic = run(GlobalSearch(data, models, settings, root=root, community_level=1,
                                dynamic_community_selection=True).search(question))
     assert static.details["reports_used"] == 8
     assert dynamic.details["dynamic_rated"] == 2 + 4 < static.details["reports_used"]
     assert dynamic.details["dynamic_kept"] == 4  # the coffee children replace their parent; space is pruned
+    assert dynamic.details["dynamic_calls"] == 2  # one call per level: every report of a level rated in one
     assert dynamic.response and "I am sorry" not in dynamic.response
+
+    # rating the level below in the same round: one round trip, the same selection
+    settings.global_search.dynamic_lookahead_levels = 1
+    ahead = run(GlobalSearch(data, models, settings, root=root, community_level=1,
+                             dynamic_community_selection=True).search(question))
+    assert ahead.details["dynamic_calls"] == 1 and ahead.details["dynamic_rated"] == 2 + 8
+    assert ahead.context_data["reports"] == dynamic.context_data["reports"]
+
+    # a budget the root's coffee report already fills: no descent, that report alone is mapped
+    settings.global_search.dynamic_budget_tokens = 5
+    settings.global_search.dynamic_lookahead_levels = 0
+    budgeted = run(GlobalSearch(data, models, settings, root=root, community_level=1,
+                                dynamic_community_selection=True).search(question))
+    assert budgeted.details["dynamic_rated"] == 2 and budgeted.details["dynamic_calls"] == 1
+    assert budgeted.details["dynamic_kept"] == 1 and budgeted.context_data["reports"][0]["title"] == "咖啡"
 
 
 def test_streamed_answer_arrives_in_chunks_equal_to_the_answer(root):
@@ -169,7 +186,7 @@ def test_chat_loop_through_stdin_picks_follow_up_two_and_exits(root):
 @pytest.mark.parametrize("args, message", [
     (["query", ""], "empty query"),
     (["query", "x", "--method", "magic"], "unknown method"),
-    (["query", "x", "--method", "global", "--community-level", "9"], "deepest level is"),
+    (["query", "x", "--method", "global", "--community-level", "-1"], "a level is 0 (the root) or deeper"),
     (["query", "x", "--data", "/nonexistent/index"], "no index at"),
 ])
 def test_bad_queries_fail_with_one_line(root, args, message):

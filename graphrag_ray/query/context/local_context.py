@@ -6,6 +6,7 @@ and the rest for entities and relationships, as Microsoft GraphRAG's LocalSearch
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -16,7 +17,9 @@ from graphrag_ray.query.index_data import IndexData
 
 # the IndexData lookups this context reads (an engine using it builds them when it is set up)
 LOCAL_CONTEXT_LOOKUPS = ("entity_rows", "entity_by_title", "relationships_by_title", "text_unit_rows",
-                         "report_by_community", "community_rows", "communities_of_entity")
+                         "report_by_community", "community_rows", "communities_of_entity", "claims_by_subject")
+log = logging.getLogger(__name__)
+CLAIM_COLUMNS = ("object_id", "type", "status", "start_date", "end_date", "description")
 
 
 @dataclass
@@ -42,12 +45,13 @@ async def map_query_to_entities(query: str, data: IndexData, embed: Callable | N
     named = [row for title, row in data.entity_by_title.items() if len(title) >= 2 and title.casefold() in lowered]
     for row in sorted(named, key=lambda r: (-len(r["title"]), -r["degree"])):
         take(row)
-    table = data.vectors("entity_description")
-    if embed is not None and table is not None and len(picked) < k:
-        vector = (await embed([query]))[0]  # an endpoint that fails is an error, not a reason to answer with less
-        hits = table.search(vector).metric("cosine").limit(k * oversample).select(["id", "_distance"]).to_list()
-        for hit in hits:
-            take(data.entity_rows.get(hit["id"]))
+    if embed is not None and len(picked) < k and data.entities.height:
+        if data.vectors_dir is None:
+            log.warning("no vector tables given (no index folder): matching entities by name only")
+        else:
+            vector = (await embed([query]))[0]  # an endpoint that fails is an error, not a reason to answer with less
+            for entity_id in data.nearest("entity_description", data.entities.height, vector, k * oversample) or []:
+                take(data.entity_rows.get(entity_id))
     return picked
 
 
@@ -104,6 +108,17 @@ def build_local_context(data: IndexData, selected: list[dict], cfg: LocalSearchC
         parts.append(text_r)
         records["relationships"] = [{"id": r["human_readable_id"], "source": r["source"], "target": r["target"]}
                                     for r, _ in rels[:kept_r]]
+
+    # claims about the selected entities (Microsoft GraphRAG's "Claims" table), from what the local budget left
+    claims = [c for e in selected for c in data.claims_by_subject.get(e["title"], [])]
+    text_c, kept_c = pack_table("Claims", ["id", "entity", *CLAIM_COLUMNS],
+                                [[c["human_readable_id"], c["subject_id"], *(c[k] for k in CLAIM_COLUMNS)]
+                                 for c in claims], count,
+                                max(0, local_budget - count(text_e) - (count(text_r) if kept_r else 0)))
+    if kept_c:
+        parts.append(text_c)
+        records["claims"] = [{"id": c["human_readable_id"], "entity": c["subject_id"], "type": c["type"],
+                              "description": c["description"]} for c in claims[:kept_c]]
 
     # text units: by entity order, then by how many of the selected relationships they hold
     chosen_rel_ids = {r["id"] for r, _ in rels[:kept_r]}
