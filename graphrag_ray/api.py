@@ -113,7 +113,12 @@ def open_index(root: str | Path = ".", config_file: str | Path | None = None, da
     LanceDB tables closed (global search needs none, and opening them costs lancedb's import)."""
     from graphrag_ray.query.index_data import IndexData
 
+    from graphrag_ray.llm.tokens import load_in_background
+
     settings = settings or load_settings(root, config_file)
+    for model_id in {settings.local_search.chat_model_id, settings.global_search.chat_model_id}:
+        if model_id in settings.models:  # every context budget counts with it: it builds while the tables load
+            load_in_background(settings.models[model_id].model, settings.models[model_id].encoding)
     folder = as_location(data) if data else resolve(root, settings.output.base_dir)
     return settings, IndexData.load(folder, open_vectors=vectors), Models.create(settings, root, check_first=True)
 

@@ -65,9 +65,9 @@ class EmbeddingModel(_ModelBase):
                            vectors: list, stage: str) -> None:
         batch = [sent[i] for i in idx]
 
-        def reserve() -> int:  # counted once a TPM limit is configured or announced (a byte count over-reserves)
+        def reserve() -> tuple[int, int]:  # counted once a TPM limit is known (a byte count over-reserves)
             known = self.config.rate_limit.tpm or self.limiter.knows_limits(self.model_id)
-            return sum(min(counts[i], self.config.batch_max_tokens) for i in idx) if known else 0
+            return (sum(min(counts[i], self.config.batch_max_tokens) for i in idx) if known else 0), 0
 
         async def send() -> tuple[dict, int, int]:
             vecs, used = await self.client.embed(batch)

@@ -138,5 +138,6 @@ class recording_into:
             _ACTIVE.reset(self._token)
         except ValueError:  # left in another context: a stream its reader left early, closed by the event loop
             pass
-        if self._outer is not None and self.roll_up:  # nested recordings roll up (a hybrid search holds a local and a global one)
+        # nested recordings roll up (a hybrid search holds a local and a global one)
+        if self._outer is not None and self.roll_up:
             self._outer.merge(self.ledger)

@@ -28,6 +28,7 @@ from graphrag_ray.llm.tokens import tokenizer_for
 
 DEFAULT_429_PAUSE = 1.0  # seconds, when a 429 carries no Retry-After
 Send = Callable[[], Awaitable[tuple[dict, int, int]]]  # one request: (entry to cache, prompt tokens, completion tokens)
+Reserve = Callable[[], tuple[int, int]]  # () -> (prompt tokens, the most the answer may hold), for the limiter
 
 
 @dataclass
@@ -102,11 +103,12 @@ class _ModelBase:
         return self.model_id, rl.rpm, rl.tpm
 
     # -- the layers, composed once: cache -> retry -> limiter -> client; the ledger records every outcome --
-    async def _call(self, stage: str, key: str, reserve: Callable[[], int], send: Send,
+    async def _call(self, stage: str, key: str, reserve: Reserve, send: Send,
                     use_cache: bool = True) -> tuple[dict, bool]:
         """The cached entry for `key`, or one made by `send()` (one request: returns the entry to cache, and the
-        prompt and completion tokens paid) through the retry loop and the limiter; `reserve()` says how many tokens
-        an attempt reserves, asked just before it is sent (limits learned meanwhile count). Returns (entry, cached)."""
+        prompt and completion tokens paid) through the retry loop and the limiter; `reserve()` gives what an attempt
+        sends and the most it may receive, asked just before it is sent (limits learned meanwhile count). Returns
+        (entry, cached)."""
         if use_cache and key is not None and (hit := self.cache.get(key)) is not None:
             self.usage.record(stage, self.config.model, cache_hits=1)
             return hit, True
@@ -135,7 +137,7 @@ class _ModelBase:
                 mine.set_result(entry)  # None (it failed, or was cancelled): those waiting ask themselves
         return entry, False
 
-    async def _paid_call(self, reserve: Callable[[], int], stage: str, send: Send) -> tuple[dict, int, int]:
+    async def _paid_call(self, reserve: Reserve, stage: str, send: Send) -> tuple[dict, int, int]:
         """One request through the retry loop (and alongside the endpoint check, for a query's first request)."""
         try:
             attempts = self._attempts(reserve, stage, send)
@@ -147,7 +149,7 @@ class _ModelBase:
                 else f"gave up after {policy.max_attempts} attempts"
             raise LLMUnavailableError(f"{self.client.where}: {why} ({exc})") from None
 
-    async def _attempts(self, reserve: Callable[[], int], stage: str, send: Send) -> tuple[dict, int, int]:
+    async def _attempts(self, reserve: Reserve, stage: str, send: Send) -> tuple[dict, int, int]:
         async for attempt in retrying(self.config.retry, lambda exc: self.usage.record(
                 stage, self.config.model, retries=1)):
             with attempt:
@@ -186,7 +188,7 @@ class _ModelBase:
         self.usage.record_call(stage, self.config.model, prompt_tokens, completion_tokens, price.input_per_1m,
                                price.output_per_1m)
 
-    async def _limited(self, reserve: Callable[[], int], stage: str, send: Send) -> tuple[dict, int, int]:
+    async def _limited(self, reserve: Reserve, stage: str, send: Send) -> tuple[dict, int, int]:
         """One attempt under this process's adaptive in-flight cap and the job-wide limiter. What an attempt
         reserved is settled whatever happens: with what it used, or 0 when nothing was used. Limits the provider
         announces are passed on to the limiter."""
@@ -196,7 +198,8 @@ class _ModelBase:
             # the SDK client is made (imported, on a process's first call: seconds on a slow worker) before the
             # grant: a request must reach the provider within the limiter's second of slack after its grant
             self.client  # noqa: B018
-            grant = await self.limiter.acquire(key, reserve(), rpm, tpm)
+            prompt, max_completion = reserve()
+            grant = await self.limiter.acquire(key, prompt, rpm, tpm, max_completion, stage)
             try:
                 entry, prompt_tokens, completion_tokens = await send()
             except RateLimitedError as exc:
@@ -210,7 +213,8 @@ class _ModelBase:
             except BaseException:
                 self.limiter.settle(key, grant, 0)
                 raise
-            self.limiter.settle(key, grant, prompt_tokens + completion_tokens)
+            self.limiter.settle(key, grant, prompt_tokens + completion_tokens,
+                                completion_tokens if max_completion else None, stage)
             slots.succeeded()
             self.limiter.learn(key, rpm, tpm, *self.client.announced_limits)
             return entry, prompt_tokens, completion_tokens
@@ -222,8 +226,6 @@ class _ModelBase:
 
 
 class ChatModel(_ModelBase):
-    _completion_average: float | None = None  # completion tokens per answer so far (reservations expect it)
-    _completion_longest: int = 0              # the longest answer so far
 
     def _params(self, json_mode: bool, response_format: dict | None, max_tokens: int | None,
                 temperature: float | None, extra: dict[str, Any]) -> dict[str, Any]:
@@ -239,22 +241,13 @@ class ChatModel(_ModelBase):
     def count(self, messages: list[dict]) -> int:
         return self.tokenizer.count_messages(messages)
 
-    def _reservation(self, messages: list[dict], max_tokens: int) -> int:
-        """Tokens to reserve against the TPM limit: the prompt and the longest completion to expect - the longest
-        answer so far or one and a half times the average, whichever is more (at most max_tokens, which is all a
-        first call can go by). A reservation is held only while its call is in flight: what it did not use
-        returns to the window when the answer settles; one that reserved too little could let the provider's
-        window overflow before it settles. Not counted at all while no TPM limit is configured or announced."""
+    def _reservation(self, messages: list[dict], max_tokens: int) -> tuple[int, int]:
+        """(prompt tokens, the most the answer may hold) for the limiter, which reserves the prompt and the answer
+        it expects from every answer the job has had (ModelWindow.reservation). Not counted at all while no TPM
+        limit is configured or announced."""
         if not (self.config.rate_limit.tpm or self.limiter.knows_limits(self.model_id)):
-            return 0
-        expected = max_tokens if self._completion_average is None else \
-            max(self._completion_longest, int(1.5 * self._completion_average) + 16)
-        return self.count(messages) + min(max_tokens, expected)
-
-    def _completed(self, completion_tokens: int) -> None:
-        average = self._completion_average
-        self._completion_longest = max(self._completion_longest, completion_tokens)
-        self._completion_average = completion_tokens if average is None else 0.9 * average + 0.1 * completion_tokens
+            return 0, 0
+        return self.count(messages), max_tokens
 
     async def chat(self, messages: list[dict], *, stage: str, json_mode: bool = False,
                    response_format: dict | None = None, max_tokens: int | None = None,
@@ -329,7 +322,6 @@ class ChatModel(_ModelBase):
         if not prompt_tokens and not completion_tokens:
             entry.update(prompt_tokens=self.count(messages), completion_tokens=self.tokenizer.count(content),
                          counted_here=True)
-        self._completed(entry["completion_tokens"])
         return entry
 
     async def stream(self, messages: list[dict], *, stage: str, max_tokens: int | None = None,

@@ -103,6 +103,7 @@ class ModelWindow:
         self.by_id: dict[int, list] = {}
         self.ids = itertools.count(1)
         self.paused_until = 0.0
+        self.answers: dict[str, list] = {}  # kind of request -> [average, longest] answer tokens, job-wide
         self.last_refusal = float("-inf")
         self.last_change = self.clock()
         self.granted = self.refusals = 0
@@ -152,12 +153,29 @@ class ModelWindow:
         self.granted += 1
         return grant
 
-    def settle(self, grant: int | None, used: int) -> None:
-        """What the call really used replaces what it reserved (0: it was never sent or was refused)."""
+    def reservation(self, prompt: int, max_completion: int, kind: str = "") -> int:
+        """What a request reserves when it is granted: its prompt and the longest answer to expect from requests
+        of its kind (a pipeline stage: extraction answers are long, summaries short) - the longest so far or one
+        and a half times the average, whichever is more, at most max_completion (all a first call can go by).
+        Worked out at grant time from every answer the job has settled: a request that waited in line does not
+        hold the guess it was made with."""
+        if not max_completion:
+            return prompt
+        if kind not in self.answers:
+            return prompt + max_completion
+        average, longest = self.answers[kind]
+        return prompt + min(max_completion, max(longest, int(1.5 * average) + 16))
+
+    def settle(self, grant: int | None, used: int, completion: int | None = None, kind: str = "") -> None:
+        """What the call really used replaces what it reserved (0: it was never sent or was refused);
+        `completion`: its answer's tokens, which later reservations of its kind expect."""
         entry = self.by_id.get(grant) if grant is not None else None
         if entry is not None:
             self.tokens.credit(entry[1] - used)
             entry[1] = used
+        if completion is not None and used:
+            average, longest = self.answers.get(kind, (completion, 0))
+            self.answers[kind] = [0.9 * average + 0.1 * completion, max(longest, completion)]
 
     def refused(self, seconds: float) -> None:
         """A 429: every caller waits `seconds`; the allowed rate drops once per burst of refusals."""
@@ -204,7 +222,9 @@ def _resolve(future: asyncio.Future, value=None) -> None:
 
 @dataclass(eq=False)
 class _Ticket:
-    tokens: int
+    prompt: int               # tokens it sends
+    max_completion: int       # the most its answer may hold (0: no answer, as embeddings)
+    kind: str                 # what sort of request (a stage): answers of its kind tell what to expect
     granted: asyncio.Future   # the grant id, set when the ticket's turn came and it fits
     nudge: asyncio.Future     # set when the ticket became first in line or the window changed
 
@@ -226,23 +246,24 @@ class _Queue:
                 self.waiting.popleft()
                 moved = True
                 continue
-            wait = self.window.earliest(head.tokens)
+            tokens = self.window.reservation(head.prompt, head.max_completion, head.kind)
+            wait = self.window.earliest(tokens)
             if wait > 0:
                 if moved:  # a new first in line: it watches the clock from now on
                     _resolve(head.nudge)
                 return wait
             self.waiting.popleft()
             moved = True
-            _resolve(head.granted, self.window.grant(head.tokens))
+            _resolve(head.granted, self.window.grant(tokens))
         return None
 
     def nudge_head(self) -> None:
         if self.waiting:
             _resolve(self.waiting[0].nudge)
 
-    async def acquire(self, tokens: int, lock) -> int:
+    async def acquire(self, tokens: int, max_completion: int, kind: str, lock) -> int:
         loop = asyncio.get_running_loop()
-        ticket = _Ticket(tokens, loop.create_future(), loop.create_future())
+        ticket = _Ticket(tokens, max_completion, kind, loop.create_future(), loop.create_future())
         with lock:
             self.waiting.append(ticket)
         try:
@@ -285,8 +306,9 @@ class _Registry:
                 self.queues[key] = _Queue(ModelWindow(rpm, tpm))
             return self.queues[key]
 
-    async def acquire(self, key: str, tokens: int, rpm: int | None, tpm: int | None) -> int:
-        return await self.queue(key, rpm, tpm).acquire(tokens, self.lock)
+    async def acquire(self, key: str, tokens: int, rpm: int | None, tpm: int | None, max_completion: int = 0,
+                      kind: str = "") -> int:
+        return await self.queue(key, rpm, tpm).acquire(tokens, max_completion, kind, self.lock)
 
     def _changed(self, key: str, change) -> None:
         with self.lock:
@@ -295,8 +317,8 @@ class _Registry:
                 self.queues[key].serve()  # what fits now goes
                 self.queues[key].nudge_head()  # the first still waiting recomputes its time
 
-    def settle(self, key: str, grant: int | None, used: int) -> None:
-        self._changed(key, lambda w: w.settle(grant, used))
+    def settle(self, key: str, grant: int | None, used: int, completion: int | None = None, kind: str = "") -> None:
+        self._changed(key, lambda w: w.settle(grant, used, completion, kind))
 
     def refused(self, key: str, seconds: float, rpm: int | None, tpm: int | None) -> None:
         self.queue(key, rpm, tpm)
@@ -320,14 +342,17 @@ class _Client:
         self._known: set[str] = set()  # keys whose window is limited, as far as this process has seen
         self._learned: dict[str, tuple] = {}
 
-    async def acquire(self, key: str, tokens: int, rpm: int | None, tpm: int | None) -> int | None:
+    async def acquire(self, key: str, tokens: int, rpm: int | None, tpm: int | None, max_completion: int = 0,
+                      kind: str = "") -> int | None:
+        """Wait for the turn of a request sending `tokens` whose answer may hold up to `max_completion` (`kind`:
+        its stage); returns its grant id (None: nothing is limited, the limiter is not contacted)."""
         if not (rpm or tpm or key in self._known):
             return None
-        return await self._acquire(key, tokens, rpm, tpm)
+        return await self._acquire(key, tokens, rpm, tpm, max_completion, kind)
 
-    def settle(self, key: str, grant: int | None, used: int) -> None:
+    def settle(self, key: str, grant: int | None, used: int, completion: int | None = None, kind: str = "") -> None:
         if grant is not None:
-            self._send("settle", key, grant, used)
+            self._send("settle", key, grant, used, completion, kind)
 
     def refused(self, key: str, seconds: float, rpm: int | None, tpm: int | None) -> None:
         self._known.add(key)
@@ -378,8 +403,9 @@ class LimiterActor:
     def __init__(self):
         self.registry = _Registry()
 
-    async def acquire(self, key: str, tokens: int, rpm: int | None, tpm: int | None) -> int:
-        return await self.registry.acquire(key, tokens, rpm, tpm)
+    async def acquire(self, key: str, tokens: int, rpm: int | None, tpm: int | None, max_completion: int = 0,
+                      kind: str = "") -> int:
+        return await self.registry.acquire(key, tokens, rpm, tpm, max_completion, kind)
 
     async def settle(self, *args) -> None:
         self.registry.settle(*args)

@@ -14,6 +14,7 @@ import functools
 import hashlib
 import os
 import sys
+import threading
 from pathlib import Path
 
 from graphrag_ray.errors import ConfigError
@@ -74,8 +75,24 @@ ENCODING_SPECS = {
 }
 
 
+_LOADING = threading.Lock()  # two threads asking for an encoding first build it once
+
+
 def get_encoding(name: str = DEFAULT_ENCODING, encoding_file: str | None = None):
-    return _cached_encoding(name, encoding_file)  # one cache key however it is called (lru_cache keys on the form)
+    with _LOADING:
+        return _cached_encoding(name, encoding_file)  # one cache key however called (lru_cache keys on the form)
+
+
+def load_in_background(model: str, encoding: str | None = None) -> None:
+    """Build a model's tokenizer in a thread: tiktoken builds it without holding the GIL, so the third of a
+    second it takes passes while a query loads its tables. A failure shows when the tokenizer is asked for."""
+    def load() -> None:
+        try:
+            tokenizer_for(model, encoding)
+        except Exception:  # noqa: BLE001 - said again, in full, by the caller's own first use
+            pass
+
+    threading.Thread(target=load, name="graphrag-ray-tokenizer", daemon=True).start()
 
 
 @functools.lru_cache(maxsize=8)

@@ -176,6 +176,27 @@ def test_a_call_that_used_less_than_it_reserved_lets_the_next_waiter_go_at_once(
     assert asyncio.run(main()) < 5, "the freed room is used at once, not after the minute the reservation held"
 
 
+def test_a_waiting_request_reserves_the_answer_the_job_has_learned_to_expect_not_its_first_guess():
+    async def main():
+        limiter = LocalRateLimiter()
+        first = await limiter.acquire("m", 100, None, 1000, max_completion=800)  # no answer yet: 100 + 800
+        second = asyncio.ensure_future(limiter.acquire("m", 100, None, 1000, max_completion=800))
+        await asyncio.sleep(0.3)
+        assert not second.done(), "900 + 900 tokens are more than the minute's 950"
+        limiter.settle("m", first, 150, completion=50)  # answers are short: the waiter now expects 91, not 800
+        started = time.monotonic()
+        await asyncio.wait_for(second, 10)
+        return time.monotonic() - started, limiter._registry.windows["m"]
+
+    waited, window = asyncio.run(main())
+    assert waited < 10 and [g[1] for g in window.grants] == [150, 100 + max(50, int(1.5 * 50) + 16)]
+    assert window.reservation(100, 30) == 130, "never more than the request's own max_tokens"
+    window.settle(None, 120, completion=20, kind="summarize_descriptions")
+    assert window.reservation(100, 800, "summarize_descriptions") == 100 + max(20, int(1.5 * 20) + 16)
+    assert window.reservation(100, 800, "community_reports") == 900, "another kind of request: nothing known yet"
+    assert window.reservation(100, 800) == 191, "answers of one kind do not change what another expects"
+
+
 def test_waiters_are_served_in_order_and_one_that_gives_up_leaves_the_line():
     async def main():
         limiter = LocalRateLimiter()
