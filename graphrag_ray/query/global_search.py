@@ -16,7 +16,7 @@ import pickle
 import polars as pl
 
 from graphrag_ray.config.prompts import fill
-from graphrag_ray.errors import UnusableAnswerError
+from graphrag_ray.errors import ConfigError, UnusableAnswerError
 from graphrag_ray.exec.pools import Pool, WorkerSpec, open_pool, shared_pool
 from graphrag_ray.exec.runtime import choose_backend
 from graphrag_ray.llm.ledger import UsageLedger, active_ledger, recording_into
@@ -181,6 +181,10 @@ class GlobalSearch(QueryEngine):
         answers could not be read (their reports count as not relevant)."""
         count = self.chat(self.cfg.chat_model_id).tokenizer.count
         template = self.prompt(self.cfg.rating_prompt)
+        if "{reports}" not in template:  # a project made before rating went batched: its prompt rates one report
+            raise ConfigError(f"{self.cfg.rating_prompt} has no {{reports}} placeholder: dynamic selection rates "
+                              "many reports per call - take the new default prompt (`graphrag-ray init` in an empty "
+                              "folder writes it)")
         batches, i = [], 0
         while i < len(rows):
             text, kept = pack_table("Reports", ["id", "title", "summary"],

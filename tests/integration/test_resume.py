@@ -86,3 +86,46 @@ def test_kill_minus_9_then_resume(tmp_path, ray_session, step, markers, calls_pe
     assert paid - clean_calls <= in_flight_bound
     for name in REQUIRED_TABLES:
         assert read_table(resumed.index, name).equals(read_table(clean.index, name)), name
+
+
+@pytest.mark.reliability
+def test_kill_minus_9_during_update_keeps_the_published_index_and_a_rerun_finishes_it(tmp_path, ray_session):
+    from graphrag_ray.api import update_index
+    from tests.helpers import published_version
+
+    corpus = tmp_path / "corpus"
+    write_corpus(corpus)
+    added = tmp_path / "added"
+    write_corpus(added, 14)  # documents 12 and 13 are new
+    with SimulatorProcess(latency=0.4) as sim:
+        reference = make_root(tmp_path / "reference", sim.base_url, **SECTIONS)
+        root = make_root(tmp_path / "crashed", sim.base_url, **SECTIONS)
+        for project in (reference, root):
+            copy_input(corpus, project / "input")
+            build_index(root=project)
+            for name in ("doc12.txt", "doc13.txt"):
+                shutil.copy2(added / name, project / "input" / name)
+        clean = update_index(root=reference)
+
+        before = published_version(root)
+        old_runs = set(root.glob("runs/*"))
+        driver = subprocess.Popen([sys.executable, "-m", "graphrag_ray.cli", "update", "--root", str(root)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 180
+        while time.time() < deadline and driver.poll() is None and \
+                not [m for m in root.glob("runs/*/_done/extract_graph/*") if m.parents[2] not in old_runs]:
+            time.sleep(0.02)
+        assert driver.poll() is None, "the update should still be running, past its first extraction partition"
+        second = subprocess.run([sys.executable, "-m", "graphrag_ray.cli", "update", "--root", str(root)],
+                                capture_output=True, text=True, timeout=120)
+        os.kill(driver.pid, signal.SIGKILL)
+        driver.wait()
+        assert second.returncode != 0 and "lock" in second.stderr, "a second update while one runs is refused"
+        assert published_version(root) == before, "a killed update publishes nothing"
+
+        resumed = update_index(root=root)  # the dead driver's lock is stale and taken over
+    assert published_version(root) != before
+    extraction = resumed.stats["steps"]["extract_graph"]  # what the killed run finished is not done again
+    assert extraction.get("resumed") is True or extraction["resumed_partitions"] >= 1
+    for name in REQUIRED_TABLES:
+        assert read_table(resumed.index, name).equals(read_table(clean.index, name)), name
