@@ -55,6 +55,15 @@ def test_relationships_add_missing_endpoints_drop_self_loops_and_sum_weights():
     assert (rel["source"], rel["target"]) == ("ALICE", "ACME") and rel["combined_degree"] == 2
 
 
+def test_a_relationship_the_gleaning_round_repeats_keeps_its_single_weight():
+    out = _merge([], [("ALICE", "ACME", "founded", 5.0, "u1", 0),        # first pass
+                      ("ALICE", "ACME", "founded in 1990", 5.0, "u1", 3),  # the gleaning round, same unit
+                      ("ALICE", "ACME", "leads", 2.0, "u2", 0)])            # another text unit: adds up
+    rel = out["merged_relationships"].row(0, named=True)
+    assert rel["weight"] == 5.0 + 2.0, "once per text unit, summed over text units"
+    assert rel["descriptions"] == ["founded", "founded in 1990", "leads"] and rel["text_unit_ids"] == ["u1", "u2"]
+
+
 def _community(n_entities: int, children: list[dict], description: str = "x" * 40) -> dict:
     entities = [{"id": f"e{i}", "human_readable_id": i, "title": f"E{i}", "description": description,
                  "degree": n_entities - i} for i in range(n_entities)]
@@ -64,9 +73,10 @@ def _community(n_entities: int, children: list[dict], description: str = "x" * 4
             "children": children}
 
 
-def _child(number: int, members: range) -> dict:
+def _child(number: int, members: range, content_words: int = 20) -> dict:
     return {"entity_ids": [f"e{i}" for i in members], "size": len(members),
-            "report": {"community": number, "title": f"Child {number}", "summary": f"summary {number}"}}
+            "report": {"community": number, "title": f"Child {number}", "summary": f"summary {number}",
+                       "full_content": f"# Child {number}\n\n" + f"finding{number} " * content_words}}
 
 
 def count(text: str) -> int:
@@ -86,6 +96,16 @@ def test_report_context_swaps_children_in_for_their_members_when_too_large():
     tables = parse_context_tables(REPORTS.context(item, budget, count))
     assert [r["id"] for r in tables["reports"]] == ["1"], "the largest child first, and only as many as needed"
     assert {r["title"] for r in tables["entities"]} == {f"E{i}" for i in range(20, 30)}
+
+
+def test_sub_reports_bring_their_full_content_and_a_tiny_budget_still_gets_one():
+    item = _community(30, [_child(1, range(0, 20), 50), _child(2, range(20, 25), 50)], description="word " * 30)
+    budget = count(REPORTS.context(_community(10, [], description="word " * 30), 10_000, count)) + 80
+    text = REPORTS.context(item, budget, count)
+    assert "finding1 " * 50 in text, "a sub-community's report enters whole (full content), not its summary"
+    tiny = REPORTS.context(item, 70, count)  # no member rows and no pair of reports fit; one report does
+    tables = parse_context_tables(tiny)
+    assert [r["id"] for r in tables["reports"]] == ["1"] and "finding1" in tiny
 
 
 def test_report_context_keeps_the_top_degree_rows_when_nothing_else_fits():

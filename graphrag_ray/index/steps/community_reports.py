@@ -1,9 +1,11 @@
 """Community reports, bottom-up: the deepest level first, one level per round, a level's reports in parallel.
 
 A community's context is its entities, relationships (and claims) as CSV tables. When that exceeds the input
-budget and the community has sub-communities with reports, the largest sub-communities' reports replace their
-members, one by one, until the context fits (the GraphRAG paper's algorithm); otherwise the lowest-degree rows
-are left out. The answer is structured JSON (title, summary, findings, rating, rating_explanation), rendered to
+budget and the community has sub-communities with reports, the largest sub-communities' reports (their full
+content, as Microsoft GraphRAG's build_mixed_context) replace their members, one by one, until the context fits
+(the GraphRAG paper's algorithm); when even that does not fit, the sub-reports that fit come first and the
+highest-degree remaining members fill what is left - never an empty context while a sub-report fits. With no
+sub-reports, the lowest-degree rows are left out. The answer is structured JSON (title, summary, findings, rating, rating_explanation), rendered to
 markdown `full_content`.
 """
 
@@ -110,29 +112,47 @@ class CommunityReports(ItemStep):
                           [[r["human_readable_id"], r["source"], r["target"], r["description"],
                             r["combined_degree"]] for r in relationships])])
 
+        def reports(children) -> str:
+            return csv_table("Reports", ["id", "title", "content"],
+                             [[c["report"]["community"], c["report"]["title"], c["report"]["full_content"]]
+                              for c in children])
+
+        def uncovered(children):
+            covered = {e for child in children for e in child["entity_ids"]}
+            rest = [e for e in item["entities"] if e["id"] not in covered]
+            titles = {e["title"] for e in rest}
+            return rest, [r for r in item["relationships"] if r["source"] in titles or r["target"] in titles]
+
+        def top_rows(entities, relationships, room: int) -> str:
+            """The highest-degree rows that fit in `room` ("" when not even one does)."""
+            entities, relationships = list(entities), list(relationships)
+            while (entities or relationships) and count(local(entities, relationships)) > room:
+                if len(relationships) >= len(entities) and relationships:
+                    relationships = relationships[: max(0, int(len(relationships) * 0.8))]
+                else:
+                    entities = entities[: max(0, int(len(entities) * 0.8))]
+            return local(entities, relationships) if entities or relationships else ""
+
         full = local(item["entities"], item["relationships"])
         if count(full) <= budget:
             return full
         children = item["children"]
-        for k in range(1, len(children) + 1):
-            covered = {e for child in children[:k] for e in child["entity_ids"]}
-            reports = csv_table("Reports", ["id", "title", "summary"],
-                                [[c["report"]["community"], c["report"]["title"], c["report"]["summary"]]
-                                 for c in children[:k]])
-            rest_entities = [e for e in item["entities"] if e["id"] not in covered]
-            rest_titles = {e["title"] for e in rest_entities}
-            rest_rels = [r for r in item["relationships"] if r["source"] in rest_titles or r["target"] in rest_titles]
-            candidate = reports + "\n" + local(rest_entities, rest_rels)
+        for k in range(1, len(children) + 1):  # the largest sub-communities' reports replace their members
+            candidate = reports(children[:k]) + "\n" + local(*uncovered(children[:k]))
             if count(candidate) <= budget:
                 return candidate
-        # still too large: keep the highest-degree rows that fit
-        entities, relationships = list(item["entities"]), list(item["relationships"])
-        while (entities or relationships) and count(local(entities, relationships)) > budget:
-            if len(relationships) >= len(entities) and relationships:
-                relationships = relationships[: max(0, int(len(relationships) * 0.8))]
-            else:
-                entities = entities[: max(0, int(len(entities) * 0.8))]
-        return local(entities, relationships)
+        # even every sub-report with the remaining members is too large: the sub-reports that fit (largest
+        # first), then the highest-degree remaining members in what is left
+        packed: list[dict] = []
+        for child in children:
+            if count(reports(packed + [child])) <= budget:
+                packed.append(child)
+        if packed:
+            text = reports(packed)
+            rest = top_rows(*uncovered(packed), budget - count(text) - 1)
+            return text + ("\n" + rest if rest else "")
+        # over the budget however cut: the top row alone (the budget is a target for the model's input)
+        return top_rows(item["entities"], item["relationships"], budget) or local(item["entities"][:1], [])
 
     async def process(self, ctx: StepContext, item: dict, models) -> Rows:
         cfg = ctx.settings.community_reports

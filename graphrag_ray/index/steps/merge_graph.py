@@ -59,13 +59,17 @@ class MergeGraph(BatchStep):
                           pl.col("key").map_elements(lambda k: content_id("entity", k), return_dtype=pl.String)
                           .alias("id"))
         )
+        # a relationship's weight adds up over text units; within one unit it counts once (the gleaning round
+        # re-emits what the first pass found: 5 + 5 would be 10), its descriptions all kept
+        weights = (rels.group_by("skey", "tkey", "text_unit_id").agg(pl.col("weight").max())
+                   .group_by("skey", "tkey").agg(pl.col("weight").sum()))
         merged_relationships = (
             rels.sort("unit_order", "order")
             .group_by("skey", "tkey", maintain_order=True)
             .agg(pl.col("description").filter(pl.col("description") != "").unique(maintain_order=True)
                  .alias("descriptions"),
-                 pl.col("weight").sum().alias("weight"),
                  pl.col("text_unit_id").unique(maintain_order=True).alias("text_unit_ids"))
+            .join(weights, on=["skey", "tkey"], how="left", maintain_order="left")
         )
         title_of = merged_entities.select("key", "title")
         merged_relationships = (
