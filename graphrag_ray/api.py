@@ -120,7 +120,9 @@ def open_index(root: str | Path = ".", config_file: str | Path | None = None, da
         if model_id in settings.models:  # every context budget counts with it: it builds while the tables load
             load_in_background(settings.models[model_id].model, settings.models[model_id].encoding)
     folder = as_location(data) if data else resolve(root, settings.output.base_dir)
-    return settings, IndexData.load(folder, open_vectors=vectors), Models.create(settings, root, check_first=True)
+    search = {"nprobes": settings.embed_text.nprobes, "refine_factor": settings.embed_text.refine_factor}
+    return (settings, IndexData.load(folder, open_vectors=vectors, vector_search=search),
+            Models.create(settings, root, check_first=True))
 
 
 def check_question(query: str | None, method: str, community_level: int | None = None) -> str:

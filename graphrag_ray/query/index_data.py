@@ -55,10 +55,11 @@ class IndexData:
     vectors_dir: Store | None = None
     folder: Store | None = None
     covariates: pl.DataFrame | None = None
+    vector_search: dict = field(default_factory=dict)  # nprobes / refine_factor for indexed tables (embed_text)
     _vector_tables: dict = field(default_factory=dict, repr=False)
 
     @classmethod
-    def load(cls, location: str | Path, open_vectors: bool = True) -> "IndexData":
+    def load(cls, location: str | Path, open_vectors: bool = True, vector_search: dict | None = None) -> "IndexData":
         """From a published index: a folder, or an object-store URI (s3://..., gs://...) of an output."""
         folder = current_index(location)
         if folder is None or not folder.exists():
@@ -71,7 +72,8 @@ class IndexData:
             tables[name] = checked_types(df, name, folder)
         covariates = read_table(folder, "covariates")
         index = cls(**tables, vectors_dir=folder.child("lancedb"), folder=folder,
-                    covariates=checked_types(covariates, "covariates", folder) if covariates is not None else None)
+                    covariates=checked_types(covariates, "covariates", folder) if covariates is not None else None,
+                    vector_search=vector_search or {})
         for name in VECTOR_TABLES if open_vectors else ():  # with the index, as its tables: not in a query
             index.vectors(name)
         return index
@@ -150,7 +152,8 @@ class IndexData:
         quieter answer. Opening never writes: a query leaves the published index as it was."""
         if name not in self._vector_tables:
             try:
-                self._vector_tables[name] = open_searchable(self.vectors_dir, name) if self.vectors_dir else None
+                self._vector_tables[name] = open_searchable(self.vectors_dir, name, **self.vector_search) \
+                    if self.vectors_dir else None
             except GraphRagRayError as exc:  # damaged: said by the method that reads it, not by every query
                 self._vector_tables[name] = exc
         table = self._vector_tables[name]

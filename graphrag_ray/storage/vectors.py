@@ -19,32 +19,31 @@ FLAT_SUFFIX = ".flat.arrow"
 VECTOR_TABLES = ("entity_description", "text_unit_text", "community_full_content")
 
 
-def write_vectors(folder: str | Path, name: str, ids: list[str], texts: list[str], vectors: list[list[float]],
-                  ann_index_rows: int) -> None:
+def write_vectors(folder: str | Path, name: str, ids: list[str], texts: list[str],
+                  vectors: "list[list[float]] | np.ndarray", ann_index_rows: int) -> None:
     """A new table in a new index version (mode "create": lance warns on stderr when "overwrite" finds nothing
     to overwrite)."""
     import lancedb
 
-    if not ids:
+    if not len(ids):
         return
-    dim = len(vectors[0])
+    matrix = np.asarray(vectors, dtype=np.float32)
     table = pa.table({"id": pa.array(ids, pa.string()), "text": pa.array(texts, pa.string()),
-                      "vector": pa.array(vectors, pa.list_(pa.float32(), dim))})
+                      "vector": _fixed_size(matrix)})
     tbl = lancedb.connect(str(folder)).create_table(name, data=table)
     if len(ids) >= ann_index_rows:
         tbl.create_index(metric="cosine", vector_column_name="vector")
     else:
-        _write_flat(Path(folder) / f"{name}{FLAT_SUFFIX}", ids, vectors)
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        unit = matrix / np.where(norms == 0, 1, norms)  # unit rows: cosine similarity is a dot product
+        flat = pa.table({"id": pa.array(ids, pa.string()), "vector": _fixed_size(unit)})
+        with pa.OSFile(str(Path(folder) / f"{name}{FLAT_SUFFIX}"), "wb") as sink, \
+                pa.ipc.new_file(sink, flat.schema) as writer:
+            writer.write_table(flat)
 
 
-def _write_flat(path: Path, ids: list[str], vectors: list[list[float]]) -> None:
-    matrix = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    matrix = matrix / np.where(norms == 0, 1, norms)  # unit rows: cosine similarity is a dot product
-    table = pa.table({"id": pa.array(ids, pa.string()),
-                      "vector": pa.FixedSizeListArray.from_arrays(pa.array(matrix.ravel()), matrix.shape[1])})
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-        writer.write_table(table)
+def _fixed_size(matrix: np.ndarray) -> pa.FixedSizeListArray:
+    return pa.FixedSizeListArray.from_arrays(pa.array(matrix.ravel()), matrix.shape[1])
 
 
 class FlatVectors:
@@ -67,17 +66,21 @@ class FlatVectors:
 
 
 class LanceVectors:
-    """A LanceDB table (with its ANN index when large) behind the same `nearest`."""
+    """A LanceDB table (with its ANN index when large) behind the same `nearest`: an indexed table is searched
+    probing `nprobes` partitions and re-ranking `refine_factor` x k candidates exactly (PQ distances alone are
+    coarse)."""
 
-    def __init__(self, table):
-        self.table = table
+    def __init__(self, table, nprobes: int = 32, refine_factor: int = 10):
+        self.table, self.nprobes, self.refine_factor = table, nprobes, refine_factor
 
     def nearest(self, vector: list[float], k: int) -> list[str]:
-        hits = self.table.search(vector).metric("cosine").limit(k).select(["id", "_distance"]).to_list()
-        return [hit["id"] for hit in hits]
+        query = self.table.search(vector).metric("cosine").limit(k)
+        query = query.nprobes(self.nprobes).refine_factor(self.refine_factor)
+        return [hit["id"] for hit in query.select(["id", "_distance"]).to_list()]
 
 
-def open_searchable(folder: Store | str | Path, name: str) -> "FlatVectors | LanceVectors | None":
+def open_searchable(folder: Store | str | Path, name: str, nprobes: int = 32,
+                    refine_factor: int = 10) -> "FlatVectors | LanceVectors | None":
     """What a query searches: the flat copy when the table has one, else the LanceDB table; None when the index
     has no table by that name. Nothing is written."""
     store = folder if isinstance(folder, Store) else Store(str(folder))
@@ -90,7 +93,7 @@ def open_searchable(folder: Store | str | Path, name: str) -> "FlatVectors | Lan
             raise GraphRagRayError(f"vector table {store.location}/{flat} cannot be read ({exc}): rebuild the "
                                    "index with `graphrag-ray index`") from None
     table = open_vectors(store, name)
-    return LanceVectors(table) if table is not None else None
+    return LanceVectors(table, nprobes, refine_factor) if table is not None else None
 
 
 def open_vectors(folder: Store | str | Path, name: str):

@@ -1,0 +1,45 @@
+"""Vector search as queries do it: small tables exactly (numpy, no LanceDB import), indexed ones with refinement."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from graphrag_ray.storage.vectors import FLAT_SUFFIX, FlatVectors, LanceVectors, open_searchable, write_vectors
+
+
+def _clustered(rows: int, dim: int, seed: int = 3) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(20, dim))
+    return (centres[rng.integers(0, 20, rows)] + 0.6 * rng.normal(size=(rows, dim))).astype(np.float32)
+
+
+def _exact(matrix: np.ndarray, query: np.ndarray, k: int) -> list[int]:
+    unit = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+    scores = unit @ (query / np.linalg.norm(query))
+    return sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:k]
+
+
+def test_a_small_table_is_searched_exactly_from_its_flat_copy(tmp_path):
+    matrix = _clustered(500, 16)
+    ids = [f"r{i:04d}" for i in range(500)]
+    write_vectors(tmp_path, "entity_description", ids, [""] * 500, matrix, ann_index_rows=1000)
+    assert (tmp_path / f"entity_description{FLAT_SUFFIX}").exists()
+    search = open_searchable(tmp_path, "entity_description")
+    assert isinstance(search, FlatVectors)
+    query = matrix[7] + 0.1
+    assert search.nearest(query.tolist(), 5) == [ids[i] for i in _exact(matrix, query, 5)]
+
+
+def test_an_indexed_table_is_searched_with_probes_and_refinement(tmp_path):
+    matrix = _clustered(3000, 32)
+    ids = [f"r{i:04d}" for i in range(3000)]
+    write_vectors(tmp_path, "entity_description", ids, [""] * 3000, matrix, ann_index_rows=1000)
+    search = open_searchable(tmp_path, "entity_description", nprobes=32, refine_factor=10)
+    assert isinstance(search, LanceVectors) and not (tmp_path / f"entity_description{FLAT_SUFFIX}").exists()
+    rng = np.random.default_rng(5)
+    recalls = []
+    for row in rng.integers(0, 3000, 20):
+        query = matrix[row] + 0.2 * rng.normal(size=32).astype(np.float32)
+        expected = {ids[i] for i in _exact(matrix, query, 10)}
+        recalls.append(len(expected & set(search.nearest(query.tolist(), 10))) / 10)
+    assert sum(recalls) / len(recalls) >= 0.9
