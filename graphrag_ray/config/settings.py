@@ -138,6 +138,10 @@ class FastConfig(Section):
     edge_weight: Literal["count", "pmi"] = doc("count", "co-occurrence weight: text units shared, or PMI")
     edge_percentile: float = doc(0.0, "pairs weighted below this percentile are pruned (0: keep all)", ge=0,
                                  lt=100)
+    max_concept_share: float = doc(0.2, "a common noun in more of the text units than this share is generic (like "
+                                   "文件, 选项, file, option) and not an entity; with at least 10 text units", gt=0, le=1)
+    max_edges_per_entity: int = doc(20, "co-occurrence pairs kept per entity, its strongest (a pair stays when it "
+                                    "is among either end's strongest), so a hub's degree means something", gt=0)
     max_description_sentences: int = doc(3, "sentences kept as an entity's or relationship's description", gt=0)
     report_sentences: int = doc(3, "most central sentences in an extractive report's summary", gt=0)
     report_findings: int = doc(5, "strongest relationships listed as an extractive report's findings", gt=0)

@@ -19,6 +19,13 @@ _ORG_WORDS = ("Inc", "Corp", "Company", "University", "Bank", "Institute", "Asso
 _GEO_PREP = re.compile(r"\b(?:in|at|from|to|near|across|into)\s+$", re.I)
 _ZH_TYPES = {"nr": "PERSON", "nrfg": "PERSON", "nrt": "PERSON", "ns": "GEO", "nt": "ORGANIZATION",
              "nz": "OTHER"}
+_EN_TITLES = ("Mr", "Mrs", "Ms", "Dr", "Prof", "Sir", "Madam", "President", "Professor", "Captain", "General")
+_TITLE_BEFORE = re.compile(r"\b(?:" + "|".join(_EN_TITLES) + r")\.?\s+$")
+_NAME_WORD = re.compile(r"[A-Z][a-z'’-]+$")  # Ada, O'Neil: a capitalised word, not an acronym or ALL-CAPS markup
+# Chinese common nouns every technical or everyday text uses: never distinctive enough to be an entity
+ZH_GENERIC = frozenset("""选项 文件 命令 用户 信息 系统 参数 程序 数据 内容 方法 问题 时间 情况 部分 方式 结果 功能 类型
+名称 目录 格式 设置 配置 默认 输出 输入 错误 说明 模式 对象 文本 行为 操作 条件 作用 地方 东西 事情 工作 过程 例子 例如
+""".split())
 
 
 @dataclass(frozen=True)
@@ -71,7 +78,7 @@ def _zh_mentions(text: str, concept_min_count: int) -> list[Mention]:
             continue
         if flag in _ZH_TYPES and len(word) >= 2:
             out.append(Mention(word, _ZH_TYPES[flag], start))
-        elif flag == "n" and len(word) >= 2:
+        elif flag == "n" and len(word) >= 2 and word not in ZH_GENERIC:
             nouns.append(Mention(word, "CONCEPT", start))
     counts = Counter(m.name for m in nouns)
     out.extend(m for m in nouns if counts[m.name] >= concept_min_count)
@@ -89,13 +96,16 @@ def _en_mentions(text: str) -> list[Mention]:
         name = " ".join(words)
         if len(name) < 2 or name.isupper() and len(name) < 3:
             continue
+        if len(words) >= 2 and all(w.isupper() for w in words):
+            continue  # an ALL-CAPS phrase is markup or boilerplate ("MAIN CONTENT STARTS HERE"), not a name
         start = m.start() + m.group().index(words[0])
         if any(w.rstrip(".") in _ORG_WORDS for w in words):
             kind = "ORGANIZATION"
         elif _GEO_PREP.search(text[max(0, start - 8):start]):
             kind = "GEO"
-        elif len(words) >= 2:
-            kind = "PERSON"
+        elif _TITLE_BEFORE.search(text[max(0, start - 12):start]) or \
+                (2 <= len(words) <= 3 and all(_NAME_WORD.match(w) for w in words)):
+            kind = "PERSON"  # with evidence: a title before it, or a name's shape (two or three capitalised words)
         else:
             kind = "OTHER"
         out.append(Mention(name, kind, start))

@@ -99,3 +99,36 @@ def test_readme_quickstart_runs_end_to_end(tmp_path, no_key):
     assert out.returncode == 0, out.stderr[-2000:]
     assert "index published to" in out.stdout
     assert out.stdout.count("[Extractive answer") == 2 and "李明" in out.stdout
+
+
+def technical_corpus(folder: Path) -> None:
+    """Chinese manual pages: markup leftovers and a translation note on every page, the same generic words
+    everywhere, and each page about its own tool (said several times) and its maintainer."""
+    tools = [("防火墙", "张伟"), ("内核模块", "李娜"), ("打印机", "王强"), ("调度器", "刘洋"), ("编译器", "陈静"),
+             ("数据库", "杨帆"), ("浏览器", "赵磊"), ("播放器", "黄敏"), ("压缩包", "周杰"), ("证书", "吴刚"),
+             ("交换机", "徐丽"), ("路由器", "孙涛")]
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, (tool, person) in enumerate(tools):
+        text = (f"MAIN CONTENT STARTS HERE\nDOCBOOK XSL STYLESHEETS\n"
+                f"本手册页面由志愿者翻译。本手册页面仅供参考。\n"
+                f"这个命令用于管理{tool}。用户可以通过选项指定文件，命令会读取文件并输出信息。"
+                f"{tool}的配置由维护者{person}负责。{person}在文档中说明了{tool}的用法，"
+                f"{tool}需要系统参数。{tool}的日志写入文件，用户查看信息。\n")
+        (folder / f"man{i:02d}.txt").write_text(text, encoding="utf-8")
+
+
+def test_fast_graph_of_technical_text_keeps_distinctive_terms(tmp_path, ray_session, no_key):
+    root = example_root(tmp_path, "coffee_shop")
+    shutil.rmtree(root / "input")
+    technical_corpus(root / "input")
+    result = api.build_index(root=root, method="fast")
+    ents = read_table(result.index, "entities")
+    top = ents.sort(["degree", "title"], descending=[True, False])["title"].head(12).to_list()
+    generic = {"选项", "文件", "命令", "用户", "信息", "系统", "手册", "页面", "志愿者", "参数"}
+    assert not generic & set(top), top
+    assert {"防火墙", "内核模块", "打印机"} <= set(ents["title"].to_list()), "each page's own subject is kept"
+    titles = ents["title"].to_list()
+    assert not [t for t in titles if "MAIN CONTENT" in t or "DOCBOOK" in t or "STYLESHEET" in t], titles
+    persons = ents.filter(pl.col("type") == "PERSON")["title"].to_list()
+    assert not [p for p in persons if p.isascii() and p.isupper()], "no markup string typed PERSON"
+    assert result.stats["steps"]["nlp_graph"]["events"].get("generic_concepts_dropped", 0) >= 1

@@ -5,7 +5,10 @@ Chinese: jieba word segmentation + part-of-speech tags (nr person, ns place, nt 
 noun), plus common nouns repeated in the unit; English: capitalised proper-noun phrases, typed where a cue says
 (organisation words, a place preposition); mixed-language text gets both. Nothing is downloaded at run time.
 A pair's weight is the number of text units it co-occurs in (or its PMI); entities below `min_node_frequency`
-text units and pairs below the `edge_percentile` of weights are pruned (both counted in the log).
+text units, common nouns found in more than `max_concept_share` of them (generic words), pairs below the
+`edge_percentile` of weights, and pairs outside both ends' `max_edges_per_entity` strongest are pruned (each
+counted). English PERSONs need evidence: a title before the name or a name's shape; ALL-CAPS phrases (markup,
+boilerplate) are not entities.
 """
 
 from __future__ import annotations
@@ -61,14 +64,19 @@ class NlpGraph(ItemStep):
     def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
         cfg = ctx.settings.fast
         ents, rels = yielded["extracted_entities"], yielded["extracted_relationships"]
-        freq = ents.group_by("title").agg(pl.col("text_unit_id").n_unique().alias("n"))
-        keep = freq.filter(pl.col("n") >= cfg.min_node_frequency)["title"]
+        freq = ents.group_by("title").agg(pl.col("text_unit_id").n_unique().alias("n"),
+                                          (pl.col("type") == "CONCEPT").all().alias("concept"))
+        n_units = max(1, tables["text_units"].height)
+        # a common noun found in too many text units says nothing about any of them (IDF's idea)
+        generic = (pl.col("concept") & (pl.col("n") > cfg.max_concept_share * n_units)) if n_units >= 10 \
+            else pl.lit(False)
+        self.stat_update("generic_concepts_dropped", freq.filter(generic).height)
+        keep = freq.filter((pl.col("n") >= cfg.min_node_frequency) & ~generic)["title"]
         dropped_nodes = freq.height - keep.len()
         ents = ents.filter(pl.col("title").is_in(keep.implode()))
         rels = rels.filter(pl.col("source").is_in(keep.implode()) & pl.col("target").is_in(keep.implode()))
         pairs = rels.group_by("source", "target").agg(pl.len().alias("count"))
         if cfg.edge_weight == "pmi" and pairs.height:
-            n_units = max(1, tables["text_units"].height)
             f = dict(zip(freq["title"].to_list(), freq["n"].to_list()))
             pairs = pairs.with_columns(pl.struct("source", "target", "count").map_elements(
                 lambda s: max(0.01, math.log(s["count"] * n_units / (f[s["source"]] * f[s["target"]]))),
@@ -80,12 +88,24 @@ class NlpGraph(ItemStep):
             strong = pairs.filter(pl.col("score") >= threshold)
         else:
             strong = pairs
+        strong = _strongest_per_entity(strong, cfg.max_edges_per_entity)
         self.stat_update("entities_pruned", dropped_nodes)
         self.stat_update("pairs_pruned", pairs.height - strong.height)
         # each co-occurrence contributes its share of the pair's score, so merge_graph's sum is the score
         rels = (rels.join(strong.select("source", "target", "score", "count"), on=["source", "target"])
                 .with_columns((pl.col("score") / pl.col("count")).alias("weight")).drop("score", "count"))
         return {"extracted_entities": ents, "extracted_relationships": rels}
+
+
+def _strongest_per_entity(pairs: pl.DataFrame, k: int) -> pl.DataFrame:
+    """The pairs among the k strongest of either end (ties broken by name): a word that co-occurs with
+    everything keeps only its strongest links."""
+    ends = pl.concat([pairs.select(pl.col("source").alias("end"), "source", "target", "score"),
+                      pairs.select(pl.col("target").alias("end"), "source", "target", "score")])
+    ranked = ends.sort(["end", "score", "source", "target"], descending=[False, True, False, False]) \
+        .with_columns(pl.int_range(pl.len()).over("end").alias("rank"))
+    kept = ranked.filter(pl.col("rank") < k).select("source", "target").unique()
+    return pairs.join(kept, on=["source", "target"], how="semi")
 
 
 def _contains(sentence: str, name: str) -> bool:
