@@ -100,6 +100,17 @@ def estimate_index(root: str | Path = ".", config_file: str | Path | None = None
     return estimate(StepContext(load_settings(root, config_file), Path(root).resolve()))
 
 
+def prompt_tune(root: str | Path = ".", config_file: str | Path | None = None, sample: int = 12,
+                dry_run: bool = False):
+    """Extraction, summary and report prompts fitted to ROOT's corpus (its language, domain, entity types, a
+    worked example), written into ROOT/prompts/ unless `dry_run`. Returns what was chosen (TunedPrompts)."""
+    from graphrag_ray.exec.step import StepContext
+    from graphrag_ray.index.prompt_tune import tune
+
+    settings = load_settings(root, config_file)
+    return tune(StepContext(settings, Path(root).resolve()), Models.create(settings, root), sample, dry_run)
+
+
 def submission_id(root: str | Path = ".", config_file: str | Path | None = None, method: str = "standard") -> str:
     from graphrag_ray.index.pipeline import submission_id as make
 

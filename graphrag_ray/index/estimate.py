@@ -7,16 +7,14 @@ runs on prose; `--rehearse` measures them instead, against the simulator).
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 
 from graphrag_ray.config.settings import Settings
 from graphrag_ray.parsing.llm_output import COMPLETION_DELIMITER
 from graphrag_ray.exec.step import StepContext
 from graphrag_ray.config.prompts import fill
-from graphrag_ray.index.steps.chunk import STEP as CHUNK
 from graphrag_ray.index.steps.extract_graph import extraction_prompt
-from graphrag_ray.index.steps.load_documents import STEP as LOAD
+from graphrag_ray.index.units import corpus_units
 from graphrag_ray.llm.tokens import count_chat_tokens, tokenizer_for
 
 # Projection ratios (assumptions, printed with the estimate)
@@ -82,12 +80,7 @@ def _stage(settings: Settings, stage: str, model_id: str, calls: float, prompt: 
 
 def estimate(ctx: StepContext) -> Estimate:
     settings = ctx.settings
-    loaded = LOAD.run(ctx, {})
-    docs = loaded["documents"]
-    units = []
-    for row in docs.iter_rows(named=True):
-        item = {"item_id": row["id"], "text": row["text"], "order": row["human_readable_id"]}
-        units += asyncio.run(CHUNK.process(ctx, item, None))["text_units"]
+    docs, units, failed = corpus_units(ctx)
     ex = settings.extract_graph
     chat = settings.model(ex.model_id)
     tok = tokenizer_for(chat.model, chat.encoding)
@@ -98,7 +91,7 @@ def estimate(ctx: StepContext) -> Estimate:
     corpus = sum(u["n_tokens"] for u in units)
     first_out = corpus * COMPLETION_PER_UNIT_TOKEN
     rounds = 1 + ex.max_gleanings
-    result = Estimate(docs.height, len(units), corpus, loaded["failures"].height)
+    result = Estimate(docs.height, len(units), corpus, failed)
     result.stages.append(_stage(settings, "extract_graph", ex.model_id, len(units) * rounds,
                                 first_prompt * rounds + glean_extra * len(units) * ex.max_gleanings,
                                 first_out * (1 + GLEANING_OUTPUT_SHARE * ex.max_gleanings), True))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from typing import Any
 
 from graphrag_ray.nlp.entities import mentions, sentences
@@ -17,8 +18,8 @@ from graphrag_ray.nlp.relevance import terms
 from graphrag_ray.parsing.context_tables import parse_context_tables
 
 TUPLE, RECORD, COMPLETE = "<|>", "##", "<|COMPLETE|>"
-_CORE_TYPES = {"PERSON": ("PERSON", "PEOPLE"), "GEO": ("GEO", "LOCATION", "PLACE", "GPE"),
-               "ORGANIZATION": ("ORGANIZATION", "ORG", "COMPANY")}
+_CORE_TYPES = {"PERSON": ("PERSON", "PEOPLE", "人物", "人"), "GEO": ("GEO", "LOCATION", "PLACE", "GPE", "地点"),
+               "ORGANIZATION": ("ORGANIZATION", "ORG", "COMPANY", "组织", "机构", "公司")}
 
 
 def respond(body: dict[str, Any]) -> tuple[str, str]:
@@ -34,6 +35,8 @@ def respond(body: dict[str, Any]) -> tuple[str, str]:
     if query_kind_ is not None:
         question = last if system else _question(last)
         return f"query_{query_kind_}", respond_query(query_kind_, system or last, question)
+    if "setting up a knowledge-graph extraction" in everything:  # asked again: the question is still above
+        return "prompt_tune", prompt_tune(next(t for t in texts if "setting up a knowledge-graph extraction" in t))
     if "Answer Y if there are still entities" in last:
         return "extract_loop", "N"
     if "-Goal-" in everything and "-Real Data-" in everything and "Entity_types:" in everything:
@@ -75,6 +78,30 @@ def _section(prompt: str, start: str, end: str) -> str:
         return ""
     j = prompt.find(end, i + len(start))
     return prompt[i + len(start): j if j >= 0 else None]
+
+
+def prompt_tune(prompt: str) -> str:
+    """prompt-tune's question: the samples' language, a domain named after their most frequent content words,
+    the core entity types (in that language) plus one from the corpus, and a worked example from the first
+    sample."""
+    from collections import Counter
+
+    chinese = "(language: 中文)" in prompt
+    samples = _section(prompt, "---Samples---", "Reply with JSON").strip()
+    first = re.sub(r"^\[1\]\s*", "", samples.split("\n\n")[0])
+    words = Counter(m.name for m in mentions(samples) if m.type == "CONCEPT" or not chinese)
+    top = [w for w, _ in words.most_common(3)] or (["资料"] if chinese else ["records"])
+    types = (["人物", "组织", "地点"] if chinese else ["PERSON", "ORGANIZATION", "GEO"]) + [top[0].upper()]
+    entities, relationships = graph_of(first, types)
+    return json.dumps({
+        "domain": ("关于" + "、".join(top) + "的文档") if chinese else "documents about " + ", ".join(top),
+        "persona": "一位熟悉该领域的分析师。" if chinese else "An analyst who knows this field well.",
+        "entity_types": types,
+        "example": {"text": first,
+                    "entities": [{"name": n, "type": t, "description": d}
+                                 for n, (t, d) in list(entities.items())[:8]],
+                    "relationships": [{"source": a, "target": b, "description": d, "strength": w}
+                                      for (a, b), (d, w) in list(relationships.items())[:8]]}}, ensure_ascii=False)
 
 
 def extract_graph(prompt: str, first_round: bool) -> str:

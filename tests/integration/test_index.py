@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import polars as pl
@@ -127,3 +129,23 @@ def test_claims_when_enabled_land_in_covariates(tmp_path, simulator, ray_session
     assert set(claims["text_unit_id"].to_list()) <= set(units["id"].to_list())
     assert sum(units["covariate_ids"].list.len().to_list()) == claims.height
     assert result.stats["steps"]["extract_claims"]["ledger"]["total"]["calls"] > 0
+
+
+def test_prompt_tune_writes_chinese_prompts_that_index_then_uses(tmp_path, simulator, ray_session):
+    root = coffee_root(tmp_path / "tuned", simulator.base_url)
+    dry = subprocess.run([sys.executable, "-m", "graphrag_ray.cli", "prompt-tune", "--root", str(root), "--dry-run"],
+                         capture_output=True, text=True, timeout=120)
+    assert dry.returncode == 0, dry.stderr
+    assert "language: Chinese" in dry.stdout and not (root / "prompts").exists(), "a dry run writes nothing"
+    out = subprocess.run([sys.executable, "-m", "graphrag_ray.cli", "prompt-tune", "--root", str(root)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    extraction = (root / "prompts" / "extract_graph.txt").read_text(encoding="utf-8")
+    types = extraction.split("One of the following types: [", 1)[1].split("]", 1)[0].split(",")
+    assert {"人物", "组织", "地点"} <= set(types), types  # the corpus's language; its own fourth type
+    assert "-Domain-" in extraction and "中文" in extraction and "李明" in extraction, "domain and worked example"
+    for name in ("summarize_descriptions.txt", "community_report.txt"):
+        assert (root / "prompts" / name).read_text(encoding="utf-8").startswith("-Domain-\n")
+    result = build_index(root=root)
+    entities = read_table(result.index, "entities")
+    assert result.stats["total"]["failures"] == 0 and "人物" in entities["type"].to_list()
