@@ -180,13 +180,12 @@ def prompt_tune(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
                 dry_run: bool = typer.Option(False, "--dry-run", help="print the prompts; write nothing")) -> None:
     """Fit the extraction, summary and report prompts to the corpus (language, domain, entity types, example)."""
     from graphrag_ray import api
-    from graphrag_ray.index.prompt_tune import describe
 
     result = api.prompt_tune(root, config, sample, dry_run)
     if dry_run:
         for relative, text in result.prompts.items():
             typer.echo(f"===== {relative} =====\n{text}")
-    typer.echo(describe(result))
+    typer.echo(result.summary())
 
 
 def _console():

@@ -8,7 +8,6 @@ entity types and the example added, in the corpus's language. The example is kep
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +47,13 @@ class TunedPrompts:
     example_kept: bool
     prompts: dict[str, str] = field(default_factory=dict)   # relative path -> text
     written: list[Path] = field(default_factory=list)
+
+    def summary(self) -> str:
+        """What was chosen and written, one line each (the command prints it)."""
+        lines = [f"language: {self.language}", f"domain: {self.domain}", f"persona: {self.persona}",
+                 f"entity types: {', '.join(self.entity_types)}",
+                 f"worked example: {'added' if self.example_kept else 'not usable, left out'}"]
+        return "\n".join(lines + ([f"wrote {path}" for path in self.written] or ["dry run: nothing written"]))
 
 
 def detect_language(texts: list[str]) -> str:
@@ -131,16 +137,3 @@ def _example_block(example, types: list[str]) -> str:
 def _flat(value) -> str:
     """One line, with no braces a template fill would read as a placeholder."""
     return " ".join(str(value).split()).replace("{", "(").replace("}", ")")
-
-
-def describe(result: TunedPrompts) -> str:
-    lines = [f"language: {result.language}", f"domain: {result.domain}", f"persona: {result.persona}",
-             f"entity types: {', '.join(result.entity_types)}",
-             f"worked example: {'added' if result.example_kept else 'not usable, left out'}"]
-    lines += [f"wrote {path}" for path in result.written] or ["dry run: nothing written"]
-    return "\n".join(lines)
-
-
-def as_json(result: TunedPrompts) -> str:
-    return json.dumps({k: v for k, v in result.__dict__.items() if k not in ("prompts", "written")},
-                      ensure_ascii=False)
