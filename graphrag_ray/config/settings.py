@@ -151,9 +151,10 @@ class EmbedConfig(Section):
     model_id: str = doc("default_embedding", "embedding model entry")
     enabled: bool = doc(True, "embed entity descriptions, text units and reports into LanceDB")
     ann_index_rows: int = doc(100_000, "build an ANN index on a vector table once it has this many rows", gt=0)
-    nprobes: int = doc(32, "ANN search: index partitions probed per query (more: better recall, slower)", gt=0)
-    refine_factor: int = doc(10, "ANN search: candidates re-ranked with exact distances per result wanted "
-                             "(IVF_PQ alone finds a fifth to a third of the true top 10)", ge=1)
+    nprobes: int = doc(8, "ANN search: index partitions probed per query (more: better recall, slower)", gt=0)
+    refine_factor: int = doc(40, "ANN search: candidates re-ranked with exact distances per result wanted "
+                             "(PQ distances alone find a sixth of the true top 10 on 1536-dim vectors; "
+                             "jobs/bench_ann.py)", ge=1)
 
 
 class WorkersConfig(Section):

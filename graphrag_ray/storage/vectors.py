@@ -70,7 +70,7 @@ class LanceVectors:
     probing `nprobes` partitions and re-ranking `refine_factor` x k candidates exactly (PQ distances alone are
     coarse)."""
 
-    def __init__(self, table, nprobes: int = 32, refine_factor: int = 10):
+    def __init__(self, table, nprobes: int = 8, refine_factor: int = 40):
         self.table, self.nprobes, self.refine_factor = table, nprobes, refine_factor
 
     def nearest(self, vector: list[float], k: int) -> list[str]:
