@@ -79,8 +79,8 @@ class LanceVectors:
         return [hit["id"] for hit in query.select(["id", "_distance"]).to_list()]
 
 
-def open_searchable(folder: Store | str | Path, name: str, nprobes: int = 32,
-                    refine_factor: int = 10) -> "FlatVectors | LanceVectors | None":
+def open_searchable(folder: Store | str | Path, name: str, nprobes: int = 8,
+                    refine_factor: int = 40) -> "FlatVectors | LanceVectors | None":
     """What a query searches: the flat copy when the table has one, else the LanceDB table; None when the index
     has no table by that name. Nothing is written."""
     store = folder if isinstance(folder, Store) else Store(str(folder))
