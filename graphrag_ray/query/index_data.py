@@ -167,16 +167,11 @@ class IndexData:
 
     def nearest(self, name: str, rows: int, vector: list[float], k: int) -> list[str] | None:
         """Ids of the k rows of vector table `name` nearest `vector` (cosine), best first; None when the index has
-        no such table and needs none. A table that fails while read is an error naming it."""
+        no such table and needs none."""
         table = self.vectors(name, rows)
         if table is None:
             return None
-        try:
-            return table.nearest(vector, k)
-        except Exception as exc:  # lance's own errors: a damaged data file shows only when read
-            raise GraphRagRayError(f"vector table {self.vectors_dir}/{name}.lance cannot be read "
-                                   f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]}): rebuild the index "
-                                   "with `graphrag-ray index`") from None
+        return table.nearest(vector, k)  # a table that fails while read names itself (storage/vectors.py)
 
     def reports_at_level(self, level: int) -> pl.DataFrame:
         """Microsoft GraphRAG's rule: for each entity, its deepest community at or below `level`; the reports

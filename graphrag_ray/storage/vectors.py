@@ -46,6 +46,13 @@ def _fixed_size(matrix: np.ndarray) -> pa.FixedSizeListArray:
     return pa.FixedSizeListArray.from_arrays(pa.array(matrix.ravel()), matrix.shape[1])
 
 
+def unreadable(path: str, exc: Exception) -> GraphRagRayError:
+    """One line naming a vector table that cannot be read, and what to do."""
+    first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+    return GraphRagRayError(f"vector table {path} cannot be read ({type(exc).__name__}: {first}): rebuild the "
+                            "index with `graphrag-ray index`")
+
+
 class FlatVectors:
     """A small vector table searched exactly: ids and unit vectors, memory-mapped (a local index) or read."""
 
@@ -74,9 +81,12 @@ class LanceVectors:
         self.table, self.nprobes, self.refine_factor = table, nprobes, refine_factor
 
     def nearest(self, vector: list[float], k: int) -> list[str]:
-        query = self.table.search(vector).metric("cosine").limit(k)
-        query = query.nprobes(self.nprobes).refine_factor(self.refine_factor)
-        return [hit["id"] for hit in query.select(["id", "_distance"]).to_list()]
+        try:
+            query = self.table.search(vector).metric("cosine").limit(k)
+            query = query.nprobes(self.nprobes).refine_factor(self.refine_factor)
+            return [hit["id"] for hit in query.select(["id", "_distance"]).to_list()]
+        except Exception as exc:  # lance's own errors: a damaged data file shows only when it is read
+            raise unreadable(self.table.uri, exc) from None
 
 
 def open_searchable(folder: Store | str | Path, name: str, nprobes: int = 8,
@@ -90,8 +100,7 @@ def open_searchable(folder: Store | str | Path, name: str, nprobes: int = 8,
             local = store.local_path(flat)
             return FlatVectors(pa.memory_map(str(local)) if local else pa.BufferReader(store.read_bytes(flat)))
         except (pa.ArrowException, OSError, ValueError) as exc:
-            raise GraphRagRayError(f"vector table {store.location}/{flat} cannot be read ({exc}): rebuild the "
-                                   "index with `graphrag-ray index`") from None
+            raise unreadable(f"{store.location}/{flat}", exc) from None
     table = open_vectors(store, name)
     return LanceVectors(table, nprobes, refine_factor) if table is not None else None
 
@@ -107,6 +116,4 @@ def open_vectors(folder: Store | str | Path, name: str):
     try:
         return lancedb.connect(str(store.location)).open_table(name)
     except Exception as exc:  # lance raises its own errors for a damaged table
-        raise GraphRagRayError(f"vector table {store.location}/{name}.lance cannot be read "
-                               f"({type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}): "
-                               "rebuild the index with `graphrag-ray index`") from None
+        raise unreadable(f"{store.location}/{name}.lance", exc) from None
