@@ -160,6 +160,46 @@ def versions(root: Path = RootOpt, config: Optional[Path] = ConfigOpt) -> None:
         console.print(f"* = published. Query an older one with: graphrag-ray query --data {folder}/VERSION ...")
 
 
+LevelOpt = typer.Option(None, "--level", help="community level whose communities colour / label the graph "
+                        "(default: 0, the broadest)")
+
+
+@app.command()
+def export(root: Path = RootOpt, config: Optional[Path] = ConfigOpt, data: Optional[str] = DataOpt,
+           fmt: str = typer.Option("graphml", "--format", "-f", help="graphml | gexf | csv | neo4j"),
+           level: Optional[int] = LevelOpt,
+           out: Optional[Path] = typer.Option(None, "--out", "-o", help="folder (default: ROOT/export/FORMAT)")) -> None:
+    """Write the graph for other tools: GraphML / GEXF (Gephi, Cytoscape, networkx), CSV, or Neo4j's import CSV."""
+    from graphrag_ray.api import export_graph
+
+    written = export_graph(root, fmt, out, level, config, data)
+    for path in written:
+        typer.echo(str(path))
+    if fmt == "neo4j":
+        typer.echo(f"load into a stopped Neo4j 5 from NEO4J_HOME with: bash {written[-1]}")
+
+
+@app.command()
+def view(root: Path = RootOpt, config: Optional[Path] = ConfigOpt, data: Optional[str] = DataOpt,
+         level: Optional[int] = LevelOpt,
+         max_nodes: int = typer.Option(1500, "--max-nodes", help="entities drawn (the top ones by degree; all are "
+                                       "searchable)"),
+         out: Optional[Path] = typer.Option(None, "--out", "-o", help="HTML file (default: ROOT/graph.html)")) -> None:
+    """One self-contained HTML file showing the graph by community: search, descriptions, relationships, reports."""
+    from graphrag_ray.api import write_graph_view
+
+    typer.echo(str(write_graph_view(root, out, level, max_nodes, config, data)))
+
+
+@app.command()
+def report(root: Path = RootOpt, config: Optional[Path] = ConfigOpt, data: Optional[str] = DataOpt,
+           out: Optional[Path] = typer.Option(None, "--out", "-o", help="folder (default: ROOT/report)")) -> None:
+    """A Markdown + PNG report of the index: tables, entity types, degrees, communities, cost per step, failures."""
+    from graphrag_ray.api import write_index_report
+
+    typer.echo(str(write_index_report(root, out, config, data)))
+
+
 @app.command()
 def estimate(root: Path = RootOpt, config: Optional[Path] = ConfigOpt) -> None:
     """Count documents, text units and prompt tokens; print expected calls, tokens and cost. Spends nothing."""

@@ -25,3 +25,12 @@ def ray_session():
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def no_key():
+    """No GRAPHRAG_API_KEY in the environment: the examples' promise of running with no key."""
+    saved = os.environ.pop("GRAPHRAG_API_KEY", None)
+    yield
+    if saved is not None:
+        os.environ["GRAPHRAG_API_KEY"] = saved

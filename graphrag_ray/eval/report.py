@@ -6,6 +6,8 @@ from pathlib import Path
 
 import polars as pl
 
+from graphrag_ray.explore.markdown import markdown_table
+
 
 def per_method(answers: pl.DataFrame, gold: pl.DataFrame) -> pl.DataFrame:
     summary = answers.group_by("method").agg(
@@ -18,15 +20,6 @@ def per_method(answers: pl.DataFrame, gold: pl.DataFrame) -> pl.DataFrame:
                                              pl.col("evidence_recall").mean().alias("evidence_recall"))
         summary = summary.join(scores, on="method", how="left")
     return summary.sort("method")
-
-
-def _markdown_table(df: pl.DataFrame) -> str:
-    def fmt(v):
-        return f"{v:.3f}" if isinstance(v, float) else ("" if v is None else str(v))
-
-    lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
-    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.iter_rows()]
-    return "\n".join(lines)
 
 
 def charts(out: Path, methods_summary: pl.DataFrame, rates: pl.DataFrame) -> list[Path]:
@@ -78,10 +71,10 @@ def write_report(out: Path, questions: pl.DataFrame, answers: pl.DataFrame, gold
     images = charts(out, summary, rates)
     parts = ["# Evaluation report", "",
              f"{questions.height} questions × {answers['method'].n_unique()} methods = {answers.height} answers "
-             f"({int(answers['error'].is_not_null().sum())} errors).", "", "## Per method", "", _markdown_table(summary)]
+             f"({int(answers['error'].is_not_null().sum())} errors).", "", "## Per method", "", markdown_table(summary)]
     if rates.height:
         parts += ["", "## Pairwise win rates (LLM judge, both orders, ties = 0.5, 95% CI)", "",
-                  _markdown_table(rates)]
+                  markdown_table(rates)]
     parts += [""] + [f"![{p.stem}]({p.name})" for p in images]
     path = out / "report.md"
     path.write_text("\n".join(parts) + "\n", encoding="utf-8")

@@ -45,6 +45,21 @@ def checked_types(df: pl.DataFrame, name: str, folder: Store) -> pl.DataFrame:
     return df
 
 
+def read_index_tables(location: str | Path | Store, names: tuple[str, ...]) -> tuple[Store, dict[str, pl.DataFrame]]:
+    """The published index at `location` (an output folder or one version's folder) and its tables `names`, each
+    checked against its schema; a missing index or table is an error naming it."""
+    folder = current_index(location)
+    if folder is None or not folder.exists():
+        raise IndexMissingError(f"no index at {location}: run `graphrag-ray index` first")
+    tables = {}
+    for name in names:
+        df = read_table(folder, name)
+        if df is None:
+            raise IndexMissingError(f"index at {folder} is incomplete: table '{name}' is missing")
+        tables[name] = checked_types(df, name, folder)
+    return folder, tables
+
+
 @dataclass
 class IndexData:
     text_units: pl.DataFrame
@@ -61,15 +76,7 @@ class IndexData:
     @classmethod
     def load(cls, location: str | Path, open_vectors: bool = True, vector_search: dict | None = None) -> "IndexData":
         """From a published index: a folder, or an object-store URI (s3://..., gs://...) of an output."""
-        folder = current_index(location)
-        if folder is None or not folder.exists():
-            raise IndexMissingError(f"no index at {location}: run `graphrag-ray index` first")
-        tables = {}
-        for name in QUERY_TABLES:
-            df = read_table(folder, name)
-            if df is None:
-                raise IndexMissingError(f"index at {folder} is incomplete: table '{name}' is missing")
-            tables[name] = checked_types(df, name, folder)
+        folder, tables = read_index_tables(location, QUERY_TABLES)
         covariates = read_table(folder, "covariates")
         index = cls(**tables, vectors_dir=folder.child("lancedb"), folder=folder,
                     covariates=checked_types(covariates, "covariates", folder) if covariates is not None else None,

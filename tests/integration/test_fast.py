@@ -26,14 +26,6 @@ def example_root(tmp: Path, name: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def no_key():
-    saved = os.environ.pop("GRAPHRAG_API_KEY", None)
-    yield
-    if saved is not None:
-        os.environ["GRAPHRAG_API_KEY"] = saved
-
-
-@pytest.fixture(scope="module")
 def coffee(tmp_path_factory, ray_session, no_key):
     root = example_root(tmp_path_factory.mktemp("fast"), "coffee_shop")
     return root, api.build_index(root=root, method="fast")

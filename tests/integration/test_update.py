@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import networkx as nx
 import polars as pl
 import pytest
 import yaml
@@ -184,6 +185,15 @@ def test_add_edit_delete_equals_a_full_index_of_the_final_corpus_and_versions_ar
     older = versions[1]["path"]
     answer = cli("query", "--root", str(root), "--data", older, "--method", "local", "--context-only", "Hana Sato")
     assert answer.returncode == 0 and "HANA SATO" in answer.stdout
+    # What people look at follows the index: the report lists what each version changed, and exports read the
+    # published version (or an older one with --data), never a snapshot left behind by an earlier run.
+    report = api.write_index_report(root, tmp_path / "report").read_text()
+    removed = versions[0]["changes"]["documents"]["removed"]
+    assert f"{versions[0]['version']} (published) | update |" in report and f"-{removed} |" in report
+    for version in (versions[0], versions[1]):
+        data = None if version["current"] else version["path"]
+        graphml = api.export_graph(root, "graphml", tmp_path / version["version"], data=data)[0]
+        assert nx.read_graphml(graphml).number_of_nodes() == version["rows"]["entities"]
 
     unchanged = cli("update", "--root", str(root))
     assert unchanged.returncode == 0 and "nothing to update" in unchanged.stdout

@@ -13,16 +13,17 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "graphrag_ray"
 
 # What each part of graphrag_ray may import (besides itself). Read top-down: the command layer (cli, rehearse,
-# the simulator) over api, over eval, over index and query (siblings), over exec, over llm and storage and config;
-# parsing, nlp, ids, errors and secrets are leaves everyone may use.
+# the simulator) over api, over eval, over explore (export, view, report), over index and query (siblings), over
+# exec, over llm and storage and config; parsing, nlp, ids, errors and secrets are leaves everyone may use.
 LEAVES = {"parsing", "nlp", "ids", "errors", "secrets", "_configs"}
 BASE = {"config", "storage", "llm"}
 ALLOWED: dict[str, set[str]] = {
     "cli": {"__init__", "api", "rehearse", "simulate"} | BASE | LEAVES,
     "rehearse": {"api", "simulate"} | BASE | LEAVES,
     "simulate": BASE | LEAVES,
-    "api": {"eval", "index", "query", "exec"} | BASE | LEAVES,
-    "eval": {"query", "exec"} | BASE | LEAVES,
+    "api": {"eval", "explore", "index", "query", "exec"} | BASE | LEAVES,
+    "eval": {"explore", "query", "exec"} | BASE | LEAVES,
+    "explore": {"query"} | BASE | LEAVES,
     "index": {"exec"} | BASE | LEAVES,
     "query": {"exec"} | BASE | LEAVES,
     "exec": BASE | LEAVES,

@@ -1,0 +1,187 @@
+"""Looking at an index: `export` (GraphML, GEXF, CSV, Neo4j), `view` (one offline HTML file) and `report`
+(Markdown + PNG), on the coffee-shop example built with the no-LLM method."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import igraph as ig
+import networkx as nx
+import polars as pl
+import pytest
+
+from graphrag_ray import api
+from graphrag_ray.storage.tables import current_index, read_table
+
+from .test_fast import example_root
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "graphrag_ray.cli", *args], capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.fixture(scope="module")
+def coffee(tmp_path_factory, ray_session, no_key):
+    root = example_root(tmp_path_factory.mktemp("explore"), "coffee_shop")
+    api.build_index(root=root, method="fast")
+    folder = current_index(root / "output")
+    tables = {name: read_table(folder, name) for name in ("entities", "relationships", "communities",
+                                                           "community_reports")}
+    return root, tables
+
+
+def membership(tables: dict, level: int) -> dict[str, int]:
+    rows = tables["communities"].filter(pl.col("level") == level).select("community", "entity_ids").explode(
+        "entity_ids")
+    return dict(zip(rows["entity_ids"].to_list(), rows["community"].to_list()))
+
+
+def test_graphml_and_gexf_hold_every_entity_and_relationship_with_its_community(coffee, tmp_path):
+    root, tables = coffee
+    entities, relationships = tables["entities"], tables["relationships"]
+    written = api.export_graph(root, "graphml", tmp_path / "graphml")
+    g = ig.Graph.Read_GraphML(str(written[0]))
+    assert (g.vcount(), g.ecount()) == (entities.height, relationships.height)
+    expected = membership(tables, 0)
+    by_title = {v["title"]: v for v in g.vs}
+    for row in entities.iter_rows(named=True):
+        node = by_title[row["title"]]
+        assert node["entity_id"] == row["id"] and node["type"] == row["type"] and node["degree"] == row["degree"]
+        assert node["community"] == expected.get(row["id"], -1) == node["community_level_0"]
+    assert sorted(g.es["weight"]) == sorted(relationships["weight"].to_list())
+
+    gexf = nx.read_gexf(api.export_graph(root, "gexf", tmp_path / "gexf")[0])
+    assert (gexf.number_of_nodes(), gexf.number_of_edges()) == (entities.height, relationships.height)
+    titles = set(entities["title"].to_list())
+    assert set(gexf.nodes) == titles and all(s in titles and t in titles for s, t in gexf.edges())
+
+
+def read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
+    with path.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    return rows[0], rows[1:]
+
+
+def test_neo4j_files_follow_the_import_tools_header_format_and_link_up(coffee, tmp_path):
+    root, tables = coffee
+    done = cli("export", "--root", str(root), "--format", "neo4j", "--out", str(tmp_path / "neo"))
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "neo"
+    header, entity_rows = read_csv(out / "entities.csv")
+    assert header[0] == "entityId:ID(Entity)" and "degree:int" in header and "title" in header
+    assert len(entity_rows) == tables["entities"].height
+    entity_ids = {row[0] for row in entity_rows}
+    header, rel_rows = read_csv(out / "relationships.csv")
+    assert header[:2] == [":START_ID(Entity)", ":END_ID(Entity)"] and "weight:float" in header
+    assert len(rel_rows) == tables["relationships"].height
+    assert all(row[0] in entity_ids and row[1] in entity_ids for row in rel_rows)
+    header, community_rows = read_csv(out / "communities.csv")
+    assert header[0] == "communityId:ID(Community)" and "level:int" in header
+    community_ids = {row[0] for row in community_rows}
+    header, member_rows = read_csv(out / "in_community.csv")
+    assert header == [":START_ID(Entity)", ":END_ID(Community)"] and member_rows
+    assert all(e in entity_ids and c in community_ids for e, c in member_rows)
+    typed = [h for h in header if ":" in h and not h.startswith(":")]
+    assert all(re.fullmatch(r"\w+:(ID\(\w+\)|int|float)", h) for h in typed)
+    script = (out / "import.sh").read_text()
+    assert "neo4j-admin database import full neo4j" in script
+    assert f"--nodes=Entity={out / 'entities.csv'}" in script and "--multiline-fields=true" in script
+    assert f"bash {out / 'import.sh'}" in done.stdout
+
+    plain = api.export_graph(root, "csv", tmp_path / "csv")
+    assert [p.name for p in plain] == ["nodes.csv", "edges.csv", "communities.csv"]
+    assert pl.read_csv(plain[1]).height == tables["relationships"].height
+
+
+class References(HTMLParser):
+    """Every address the page would load: src/href attributes, <link> elements, CSS url(...)."""
+
+    def __init__(self):
+        super().__init__()
+        self.addresses, self.scripts, self._in_script = [], [], None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.addresses += [attrs[a] for a in ("src", "href", "data") if attrs.get(a)]
+        if tag == "link":
+            self.addresses.append(f"<link {attrs}>")
+        self._in_script = attrs.get("type", "text/javascript") if tag == "script" else None
+
+    def handle_data(self, data):
+        if self._in_script is not None:
+            self.scripts.append((self._in_script, data))
+            self._in_script = None
+
+
+def test_the_view_is_one_file_that_loads_nothing_from_outside(coffee, tmp_path):
+    root, tables = coffee
+    done = cli("view", "--root", str(root), "--out", str(tmp_path / "g.html"))
+    assert done.returncode == 0, done.stderr
+    html = (tmp_path / "g.html").read_text(encoding="utf-8")
+    page = References()
+    page.feed(html)
+    assert page.addresses == []
+    assert not re.findall(r"url\(\s*['\"]?(?!data:)[a-z]+:", html), "CSS must not fetch anything"
+    assert not re.search(r"@import|XMLHttpRequest|fetch\(", html.split('id="graph-data"')[1])
+    data = json.loads(next(text for kind, text in page.scripts if kind == "application/json"))
+    assert data["total_entities"] == tables["entities"].height == len(data["entities"]) == data["shown"]
+    assert len(data["edges"]) == tables["relationships"].height
+    assert {e["title"] for e in data["entities"]} == set(tables["entities"]["title"].to_list())
+    assert all("x" in e and "y" in e for e in data["entities"])
+    assert {c["community"] for c in data["communities"]} == set(tables["community_reports"]["community"].to_list())
+    app = page.scripts[-1][1]
+    assert "new vis.Network" in app
+    if shutil.which("node"):  # the page's own script is valid JavaScript
+        (tmp_path / "app.js").write_text(app, encoding="utf-8")
+        checked = subprocess.run(["node", "--check", str(tmp_path / "app.js")], capture_output=True, text=True)
+        assert checked.returncode == 0, checked.stderr
+
+
+def test_a_large_graph_draws_its_top_entities_and_keeps_the_rest_searchable(coffee, tmp_path):
+    root, tables = coffee
+    html = api.write_graph_view(root, tmp_path / "top.html", max_nodes=5).read_text(encoding="utf-8")
+    data = json.loads(html.split('id="graph-data">', 1)[1].split("</script>", 1)[0])
+    assert data["shown"] == 5 and len(data["entities"]) == tables["entities"].height
+    degrees = [e["degree"] for e in data["entities"]]
+    assert degrees == sorted(degrees, reverse=True)
+    assert all(a < 5 and b < 5 for a, b, *_ in data["edges"])
+    assert all(("x" in e) == (e["i"] < 5) for e in data["entities"])
+
+
+def test_the_report_has_counts_charts_and_failures(coffee, tmp_path):
+    root, tables = coffee
+    done = cli("report", "--root", str(root), "--out", str(tmp_path / "rep"))
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "rep" / "report.md").read_text(encoding="utf-8")
+    assert f"| entities | {tables['entities'].height:,} |" in text
+    assert f"| relationships | {tables['relationships'].height:,} |" in text
+    assert "| chunk |" in text and "## Failures" in text and "## Versions" in text
+    for image in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text):
+        assert (tmp_path / "rep" / image).read_bytes()[:8] == PNG
+    assert {"entity_types.png", "degree_distribution.png", "community_sizes.png", "steps.png"} <= {
+        p.name for p in (tmp_path / "rep").iterdir()}
+
+
+def test_mistakes_print_one_line(coffee, tmp_path):
+    root, _ = coffee
+    for args, code, words in ((("export", "--format", "dot"), 2, "unknown export format 'dot'"),
+                              (("export", "--level", "7"), 1, "no community level 7"),
+                              (("view", "--max-nodes", "0"), 2, "--max-nodes"),
+                              (("report", "--data", str(tmp_path / "nothing")), 1, "no index at")):
+        done = cli(args[0], "--root", str(root), *args[1:])
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        assert done.returncode == code and len(lines) == 1 and words in lines[0], (args, done.stderr)
+    empty = tmp_path / "empty"
+    api.init_project(empty)  # a project that was never indexed
+    done = cli("view", "--root", str(empty))
+    assert done.returncode == 1 and "no index at" in done.stderr and "Traceback" not in done.stderr
