@@ -110,6 +110,21 @@ class SummarizeConfig(Section):
                                 gt=0)
 
 
+class ResolveEntitiesConfig(Section):
+    enabled: bool = doc(False, "entity resolution: merge entities that are one thing under several names "
+                        "(HOLMES / SHERLOCK HOLMES, 李老板 / 李明); the LLM confirms every merge")
+    model_id: str = doc("default_chat", "chat model entry that confirms candidate merges")
+    prompt: str = doc("prompts/resolve_entities.txt", "confirmation prompt, relative to the root")
+    embedding_model_id: str = doc("default_embedding", "embedding model entry for name similarity")
+    similarity: float = doc(0.95, "two names of one type whose embeddings are this similar (cosine) are candidates "
+                            "besides those the name rules find; above 1: name rules only", gt=0, le=1.01)
+    max_group: int = doc(20, "names per confirmation call: small groups are asked together, a larger group is "
+                         "split", ge=2)
+    max_candidates_per_name: int = doc(20, "a short name matching more names than this is too ambiguous to ask "
+                                       "about", gt=0)
+    description_chars: int = doc(400, "characters of each entity's descriptions shown as evidence", gt=0)
+
+
 class ClusterConfig(Section):
     max_cluster_size: int = doc(10, "communities larger than this are split into a deeper level", gt=1)
     seed: int = doc(0xDEADBEEF, "Leiden seed: the same seed gives the same communities")
@@ -266,6 +281,7 @@ class Settings(Section):
     chunks: ChunksConfig = doc(ChunksConfig(), "splitting documents into text units")
     extract_graph: ExtractGraphConfig = doc(ExtractGraphConfig(), "LLM extraction of entities and relationships")
     summarize_descriptions: SummarizeConfig = doc(SummarizeConfig(), "merging repeated descriptions")
+    resolve_entities: ResolveEntitiesConfig = doc(ResolveEntitiesConfig(), "entity resolution (aliases)")
     cluster_graph: ClusterConfig = doc(ClusterConfig(), "hierarchical Leiden communities")
     community_reports: CommunityReportsConfig = doc(CommunityReportsConfig(), "community reports")
     extract_claims: ExtractClaimsConfig = doc(ExtractClaimsConfig(), "claims (covariates)")

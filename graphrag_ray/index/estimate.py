@@ -26,6 +26,8 @@ SUMMARIZED_SHARE = 0.25              # entities/relationships with 2+ distinct d
 SUMMARY_PROMPT, SUMMARY_OUTPUT = 450, 120
 ENTITIES_PER_COMMUNITY = 4.0
 REPORT_CONTEXT, REPORT_OUTPUT = 1500, 700
+CANDIDATE_GROUP_SHARE = 0.03         # entity resolution: candidate groups per entity (measured: bench_index --resolve)
+RESOLVE_CONTEXT, RESOLVE_OUTPUT = 400, 60
 
 
 @dataclass
@@ -96,6 +98,16 @@ def estimate(ctx: StepContext) -> Estimate:
                                 first_prompt * rounds + glean_extra * len(units) * ex.max_gleanings,
                                 first_out * (1 + GLEANING_OUTPUT_SHARE * ex.max_gleanings), True))
     entities = len(units) * ENTITIES_PER_UNIT
+    resolve = settings.resolve_entities
+    if resolve.enabled:  # one call per candidate group, and the names embedded in batches
+        groups = entities * CANDIDATE_GROUP_SHARE
+        result.stages.append(_stage(settings, "resolve_entities", resolve.model_id, groups,
+                                    groups * (tok.count(ctx.prompt(resolve.prompt)) + RESOLVE_CONTEXT),
+                                    groups * RESOLVE_OUTPUT, False))
+        if resolve.similarity <= 1:
+            names = settings.model(resolve.embedding_model_id)
+            result.stages.append(_stage(settings, "resolve_entities_names", resolve.embedding_model_id,
+                                        entities / names.batch_size, entities * 6, 0, False))
     merged = entities * (1 + RELATIONSHIPS_PER_ENTITY) * SUMMARIZED_SHARE
     result.stages.append(_stage(settings, "summarize_descriptions", settings.summarize_descriptions.model_id,
                                 merged, merged * SUMMARY_PROMPT, merged * SUMMARY_OUTPUT, False))

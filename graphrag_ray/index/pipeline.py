@@ -32,7 +32,7 @@ from graphrag_ray.storage.tables import current_index, publish, read_table, writ
 from graphrag_ray.storage.vectors import VECTOR_TABLES, write_vectors
 
 INDEX_METHODS: dict[str, list[str]] = {
-    "standard": ["load_documents", "chunk", "extract_graph", "extract_claims", "merge_graph",
+    "standard": ["load_documents", "chunk", "extract_graph", "extract_claims", "merge_graph", "resolve_entities",
                  "summarize_descriptions", "communities", "community_reports", "embed", "finalize"],
     # no LLM at index time: NLP graph, joined descriptions, extractive reports (LazyGraphRAG / FastGraphRAG's idea)
     "fast": ["load_documents", "chunk", "nlp_graph", "merge_graph", "join_descriptions", "communities",
@@ -65,7 +65,7 @@ class IndexResult:
 
 # The settings sections that decide what the graph is: an `update` refuses when one changed (input, query, worker,
 # cache and output settings do not make the existing graph wrong).
-GRAPH_SECTIONS = ("chunks", "extract_graph", "summarize_descriptions", "cluster_graph", "community_reports",
+GRAPH_SECTIONS = ("chunks", "extract_graph", "resolve_entities", "summarize_descriptions", "cluster_graph", "community_reports",
                   "extract_claims", "fast", "embed_text")
 
 
@@ -218,6 +218,8 @@ def _write_index(folder: Path, tables, ctx: StepContext, executor: Executor, abo
     write_table(tables["failures"], folder, "failures")
     if settings.extract_claims.enabled and "covariates" in tables:
         write_table(tables["covariates"], folder, "covariates", settings.output.partition_rows)
+    if settings.resolve_entities.enabled and "entity_merges" in tables:
+        write_table(tables["entity_merges"], folder, "entity_merges")
     embeddings = tables.get("embeddings")
     if embeddings is not None and embeddings.height:
         for target in VECTOR_TABLES:

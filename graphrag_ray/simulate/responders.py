@@ -47,6 +47,8 @@ def respond(body: dict[str, Any]) -> tuple[str, str]:
         source = next(t for t in texts if "Claim description:" in t)
         first_round = "claims were missed" not in last
         return ("extract_claims" if first_round else "extract_claims_glean"), claims(source, first_round)
+    if "-Pairs to decide-" in everything:
+        return "resolve_entities", resolve_entities(last)
     if "Description List:" in last:
         return "summarize", summarize(last)
     if "information discovery" in everything and "findings" in everything:
@@ -164,6 +166,33 @@ def _in_sentence(text: str, sentence: str):
 
 def _clean(sentence: str) -> str:
     return sentence.replace(TUPLE, " ").replace(COMPLETE, " ").replace("\n", " ")[:300]
+
+
+def resolve_entities(prompt: str) -> str:
+    """Entity resolution's question, answered as a careful reader would: a title, initials or another width is the
+    same name; a surname or a part of a name is the full name its own descriptions name (when they name exactly
+    one of the candidates: "the text says so"); names alike only in their embeddings are merged only when they are
+    the same letters."""
+    described = dict(re.findall(r"^- (.+?) \[[^\]]*\]: (.*)$", _section(prompt, "-Candidates-", "-Pairs to decide-"),
+                                re.M))
+    pairs = re.findall(r"^- (.+?) ~ (.+?) \(([^)]*)\)$", _section(prompt, "-Pairs to decide-", "-Answer-"), re.M)
+    fulls: dict[str, list[str]] = {}
+    for short, full, _ in pairs:
+        fulls.setdefault(short, []).append(full)
+    groups: dict[str, set[str]] = {}
+    for short, full, rule in pairs:
+        if rule in ("same name without its title", "same name", "initials"):
+            same = True
+        elif rule == "similar name embeddings":
+            same = re.sub(r"\W", "", short).lower() == re.sub(r"\W", "", full).lower()
+        else:
+            named = [f for f in fulls[short] if f.lower() in described.get(short, "").lower()]
+            same = named == [full]
+        if same:
+            groups.setdefault(full, {full}).add(short)
+    merges = [{"names": [full] + sorted(names - {full}), "reason": f"{', '.join(sorted(names - {full}))} "
+               f"is another name of {full} in these documents"} for full, names in sorted(groups.items())]
+    return json.dumps({"merges": merges}, ensure_ascii=False)
 
 
 def claims(prompt: str, first_round: bool) -> str:

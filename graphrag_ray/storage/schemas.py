@@ -1,7 +1,7 @@
 """Every table's columns and types, in one place.
 
 Names, order and types follow Microsoft GraphRAG 3.x's output (graphrag/data_model/schemas.py), so its
-query-side readers (read_indexer_entities, ...) load our index. `failures` is ours.
+query-side readers (read_indexer_entities, ...) load our index. `failures` and `entity_merges` are ours.
 """
 
 from __future__ import annotations
@@ -44,6 +44,9 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "subject_id": STR, "object_id": STR, "status": STR, "start_date": STR, "end_date": STR,
         "source_text": STR, "text_unit_id": STR,
     },
+    "entity_merges": {  # entity resolution: `merged` (a name) became part of `entity`, by `rule`, for `reason`
+        "entity_id": STR, "entity": STR, "merged_id": STR, "merged": STR, "rule": STR, "reason": STR,
+    },
     "failures": {
         "step": STR, "item_id": STR, "source": STR, "reason": STR,
     },
@@ -51,7 +54,8 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
 
 # Tables a complete index must have (covariates only when claims are on).
 REQUIRED_TABLES = ("documents", "text_units", "entities", "relationships", "communities", "community_reports")
-SORT_KEYS = {name: ["id"] for name in SCHEMAS} | {"failures": ["step", "item_id", "reason"]}
+SORT_KEYS = {name: ["id"] for name in SCHEMAS} | {"failures": ["step", "item_id", "reason"],
+                                                  "entity_merges": ["entity", "merged"]}
 
 
 def empty(table: str) -> pl.DataFrame:

@@ -15,8 +15,9 @@ class JoinDescriptions(BatchStep):
 
     def run(self, ctx: StepContext, tables: Tables) -> Tables:
         keep = ctx.settings.fast.max_description_sentences
-        trimmed = {name: tables[name].with_columns(pl.col("descriptions").list.head(keep))
-                   for name in ("merged_entities", "merged_relationships")}
+        # the fast method has no resolution step: its merged tables are what summarize_descriptions reads
+        trimmed = {f"resolved_{kind}": tables[f"merged_{kind}"].with_columns(pl.col("descriptions").list.head(keep))
+                   for kind in ("entities", "relationships")}
         return SUMMARIZE.finish(ctx, trimmed, {"summaries": pl.DataFrame(schema=SUMMARIZE.yields["summaries"])})
 
 

@@ -13,7 +13,7 @@ import polars as pl
 
 from graphrag_ray.ids import content_id, normalize_name
 from graphrag_ray.exec.step import BatchStep, StepContext, Tables
-from graphrag_ray.index.carry import with_carried_numbers
+from graphrag_ray.index.graph_rows import linked_graph
 
 
 class MergeGraph(BatchStep):
@@ -53,7 +53,9 @@ class MergeGraph(BatchStep):
             ents.group_by("key", maintain_order=True)
             .agg(pl.col("description").filter(pl.col("description") != "").unique(maintain_order=True)
                  .alias("descriptions"),
-                 pl.col("text_unit_id").unique(maintain_order=True).alias("text_unit_ids"))
+                 pl.col("text_unit_id").unique(maintain_order=True).alias("text_unit_ids"),
+                 # every type a mention gave it: entity resolution compares these, not just the majority
+                 pl.col("type").filter(pl.col("type") != "").unique().sort().alias("types"))
             .join(titles, on="key").join(types, on="key", how="left")
             .with_columns(pl.col("type").fill_null(""), pl.col("text_unit_ids").list.len().alias("frequency"),
                           pl.col("key").map_elements(lambda k: content_id("entity", k), return_dtype=pl.String)
@@ -71,37 +73,8 @@ class MergeGraph(BatchStep):
                  pl.col("text_unit_id").unique(maintain_order=True).alias("text_unit_ids"))
             .join(weights, on=["skey", "tkey"], how="left", maintain_order="left")
         )
-        title_of = merged_entities.select("key", "title")
-        merged_relationships = (
-            merged_relationships
-            .join(title_of.rename({"key": "skey", "title": "source"}), on="skey")
-            .join(title_of.rename({"key": "tkey", "title": "target"}), on="tkey")
-            .with_columns(pl.struct("skey", "tkey").map_elements(
-                lambda s: content_id("relationship", s["skey"], s["tkey"]), return_dtype=pl.String).alias("id"))
-        )
-        degree = self._degrees(merged_relationships)
-        merged_entities = (merged_entities.join(degree, on="key", how="left")
-                           .with_columns(pl.col("degree").fill_null(0).cast(pl.Int64)))
-        merged_relationships = (
-            merged_relationships
-            .join(degree.rename({"key": "skey", "degree": "sdeg"}), on="skey", how="left")
-            .join(degree.rename({"key": "tkey", "degree": "tdeg"}), on="tkey", how="left")
-            .with_columns((pl.col("sdeg").fill_null(0) + pl.col("tdeg").fill_null(0)).cast(pl.Int64)
-                          .alias("combined_degree"))
-            .drop("sdeg", "tdeg")
-        )
-        merged_entities = with_carried_numbers(merged_entities.sort("title", "key"), ctx.previous_table("entities"))
-        merged_relationships = with_carried_numbers(merged_relationships.sort("source", "target", "id"),
-                                                    ctx.previous_table("relationships"))
+        merged_entities, merged_relationships = linked_graph(merged_entities, merged_relationships, ctx)
         return {"merged_entities": merged_entities, "merged_relationships": merged_relationships}
-
-    @staticmethod
-    def _degrees(rels: pl.DataFrame) -> pl.DataFrame:
-        """Degree in the undirected simple graph (a pair linked both ways counts once)."""
-        pairs = rels.select(pl.min_horizontal("skey", "tkey").alias("a"), pl.max_horizontal("skey", "tkey").alias("b")
-                            ).unique()
-        ends = pl.concat([pairs.select(pl.col("a").alias("key")), pairs.select(pl.col("b").alias("key"))])
-        return ends.group_by("key").len().rename({"len": "degree"})
 
 
 STEP = MergeGraph()

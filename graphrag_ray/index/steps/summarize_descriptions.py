@@ -20,16 +20,16 @@ STAGE = "summarize_descriptions"
 class SummarizeDescriptions(ItemStep):
     name = "summarize_descriptions"
     uses_llm, settings_section = True, "summarize_descriptions"
-    reads = ("merged_entities", "merged_relationships")
+    reads = ("resolved_entities", "resolved_relationships")
     writes = ("entities_summarized", "relationships_summarized")
     yields = {"summaries": {"id": pl.String, "description": pl.String}}
 
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
         items = []
-        for row in tables["merged_entities"].filter(pl.col("descriptions").list.len() > 1).select(
+        for row in tables["resolved_entities"].filter(pl.col("descriptions").list.len() > 1).select(
                 "id", "title", "descriptions").iter_rows(named=True):
             items.append({"item_id": row["id"], "names": row["title"], "descriptions": row["descriptions"]})
-        for row in tables["merged_relationships"].filter(pl.col("descriptions").list.len() > 1).select(
+        for row in tables["resolved_relationships"].filter(pl.col("descriptions").list.len() > 1).select(
                 "id", "source", "target", "descriptions").iter_rows(named=True):
             items.append({"item_id": row["id"], "names": json.dumps([row["source"], row["target"]],
                                                                     ensure_ascii=False),
@@ -67,8 +67,8 @@ class SummarizeDescriptions(ItemStep):
             return (df.join(summaries.rename({"description": "summary"}), on="id", how="left")
                     .with_columns(pl.coalesce("summary", single).alias("description")).drop("summary"))
 
-        return {"entities_summarized": resolve(tables["merged_entities"]),
-                "relationships_summarized": resolve(tables["merged_relationships"])}
+        return {"entities_summarized": resolve(tables["resolved_entities"]),
+                "relationships_summarized": resolve(tables["resolved_relationships"])}
 
 
 STEP = SummarizeDescriptions()
