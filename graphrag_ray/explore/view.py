@@ -5,6 +5,7 @@ with physics off; a large index shows its top entities by degree and finds the r
 from __future__ import annotations
 
 import json
+import random
 from importlib import resources
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from graphrag_ray.explore.graph import IndexGraph, level_column
 
 VIS_VERSION = "vis-9.1.2"
 DESCRIPTION_CHARS = 1500  # per entity in the page: enough to read, bounded for a large index
+LAYOUT_SEED = 0
 LAYOUT_SCALE = 1000.0     # vis-network coordinates: a layout about this wide suits its default zoom range
 
 
@@ -31,7 +33,12 @@ def _layout(count: int, pairs: list[tuple[int, int]], weights: list[float]) -> l
         return []
     g = ig.Graph(n=count, edges=pairs)
     start = ig.Graph.Ring(count).layout_circle().coords
-    coords = g.layout_fruchterman_reingold(weights=weights or None, seed=start, niter=300, grid="auto").coords
+    # igraph draws its random moves from Python's `random` module unless given a generator of its own
+    ig.set_random_number_generator(random.Random(LAYOUT_SEED))
+    try:
+        coords = g.layout_fruchterman_reingold(weights=weights or None, seed=start, niter=300, grid="auto").coords
+    finally:
+        ig.set_random_number_generator(random)
     xs, ys = [c[0] for c in coords], [c[1] for c in coords]
     span = max(max(xs) - min(xs), max(ys) - min(ys), 1e-9)
     scale = LAYOUT_SCALE * max(1.0, (count / 300) ** 0.5) / span  # more nodes, more room

@@ -156,6 +156,8 @@ def test_a_large_graph_draws_its_top_entities_and_keeps_the_rest_searchable(coff
     assert degrees == sorted(degrees, reverse=True)
     assert all(a < 5 and b < 5 for a, b, *_ in data["edges"])
     assert all(("x" in e) == (e["i"] < 5) for e in data["entities"])
+    again = api.write_graph_view(root, tmp_path / "again.html", max_nodes=5).read_text(encoding="utf-8")
+    assert again == html, "the same index draws the same picture (seeded layout)"
 
 
 def test_the_report_has_counts_charts_and_failures(coffee, tmp_path):
