@@ -9,8 +9,10 @@ calls already answered come from the cache.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import polars as pl
@@ -42,25 +44,46 @@ class Executor:
         self.stats: dict[str, dict] = {}
         self.node_ids: Counter = Counter()  # partitions run per Ray node (multi-node checks)
         self._pool: Pool | None = None
+        self._lock = threading.Lock()  # the ledger and counters, shared by a background step's thread
 
     # -- steps -------------------------------------------------------------------------------------
     def run_steps(self, steps: list[Step], given: Tables | None = None) -> Tables:
         """Run `steps` in order (resuming what the run already finished); `given` are input tables no step
-        writes. Returns every table written, and all `failures` rows together."""
+        writes. A `background` step starts when its turn comes and runs beside the steps after it until one of
+        them reads what it writes (or the method ends): its calls go to another model, whose limits would
+        otherwise sit idle. Returns every table written, and all `failures` rows together."""
         tables: Tables = dict(given or {})
-        failures: list[pl.DataFrame] = []
+        running: dict[str, tuple[Step, Future]] = {}
+        lanes = ThreadPoolExecutor(max_workers=2, thread_name_prefix="graphrag-ray-steps") \
+            if any(step.background for step in steps) else None
         try:
             with watching_limits(self.progress, self.limiter):
+                if lanes is not None:
+                    self._workers()  # one pool for both lanes, made before either uses it
                 for step in steps:
-                    tables.update(self._run_step(step, tables))
-                    failed = self.run.load_table(f"failures__{step.name}")
-                    if failed is not None:
-                        failures.append(failed)
+                    self._join(running, tables, set(step.reads) | set(step.optional_reads))
+                    if step.background:
+                        running[step.name] = (step, lanes.submit(self._run_step, step, dict(tables)))
+                    else:
+                        tables.update(self._run_step(step, tables))
+                self._join(running, tables, None)
         finally:
-            self.close()
+            self.close()  # cancels what a background step still has in flight when the run stops early
+            if lanes is not None:
+                lanes.shutdown(wait=True, cancel_futures=True)
+        self.stats = {step.name: self.stats[step.name] for step in steps if step.name in self.stats}
+        failures = [df for df in (self.run.load_table(f"failures__{step.name}") for step in steps) if df is not None]
         tables["failures"] = pl.concat(failures, how="diagonal_relaxed") if failures else \
             pl.DataFrame(schema=FAILURE_SCHEMA)
         return tables
+
+    @staticmethod
+    def _join(running: dict[str, tuple[Step, Future]], tables: Tables, reads: set[str] | None) -> None:
+        """Wait for the background steps that write one of `reads` (None: all of them); their tables join."""
+        for name, (step, future) in list(running.items()):
+            if reads is None or reads & set(step.writes):
+                tables.update(future.result())
+                del running[name]
 
     def _run_step(self, step: Step, tables: Tables) -> Tables:
         started = time.perf_counter()
@@ -75,17 +98,17 @@ class Executor:
         missing = [r for r, df in inputs.items() if df is None]
         if missing:
             raise GraphRagRayError(f"step {step.name}: input tables missing from the run: {', '.join(missing)}")
-        before = self.ledger.snapshot()
+        step_ledger = UsageLedger()  # this step's own calls (another step may be spending at the same time)
         if isinstance(step, BatchStep):
             out, stats = self._batch(step, inputs)
         else:
-            out, stats = self._items(step, inputs)
+            out, stats = self._items(step, inputs, step_ledger)
         step_failures = out.pop("failures", None)
         if step_failures is not None and step_failures.height:
             self.run.save_tables({f"failures__{step.name}": step_failures})
         stats.update(wall_s=round(time.perf_counter() - started, 3),
                      failures=0 if step_failures is None else step_failures.height,
-                     ledger=self.ledger.minus(before).to_dict())
+                     ledger=step_ledger.to_dict())
         self.run.save_tables(out)
         self.run.mark_step(step.name, stats)
         self.stats[step.name] = stats
@@ -101,7 +124,7 @@ class Executor:
         return out, {"items": None, "partitions": 0, "resumed_partitions": 0, "events": dict(counts)}
 
     # -- item steps --------------------------------------------------------------------------------
-    def _items(self, step: ItemStep, inputs: Tables) -> tuple[Tables, dict]:
+    def _items(self, step: ItemStep, inputs: Tables, step_ledger: UsageLedger) -> tuple[Tables, dict]:
         size = step.partition_size or self.ctx.settings.workers.partition_size
         names = list(step.yields) + ["failures"]
         collected: dict[str, list[pl.DataFrame]] = {n: [] for n in names}
@@ -119,7 +142,8 @@ class Executor:
             counts["partitions"] += len(parts)
             if task is not None:
                 self.progress.update(task, total=(self.progress.tasks[task].total or 0) + len(items))
-            round_frames = self._round(step, round_index, parts, names, task, counts, events, failed_parts)
+            round_frames = self._round(step, round_index, parts, names, task, counts, events, failed_parts,
+                                       step_ledger)
             for n in names:
                 collected[n] += round_frames[n]
                 if n != "failures" and round_frames[n]:
@@ -136,7 +160,8 @@ class Executor:
         return out, dict(counts, rounds=rounds, events=dict(events))
 
     def _round(self, step: ItemStep, round_index: int, parts: list[list[dict]], names: list[str], task,
-               counts: Counter, events: Counter, failed_parts: list) -> dict[str, list[pl.DataFrame]]:
+               counts: Counter, events: Counter, failed_parts: list,
+               step_ledger: UsageLedger) -> dict[str, list[pl.DataFrame]]:
         """One round's partitions: those a marker says are done are read back, the rest dispatched to workers and
         recorded as each finishes. Returns each table's frames."""
         frames_of: dict[str, list[pl.DataFrame]] = {n: [] for n in names}
@@ -164,8 +189,10 @@ class Executor:
                       for name, rows in result["rows"].items()}
             self.run.save_partition(step.name, round_index, p, part, frames,
                                     {**result["ledger"], "stats": result["stats"]})
-            self.ledger.merge(result["ledger"])
-            self.node_ids[result["node_id"]] += 1
+            with self._lock:
+                self.ledger.merge(result["ledger"])
+                step_ledger.merge(result["ledger"])
+                self.node_ids[result["node_id"]] += 1
             keep(p, frames, result["stats"], len(part))
 
         if todo:
@@ -187,8 +214,9 @@ class Executor:
             pl.col("reason").str.split(" | answer began: ").list.get(1, null_on_oob=True).alias("sample"))
         reason, times = reasons["kind"].value_counts(sort=True).row(0)
         sample = reasons.filter(pl.col("kind") == reason)["sample"].drop_nulls().head(1).to_list()
-        spent = self.ledger.total()
-        where = self.run.save_ledger(self.ledger.to_dict())
+        with self._lock:
+            spent = self.ledger.total()
+            where = self.run.save_ledger(self.ledger.to_dict())
         raise StepFailedError(f"{step.name}: {failed} of {items} items failed ({failed / items:.0%}, more than "
                               f"output.max_failure_ratio {self.max_failure_ratio:.0%}); most common reason "
                               f"({times}x): {reason}{f'; the answer began: {sample[0]}' if sample else ''}. "
@@ -198,14 +226,16 @@ class Executor:
     def _task(self, name: str, total: int):
         if not self.progress:
             return None
-        usage = self.ledger.total()
+        with self._lock:
+            usage = self.ledger.total()
         return self.progress.add_task(name, total=total, calls=usage.calls, cost=usage.cost,
                                       tokens=usage.prompt_tokens + usage.completion_tokens)
 
     def _advance(self, task, n: int) -> None:
         if task is None:
             return
-        usage = self.ledger.total()
+        with self._lock:
+            usage = self.ledger.total()
         self.progress.update(task, advance=n, calls=usage.calls, cost=usage.cost,
                              tokens=usage.prompt_tokens + usage.completion_tokens)
 

@@ -73,6 +73,7 @@ class Step(ABC):
     writes: tuple[str, ...] = ()
     uses_llm: bool = False
     settings_section: str | None = None   # with uses_llm: the settings section naming the model (model_id)
+    background: bool = False  # runs beside the steps after it until one reads what it writes (executor.py)
 
     def model_ids(self, settings: Settings) -> list[str]:
         """The models this step will call with these settings (none when its section is disabled)."""

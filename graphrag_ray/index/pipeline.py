@@ -32,11 +32,13 @@ from graphrag_ray.storage.tables import current_index, publish, read_table, writ
 from graphrag_ray.storage.vectors import VECTOR_TABLES, write_vectors
 
 INDEX_METHODS: dict[str, list[str]] = {
-    "standard": ["load_documents", "chunk", "extract_graph", "extract_claims", "merge_graph", "resolve_entities",
-                 "summarize_descriptions", "communities", "community_reports", "embed", "finalize"],
+    # embed_text_units runs in the background (beside extraction and what follows, until embed needs its vectors)
+    "standard": ["load_documents", "chunk", "embed_text_units", "extract_graph", "extract_claims", "merge_graph",
+                 "resolve_entities", "summarize_descriptions", "communities", "community_reports", "embed",
+                 "finalize"],
     # no LLM at index time: NLP graph, joined descriptions, extractive reports (LazyGraphRAG / FastGraphRAG's idea)
-    "fast": ["load_documents", "chunk", "nlp_graph", "merge_graph", "join_descriptions", "communities",
-             "extractive_reports", "embed", "finalize"],
+    "fast": ["load_documents", "chunk", "embed_text_units", "nlp_graph", "merge_graph", "join_descriptions",
+             "communities", "extractive_reports", "embed", "finalize"],
 }
 
 # Settings that change what is computed (and so the run id); workers, limits, prices and keys do not.

@@ -4,6 +4,7 @@ resume, error unwrapping with cancellation, and actor lifetime."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -184,3 +185,74 @@ def test_a_step_that_mostly_failed_stops_and_a_rerun_retries_only_its_failed_par
     tables = again.run_steps([Flaky(healed=True)], given={"numbers": NUMBERS})
     assert tables["squares"].height == 23 and tables["failures"].height == 0
     assert again.stats["squares"]["resumed_partitions"] == 3, "only the two partitions with failures ran again"
+
+
+class WaitsForSquares(ItemStep):
+    """A background step whose items finish only once the step after it has started: run one after the other,
+    it would wait out its patience and fail."""
+
+    name = "cubes"
+    background = True
+    reads = ("numbers",)
+    writes = ("cubes",)
+    yields = {"cubes": {"n": pl.Int64, "cube": pl.Int64}}
+    partition_size = 5
+
+    def __init__(self, flag: str, fail_on: int | None = None):
+        self.flag, self.fail_on = flag, fail_on
+
+    def items(self, ctx, tables, round_index, earlier):
+        return [{"item_id": f"{n:03d}", "n": n} for n in tables["numbers"]["n"].to_list()]
+
+    async def process(self, ctx, item, models):
+        if item["n"] == self.fail_on:
+            raise GraphRagRayError(f"cube {item['n']} cannot be done")
+        for _ in range(600):
+            if Path(self.flag).exists():
+                return {"cubes": [{"n": item["n"], "cube": item["n"] ** 3}]}
+            await asyncio.sleep(0.05)
+        raise GraphRagRayError("the step after a background step did not run beside it")
+
+    def finish(self, ctx, tables, yielded):
+        return {"cubes": yielded["cubes"].sort("n")}
+
+
+class FlagsSquares(Squares):
+    def __init__(self, flag: str):
+        super().__init__()
+        self.flag = flag
+
+    async def process(self, ctx, item, models):
+        Path(self.flag).touch()
+        return await super().process(ctx, item, models)
+
+
+class Both(BatchStep):
+    name = "both"
+    reads = ("squares", "cubes")
+    writes = ("both",)
+
+    def run(self, ctx, tables):
+        return {"both": tables["squares"].join(tables["cubes"], on="n").sort("n")}
+
+
+def test_a_background_step_runs_beside_the_next_steps_until_one_reads_its_output(tmp_path, backend):
+    flag = str(tmp_path / "squares-started")
+    executor = _executor(tmp_path, backend)
+    tables = executor.run_steps([WaitsForSquares(flag), FlagsSquares(flag), Both()], given={"numbers": NUMBERS})
+    assert tables["both"]["cube"].to_list() == [n ** 3 for n in range(23)]
+    assert tables["both"]["square"].to_list() == [n * n for n in range(23)]
+    assert list(executor.stats) == ["cubes", "squares", "both"], "stats in the method's order"
+    assert executor.stats["cubes"]["items"] == 23 and executor.stats["squares"]["events"]["squared"] == 23
+    run = RunState(tmp_path / "run")
+    assert run.step_done("cubes") and run.step_done("both")
+
+
+def test_a_failing_background_step_stops_the_run_with_its_own_error(tmp_path, backend):
+    flag = str(tmp_path / "squares-started")
+    executor = _executor(tmp_path, backend)
+    with pytest.raises(GraphRagRayError, match="cube 3 cannot be done"):
+        executor.run_steps([WaitsForSquares(flag, fail_on=3), FlagsSquares(flag), Both()],
+                           given={"numbers": NUMBERS})
+    assert executor._pool is None
+    assert not RunState(tmp_path / "run").step_done("both")

@@ -1,4 +1,5 @@
-"""Embed entity `title:description`, text-unit text and report `full_content` in batches."""
+"""Embed entity `title:description` and report `full_content` in batches, joined with the text units' vectors
+(embed_text_units.py, which ran beside extraction)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,15 @@ from graphrag_ray.errors import LLMUnavailableError
 from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
 
 STAGE = "embed"
+EMBEDDING_ROWS = {"id": pl.String, "target": pl.String, "text": pl.String, "vector": pl.List(pl.Float32)}
 
 
 class Embed(ItemStep):
     name = "embed"
     uses_llm, settings_section = True, "embed_text"
-    reads = ("entities_summarized", "text_units", "community_reports")
+    reads = ("entities_summarized", "community_reports", "text_unit_embeddings")
     writes = ("embeddings",)
-    yields = {"embeddings": {"id": pl.String, "target": pl.String, "text": pl.String,
-                              "vector": pl.List(pl.Float32)}}
+    yields = {"embeddings": EMBEDDING_ROWS}
     partition_size = 256
 
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
@@ -26,8 +27,6 @@ class Embed(ItemStep):
         for r in tables["entities_summarized"].select("id", "title", "description").iter_rows(named=True):
             items.append({"item_id": r["id"], "target": "entity_description",
                           "text": f"{r['title']}:{r['description']}"})
-        for r in tables["text_units"].select("id", "text").iter_rows(named=True):
-            items.append({"item_id": r["id"], "target": "text_unit_text", "text": r["text"]})
         for r in tables["community_reports"].select("id", "full_content").iter_rows(named=True):
             items.append({"item_id": r["id"], "target": "community_full_content", "text": r["full_content"]})
         return items
@@ -43,7 +42,8 @@ class Embed(ItemStep):
                                for it, vec in zip(items, vectors)]}
 
     def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
-        return {"embeddings": yielded["embeddings"].sort("target", "id")}
+        both = pl.concat([tables["text_unit_embeddings"], yielded["embeddings"]], how="diagonal_relaxed")
+        return {"embeddings": both.sort("target", "id")}
 
 
 STEP = Embed()

@@ -1,0 +1,27 @@
+"""Embed the text units' text as soon as they exist. A background step: it runs beside extraction and the steps
+after it, so the embedding model's limits are used while the chat model's are (against a provider whose limits
+hold the run back, the embedding calls no longer add their own stretch of wall time at the end)."""
+
+from __future__ import annotations
+
+from graphrag_ray.exec.step import StepContext, Tables
+from graphrag_ray.index.steps.embed import Embed
+
+
+class EmbedTextUnits(Embed):
+    name = "embed_text_units"
+    background = True
+    reads = ("text_units",)
+    writes = ("text_unit_embeddings",)
+
+    def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
+        if not ctx.settings.embed_text.enabled:
+            return []
+        return [{"item_id": r["id"], "target": "text_unit_text", "text": r["text"]}
+                for r in tables["text_units"].select("id", "text").iter_rows(named=True)]
+
+    def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
+        return {"text_unit_embeddings": yielded["embeddings"].sort("id")}
+
+
+STEP = EmbedTextUnits()
