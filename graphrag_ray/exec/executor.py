@@ -47,11 +47,13 @@ class Executor:
         self._lock = threading.Lock()  # the ledger and counters, shared by a background step's thread
 
     # -- steps -------------------------------------------------------------------------------------
-    def run_steps(self, steps: list[Step], given: Tables | None = None) -> Tables:
+    def run_steps(self, steps: list[Step], given: Tables | None = None, keep: set[str] | None = None) -> Tables:
         """Run `steps` in order (resuming what the run already finished); `given` are input tables no step
         writes. A `background` step starts when its turn comes and runs beside the steps after it until one of
         them reads what it writes (or the method ends): its calls go to another model, whose limits would
-        otherwise sit idle. Returns every table written, and all `failures` rows together."""
+        otherwise sit idle. Returns every table written (with `keep`, only those: the others are let go as soon
+        as no later step reads them, so a large run does not hold every intermediate table), and all `failures`
+        rows together."""
         tables: Tables = dict(given or {})
         running: dict[str, tuple[Step, Future]] = {}
         lanes = ThreadPoolExecutor(max_workers=2, thread_name_prefix="graphrag-ray-steps") \
@@ -60,12 +62,16 @@ class Executor:
             with watching_limits(self.progress, self.limiter):
                 if lanes is not None:
                     self._workers()  # one pool for both lanes, made before either uses it
-                for step in steps:
+                for i, step in enumerate(steps):
                     self._join(running, tables, set(step.reads) | set(step.optional_reads))
                     if step.background:
                         running[step.name] = (step, lanes.submit(self._run_step, step, dict(tables)))
                     else:
                         tables.update(self._run_step(step, tables))
+                    if keep is not None:
+                        later = {r for s in steps[i + 1:] for r in (*s.reads, *s.optional_reads)}
+                        for name in [n for n in tables if n not in keep and n not in later]:
+                            del tables[name]
                 self._join(running, tables, None)
         finally:
             self.close()  # cancels what a background step still has in flight when the run stops early

@@ -41,6 +41,9 @@ INDEX_METHODS: dict[str, list[str]] = {
              "communities", "extractive_reports", "embed", "finalize"],
 }
 
+# What a run publishes: the executor lets go of every other table once no later step reads it
+PUBLISHED_TABLES = {*REQUIRED_TABLES, "covariates", "entity_merges", "embeddings"}
+
 # Settings that change what is computed (and so the run id); workers, limits, prices and keys do not.
 _MODEL_RESULT_KEYS = ("type", "model", "encoding", "max_tokens", "temperature", "dimensions")
 
@@ -175,7 +178,7 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
         started = time.perf_counter()
         with progress_bar(show_progress) as progress:
             executor = Executor(ctx, run, limiter, progress, backend, settings.output.max_failure_ratio)
-            tables = executor.run_steps(steps)
+            tables = executor.run_steps(steps, keep=PUBLISHED_TABLES)
         about = {"run_id": run_id, "input_id": input_id, "method": method,
                  "graph_fingerprint": graph_fingerprint(ctx, method),
                  "kind": "update" if update else "retry" if retry_failures else "index",
@@ -226,8 +229,12 @@ def _write_index(folder: Path, tables, ctx: StepContext, executor: Executor, abo
     if embeddings is not None and embeddings.height:
         for target in VECTOR_TABLES:
             part = embeddings.filter(embeddings["target"] == target)
-            write_vectors(folder / "lancedb", target, part["id"].to_list(), part["text"].to_list(),
-                          part["vector"].to_list(), settings.embed_text.ann_index_rows)
+            if not part.height:
+                continue
+            # straight from the column's buffer: as Python lists, 10M tokens' vectors were a gigabyte of floats
+            matrix = part["vector"].explode().to_numpy().reshape(part.height, -1)
+            write_vectors(folder / "lancedb", target, part["id"].to_list(), part["text"].to_list(), matrix,
+                          settings.embed_text.ann_index_rows)
     total = executor.ledger.total()
     stats = {**about, "wall_s": round(wall, 3), "steps": executor.stats,
              "total": {"calls": total.calls, "prompt_tokens": total.prompt_tokens,
