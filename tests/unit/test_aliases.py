@@ -1,7 +1,14 @@
-"""The name rules that propose entity-resolution candidates (the LLM decides; these only decide what it is asked)."""
+"""The name rules that propose entity-resolution candidates (the LLM decides; these only decide what it is asked),
+and how a confirmation answer is read."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+
+from graphrag_ray.config.settings import Settings
+from graphrag_ray.exec.step import StepContext
+from graphrag_ray.index.steps.resolve_entities import STEP
 from graphrag_ray.nlp.aliases import name_form, rule_fits, rule_pairs
 
 
@@ -45,3 +52,37 @@ def test_identifiers_are_not_names_and_person_rules_need_people():
     assert rule_fits("first or last name alone", {"PERSON"}) and rule_fits("surname with a title", {"人物"})
     assert not rule_fits("first or last name alone", {"EVENT"}) and not rule_fits("initials", {"GEO"})
     assert rule_fits("part of the name", {"GEO"}) and rule_fits("same name", {"EVENT"})
+
+
+class _Answer:
+    def __init__(self, content: str):
+        self.content = content
+
+
+class _Models:
+    """A chat model that answers with a fixed text (the step's own validation is the model layer's job)."""
+
+    def __init__(self, content: str):
+        self.content = content
+
+    def chat(self, model_id):
+        outer = self
+
+        class Chat:
+            async def chat(self, messages, **kwargs):
+                return _Answer(outer.content)
+
+        return Chat()
+
+
+def test_a_confirmation_merges_only_what_its_pairs_support_and_skips_malformed_entries(tmp_path):
+    item = {"item_id": "g1", "pairs": [["holmes", "sherlock", "first or last name alone"]],
+            "entities": [{"key": k, "title": t, "type": "PERSON", "mentions": m, "description": ""}
+                         for k, t, m in (("holmes", "HOLMES", 3), ("sherlock", "SHERLOCK HOLMES", 1),
+                                         ("watson", "JOHN WATSON", 2))]}
+    answer = {"merges": ["junk", {"names": "HOLMES"}, {"names": ["HOLMES", "SHERLOCK HOLMES"], "reason": "same"},
+                         {"names": ["JOHN WATSON", "SHERLOCK HOLMES"], "reason": "no asked pair links them"}]}
+    ctx = StepContext(Settings.model_validate({"resolve_entities": {"enabled": True}}), tmp_path)
+    rows = asyncio.run(STEP.process(ctx, item, _Models(json.dumps(answer))))
+    # the kept name is the full one, though the short one has more mentions; WATSON's unsupported merge is dropped
+    assert [(r["canonical"], r["merged"]) for r in rows["merges"]] == [("sherlock", "holmes")]

@@ -148,11 +148,11 @@ class ResolveEntities(ItemStep):
             return []
         vectors = vectors.sort("key")
         keys = vectors["key"].to_list()
-        matrix = np.asarray(vectors["vector"].to_list(), dtype=np.float32)
+        matrix = vectors["vector"].explode().to_numpy().astype(np.float32).reshape(len(keys), -1)
         matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
         found = set()
-        for start in range(0, len(keys), 1024):
-            sims = matrix[start:start + 1024] @ matrix.T
+        for start in range(0, len(keys), 256):  # 256 rows against all: a few hundred MB at 100k names
+            sims = matrix[start:start + 256] @ matrix.T
             for i, row in enumerate(sims, start):
                 close = np.nonzero(row >= cfg.similarity)[0]
                 close = close[np.argsort(-row[close], kind="stable")][:cfg.max_candidates_per_name + 1]
@@ -196,6 +196,9 @@ class ResolveEntities(ItemStep):
         mentions = {e["key"]: e["mentions"] for e in item["entities"]}
         merges = []
         for group in (parse_json_object(answer.content) or {}).get("merges") or []:
+            if not isinstance(group, dict) or not isinstance(group.get("names"), list):
+                self.stat_update("unreadable_merge_groups")  # a malformed entry merges nothing
+                continue
             keys = list(dict.fromkeys(by_title[n] for n in (group.get("names") or [])
                                       if isinstance(n, str) and n in by_title))
             if len(keys) < 2:
