@@ -28,7 +28,7 @@ def export_graph(graph: IndexGraph, fmt: str, out: Path, level: int | None = Non
     check_format(fmt)
     community = graph.community_at(level)
     out.mkdir(parents=True, exist_ok=True)
-    nodes = graph.nodes.select(*NODE_FIELDS, pl.col(community).alias("community"),
+    nodes = graph.nodes.select(*NODE_FIELDS, community.alias("community"),
                                *(level_column(lv) for lv in graph.levels))
     nodes = nodes.with_columns(pl.col(pl.String).fill_null(""), pl.col(pl.Int64).fill_null(0))
     edges = graph.edges.select("source_id", "target_id", *EDGE_FIELDS).with_columns(

@@ -37,14 +37,20 @@ class IndexGraph:
             return f"{parts[-4]} · {parts[-1]}"
         return parts[-1]
 
-    def community_at(self, level: int | None) -> str:
-        """The column of `level`'s community; None = level 0. A level the index lacks is an error naming the ones
-        it has."""
-        level = self.levels[0] if level is None and self.levels else level
+    def community_at(self, level: int | None) -> pl.Expr:
+        """`level`'s community of each node (None: the top level); NO_COMMUNITY everywhere for an index with no
+        communities (no relationships to cluster). A level the index lacks is an error naming the ones it has."""
+        if level is None and not self.levels:
+            return pl.lit(NO_COMMUNITY, pl.Int64)
+        level = self.levels[0] if level is None else level
         if level not in self.levels:
             have = ", ".join(map(str, self.levels)) or "none"
             raise IndexMissingError(f"the index has no community level {level} (levels: {have})")
-        return level_column(level)
+        return pl.col(level_column(level))
+
+    def chosen_level(self, level: int | None) -> int | None:
+        self.community_at(level)  # the same check
+        return level if level is not None else (self.levels[0] if self.levels else None)
 
 
 def load_graph(location: str | Path | Store) -> IndexGraph:

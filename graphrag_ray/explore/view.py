@@ -49,7 +49,7 @@ def view_data(graph: IndexGraph, level: int | None = None, max_nodes: int = 1500
               max_communities: int = 300) -> dict:
     """What the page shows: every entity (for search; descriptions cut at DESCRIPTION_CHARS), the first
     `max_nodes` of them by degree drawn with their relationships, and every community's report."""
-    community = graph.community_at(level)
+    chosen = graph.chosen_level(level)
     levels = graph.levels
     entities = (graph.nodes.sort(["degree", "title"], descending=[True, False])
                 .with_row_index("i").with_columns(pl.col("i").cast(pl.Int64)))
@@ -79,7 +79,7 @@ def view_data(graph: IndexGraph, level: int | None = None, max_nodes: int = 1500
                             "title": report.get("title") or c["title"], "report_title": report.get("title") or "",
                             "summary": report.get("summary") or "", "rank": report.get("rank") or 0.0,
                             "findings": report.get("findings") or []})
-    return {"title": graph.name, "level": int(community.rsplit("_", 1)[1]),
+    return {"title": graph.name, "level": chosen,
             "levels": levels, "shown": shown, "total_entities": entities.height,
             "total_relationships": graph.edges.height, "total_communities": graph.communities.height,
             "max_communities": max_communities, "entities": rows, "edges": edges.rows(), "communities": communities}
