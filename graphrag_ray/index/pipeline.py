@@ -29,7 +29,7 @@ from graphrag_ray.llm.preflight import check_endpoints
 from graphrag_ray.storage.location import FoundFile, Store, resolve
 from graphrag_ray.storage.schemas import REQUIRED_TABLES
 from graphrag_ray.storage.tables import current_index, publish, read_table, write_table
-from graphrag_ray.storage.vectors import VECTOR_TABLES, write_vectors
+from graphrag_ray.storage.vectors import VECTOR_TABLES, vector_matrix, write_vectors
 
 INDEX_METHODS: dict[str, list[str]] = {
     # embed_text_units runs in the background (beside extraction and what follows, until embed needs its vectors)
@@ -70,8 +70,8 @@ class IndexResult:
 
 # The settings sections that decide what the graph is: an `update` refuses when one changed (input, query, worker,
 # cache and output settings do not make the existing graph wrong).
-GRAPH_SECTIONS = ("chunks", "extract_graph", "resolve_entities", "summarize_descriptions", "cluster_graph", "community_reports",
-                  "extract_claims", "fast", "embed_text")
+GRAPH_SECTIONS = ("chunks", "extract_graph", "resolve_entities", "summarize_descriptions", "cluster_graph",
+                  "community_reports", "extract_claims", "fast", "embed_text")
 
 
 def graph_fingerprint(ctx: StepContext, method: str) -> str:
@@ -231,10 +231,8 @@ def _write_index(folder: Path, tables, ctx: StepContext, executor: Executor, abo
             part = embeddings.filter(embeddings["target"] == target)
             if not part.height:
                 continue
-            # straight from the column's buffer: as Python lists, 10M tokens' vectors were a gigabyte of floats
-            matrix = part["vector"].explode().to_numpy().reshape(part.height, -1)
-            write_vectors(folder / "lancedb", target, part["id"].to_list(), part["text"].to_list(), matrix,
-                          settings.embed_text.ann_index_rows)
+            write_vectors(folder / "lancedb", target, part["id"].to_list(), part["text"].to_list(),
+                          vector_matrix(part["vector"]), settings.embed_text.ann_index_rows)
     total = executor.ledger.total()
     stats = {**about, "wall_s": round(wall, 3), "steps": executor.stats,
              "total": {"calls": total.calls, "prompt_tokens": total.prompt_tokens,

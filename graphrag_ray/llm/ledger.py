@@ -58,20 +58,6 @@ class UsageLedger:
                 out.add(usage)
         return out
 
-    def snapshot(self) -> "UsageLedger":
-        copy = UsageLedger()
-        copy.merge(self)
-        return copy
-
-    def minus(self, earlier: "UsageLedger") -> "UsageLedger":
-        """What was spent since `earlier` (a snapshot of this ledger)."""
-        out = UsageLedger()
-        for key, usage in self.entries.items():
-            before = earlier.entries.get(key, Usage())
-            out.entries[key] = Usage(**{f.name: getattr(usage, f.name) - getattr(before, f.name)
-                                        for f in fields(Usage)})
-        return out
-
     def to_dict(self) -> dict:
         stages: dict[str, dict] = {}
         for (stage, model), usage in sorted(self.entries.items()):

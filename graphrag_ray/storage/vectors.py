@@ -42,6 +42,12 @@ def write_vectors(folder: str | Path, name: str, ids: list[str], texts: list[str
             writer.write_table(flat)
 
 
+def vector_matrix(column) -> np.ndarray:
+    """A Polars list column of equal-length vectors as a float32 matrix, straight from its buffer (as Python lists,
+    10M tokens' vectors were a gigabyte of floats)."""
+    return column.explode().to_numpy().astype(np.float32, copy=False).reshape(len(column), -1)
+
+
 def _fixed_size(matrix: np.ndarray) -> pa.FixedSizeListArray:
     return pa.FixedSizeListArray.from_arrays(pa.array(matrix.ravel()), matrix.shape[1])
 

@@ -24,12 +24,18 @@ from graphrag_ray.ids import content_id
 from graphrag_ray.index.graph_rows import linked_graph
 from graphrag_ray.nlp.aliases import NameForm, name_form, rule_fits, rule_pairs
 from graphrag_ray.parsing.llm_output import parse_json_object
+from graphrag_ray.storage.vectors import vector_matrix
 
 STAGE = "resolve_entities"
 NAMES_STAGE = "resolve_entities_names"  # the names' embeddings, counted apart from the confirmations
 MERGE_SCHEMA = {"entity_id": pl.String, "entity": pl.String, "merged_id": pl.String, "merged": pl.String,
                 "rule": pl.String, "reason": pl.String}
 SIMILAR = "similar name embeddings"
+
+
+def _every(column: str) -> pl.Expr:
+    """The merged rows' lists of `column` as one list, each value once, in order."""
+    return pl.col(column).list.explode(keep_nulls=False, empty_as_null=False).unique(maintain_order=True)
 
 
 def _union_groups(pairs: list[tuple[str, str, str]]) -> list[list[tuple[str, str, str]]]:
@@ -148,8 +154,9 @@ class ResolveEntities(ItemStep):
             return []
         vectors = vectors.sort("key")
         keys = vectors["key"].to_list()
-        matrix = vectors["vector"].explode().to_numpy().astype(np.float32).reshape(len(keys), -1)
-        matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+        matrix = vector_matrix(vectors["vector"])
+        # a new array, not in place: the column's buffer is read-only
+        matrix = matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
         found = set()
         for start in range(0, len(keys), 256):  # 256 rows against all: a few hundred MB at 100k names
             sims = matrix[start:start + 256] @ matrix.T
@@ -224,8 +231,7 @@ class ResolveEntities(ItemStep):
         merged = (entities.with_columns(target.alias("into"), (pl.col("key") == target).alias("is_target"))
                   .sort("is_target", "key", descending=[True, False])
                   .group_by("into", maintain_order=True)
-                  .agg(pl.col("descriptions").list.explode(keep_nulls=False, empty_as_null=False).unique(maintain_order=True),
-                       pl.col("text_unit_ids").list.explode(keep_nulls=False, empty_as_null=False).unique(maintain_order=True),
+                  .agg(_every("descriptions"), _every("text_unit_ids"),
                        pl.col("title").first(), pl.col("id").first(),
                        pl.col("type").filter(pl.col("type") != "").first())
                   .rename({"into": "key"})
@@ -234,8 +240,7 @@ class ResolveEntities(ItemStep):
         self.stat_update("loops_dropped", rels.filter(pl.col("skey") == pl.col("tkey")).height)
         rels = (rels.filter(pl.col("skey") != pl.col("tkey")).sort("skey", "tkey", "id")
                 .group_by("skey", "tkey", maintain_order=True)
-                .agg(pl.col("descriptions").list.explode(keep_nulls=False, empty_as_null=False).unique(maintain_order=True),
-                     pl.col("text_unit_ids").list.explode(keep_nulls=False, empty_as_null=False).unique(maintain_order=True), pl.col("weight").sum()))
+                .agg(_every("descriptions"), _every("text_unit_ids"), pl.col("weight").sum()))
         self.stat_update("entities_merged", len(into))
         resolved_entities, resolved_relationships = linked_graph(
             merged.select("key", "title", "type", "descriptions", "text_unit_ids", "frequency", "id"), rels, ctx)
