@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import sys
 
 BACKENDS = ("local", "ray")
@@ -16,12 +17,41 @@ def ray_running() -> bool:
     return ray is not None and ray.is_initialized()
 
 
+def _answers(address: str, timeout: float = 1.0) -> bool:
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def ray_address(temp_dir: str | None = None) -> str | None:
+    """The address for `ray.init`: None lets Ray join what RAY_ADDRESS names (a submitted job) or the cluster
+    `ray start` recorded in its temp dir; "local" starts one here when that record names a cluster that is gone.
+    Ray itself would wait on a dead record forever (it is left behind when a `ray start` head or a test
+    cluster dies without `ray stop`)."""
+    if os.environ.get("RAY_ADDRESS"):
+        return None
+    from ray._common.utils import get_ray_address_file
+
+    record = get_ray_address_file(temp_dir)
+    try:
+        recorded = open(record, encoding="utf-8").read().strip()
+    except OSError:
+        return None
+    if recorded and _answers(recorded):
+        return None
+    logging.getLogger(__name__).warning("ignoring %s: the Ray cluster it names (%s) does not answer; "
+                                        "starting one in this process", record, recorded or "nothing")
+    return "local"
+
+
 def ensure_ray(verbose: bool = False) -> None:
     import ray
 
     if not ray.is_initialized():
-        # no address: a submitted job joins its cluster, a plain local run starts one
-        ray.init(include_dashboard=False, log_to_driver=verbose,
+        ray.init(address=ray_address(), include_dashboard=False, log_to_driver=verbose,
                  logging_level=logging.INFO if verbose else logging.ERROR)
 
 

@@ -256,3 +256,27 @@ def test_a_failing_background_step_stops_the_run_with_its_own_error(tmp_path, ba
                            given={"numbers": NUMBERS})
     assert executor._pool is None
     assert not RunState(tmp_path / "run").step_done("both")
+
+
+def test_a_dead_ray_start_record_starts_a_local_cluster_and_a_live_one_is_joined(tmp_path, monkeypatch):
+    """A `ray start` head that died without `ray stop` leaves its address in <temp>/ray_current_cluster, and
+    a plain `ray.init()` then waits on it forever: the runtime starts its own cluster instead."""
+    import socket
+
+    from graphrag_ray.exec.runtime import ray_address
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert ray_address(str(tmp_path)) is None  # no record: Ray starts a local cluster by itself
+    record = tmp_path / "ray_current_cluster"
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        dead_port = closed.getsockname()[1]
+    record.write_text(f"127.0.0.1:{dead_port}")
+    assert ray_address(str(tmp_path)) == "local"
+    with socket.socket() as head:
+        head.bind(("127.0.0.1", 0))
+        head.listen()
+        record.write_text(f"127.0.0.1:{head.getsockname()[1]}")
+        assert ray_address(str(tmp_path)) is None  # a live `ray start` cluster is joined, as Ray does
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{dead_port}")
+    assert ray_address(str(tmp_path)) is None  # a submitted job's address is Ray's to use, never overridden
