@@ -120,3 +120,32 @@ def test_a_change_in_one_component_leaves_the_communities_of_the_others_as_they_
     untouched = lambda cs: {c for c in cs if not c[1][0].startswith("a")}  # noqa: E731
     assert untouched(before) == untouched(after) and untouched(before)
     assert before != after
+
+
+def test_text_repeated_across_text_units_is_embedded_once_and_every_unit_gets_its_vector(tmp_path):
+    """Two documents filed twice give text units with the same text: one embedding item per distinct text,
+    and finish hands that vector to every unit with the text (a failed text leaves its units out, as its
+    failures row says)."""
+    import polars as pl
+
+    from graphrag_ray.index.steps.embed_text_units import STEP as EMBED_TEXT_UNITS
+    from graphrag_ray.llm.local_embedding import ngram_vector
+
+    ctx = ctx_for(tmp_path)
+    texts = ["李明在杭州开了一家咖啡店。", "Alice met Bob in Paris.", "李明在杭州开了一家咖啡店。", "Carol.",
+             "Alice met Bob in Paris."]
+    units = pl.DataFrame({"id": [f"tu{i}" for i in range(len(texts))], "text": texts})
+    items = EMBED_TEXT_UNITS.items(ctx, {"text_units": units}, 0, {})
+    assert sorted(it["text"] for it in items) == sorted(set(texts))
+    assert [it["item_id"] for it in items] == ["tu0", "tu1", "tu3"]  # the first unit of each text
+    failed = "Carol."
+    yielded = pl.DataFrame([{"id": it["item_id"], "target": it["target"], "text": it["text"],
+                             "vector": ngram_vector(it["text"], 8)} for it in items if it["text"] != failed],
+                           schema={"id": pl.String, "target": pl.String, "text": pl.String,
+                                   "vector": pl.List(pl.Float32)})
+    out = EMBED_TEXT_UNITS.finish(ctx, {"text_units": units}, {"embeddings": yielded})["text_unit_embeddings"]
+    assert out["id"].to_list() == ["tu0", "tu1", "tu2", "tu4"]
+    by_id = {r["id"]: r for r in out.iter_rows(named=True)}
+    assert by_id["tu2"]["vector"] == by_id["tu0"]["vector"] and by_id["tu4"]["vector"] == by_id["tu1"]["vector"]
+    assert by_id["tu0"]["vector"] != by_id["tu1"]["vector"]
+    assert by_id["tu2"]["text"] == texts[2] and by_id["tu2"]["target"] == "text_unit_text"

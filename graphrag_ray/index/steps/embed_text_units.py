@@ -14,14 +14,12 @@ class EmbedTextUnits(Embed):
     reads = ("text_units",)
     writes = ("text_unit_embeddings",)
 
-    def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
-        if not ctx.settings.embed_text.enabled:
-            return []
+    def rows(self, tables: Tables) -> list[dict]:
         return [{"item_id": r["id"], "target": "text_unit_text", "text": r["text"]}
                 for r in tables["text_units"].select("id", "text").iter_rows(named=True)]
 
     def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
-        return {"text_unit_embeddings": yielded["embeddings"].sort("id")}
+        return {"text_unit_embeddings": self.vectors_for_every_row(tables, yielded["embeddings"]).sort("id")}
 
 
 STEP = EmbedTextUnits()
