@@ -1,6 +1,7 @@
 """Benchmark: recall and latency of the vector search queries use on a table large enough for an ANN index.
 
-Writes `--rows` clustered vectors of `--dim` dimensions with the index's own writer (write_vectors: IVF_PQ, cosine)
+Writes `--rows` clustered vectors of `--dim` dimensions with the index's own writer (write_vectors, cosine, the
+index type of `--ann-index`, default embed_text.ann_index)
 and asks `--queries` queries near random rows, comparing the top 10 with exact search (numpy over every row):
 recall@10 and p50 / p95 latency, for LanceDB's defaults and for the settings queries use (embed_text.nprobes,
 refine_factor). Issue 17's target: recall@10 >= 0.95 with p50 <= 20 ms at 200k rows.
@@ -46,12 +47,14 @@ def main() -> None:
     parser.add_argument("--clusters", type=int, default=500)
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--ann-index", default=EmbedConfig().ann_index, choices=["ivf_hnsw_sq", "ivf_pq"])
     args = parser.parse_args()
     folder = (args.workdir or Path(tempfile.mkdtemp(prefix="bench-ann-"))) / "lancedb"
     matrix = clustered(args.rows, args.dim, args.clusters)
     ids = [f"r{i:07d}" for i in range(args.rows)]
     started = time.perf_counter()
-    write_vectors(folder, "entity_description", ids, [""] * args.rows, matrix, ann_index_rows=1)
+    write_vectors(folder, "entity_description", ids, [""] * args.rows, matrix, ann_index_rows=1,
+                  ann_index=args.ann_index)
     build_s = time.perf_counter() - started
     unit = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
     rng = np.random.default_rng(11)
@@ -60,13 +63,12 @@ def main() -> None:
     truth = [exact_top(unit, q, 10) for q in queries]
     table = open_vectors(folder, "entity_description")
     defaults = EmbedConfig()
-    print(f"{args.rows:,} rows x {args.dim} dims, {args.clusters} clusters; table + IVF_PQ index written in "
-          f"{build_s:.0f} s; {args.queries} queries near random rows")
+    configured = LanceVectors(table, defaults.nprobes, defaults.refine_factor)  # refine_factor by the index
+    print(f"{args.rows:,} rows x {args.dim} dims, {args.clusters} clusters; table + {args.ann_index} index "
+          f"written in {build_s:.0f} s; {args.queries} queries near random rows")
     print(f"{'search':<34}{'recall@10':>10}{'p50 ms':>9}{'p95 ms':>9}")
-    for label, nprobes, refine in (("LanceDB defaults", None, None),
-                                   (f"nprobes {defaults.nprobes}, refine_factor {defaults.refine_factor}",
-                                    defaults.nprobes, defaults.refine_factor)):
-        search = LanceVectors(table, nprobes, refine) if nprobes else None
+    for label, search in (("LanceDB defaults", None),
+                          (f"nprobes {configured.nprobes}, refine_factor {configured.refine_factor}", configured)):
         recalls, times = [], []
         for query, expected in zip(queries, truth):
             t0 = time.perf_counter()

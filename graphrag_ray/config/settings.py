@@ -166,10 +166,15 @@ class EmbedConfig(Section):
     model_id: str = doc("default_embedding", "embedding model entry")
     enabled: bool = doc(True, "embed entity descriptions, text units and reports into LanceDB")
     ann_index_rows: int = doc(100_000, "build an ANN index on a vector table once it has this many rows", gt=0)
+    ann_index: Literal["ivf_hnsw_sq", "ivf_pq"] = doc(
+        "ivf_hnsw_sq", "ANN index type: ivf_hnsw_sq (8-bit scalar quantization, HNSW graphs in IVF partitions: "
+        "near-exact distances, fast queries) or ivf_pq (product quantization: smaller and about 3x faster to "
+        "build, but its distances need a wide exact re-rank; jobs/bench_ann.py)")
     nprobes: int = doc(8, "ANN search: index partitions probed per query (more: better recall, slower)", gt=0)
-    refine_factor: int = doc(40, "ANN search: candidates re-ranked with exact distances per result wanted "
-                             "(PQ distances alone find a sixth of the true top 10 on 1536-dim vectors; "
-                             "jobs/bench_ann.py)", ge=1)
+    refine_factor: int | None = doc(None, "ANN search: candidates re-ranked with exact distances per result "
+                                    "wanted; null: by the table's own index, 5 for ivf_hnsw_sq, 40 for ivf_pq "
+                                    "(PQ distances alone find a sixth of the true top 10 on 1536-dim vectors)",
+                                    ge=1)
 
 
 class WorkersConfig(Section):

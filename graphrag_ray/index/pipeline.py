@@ -232,7 +232,8 @@ def _write_index(folder: Path, tables, ctx: StepContext, executor: Executor, abo
             if not part.height:
                 continue
             write_vectors(folder / "lancedb", target, part["id"].to_list(), part["text"].to_list(),
-                          vector_matrix(part["vector"]), settings.embed_text.ann_index_rows)
+                          vector_matrix(part["vector"]), settings.embed_text.ann_index_rows,
+                          settings.embed_text.ann_index)
     total = executor.ledger.total()
     stats = {**about, "wall_s": round(wall, 3), "steps": executor.stats,
              "total": {"calls": total.calls, "prompt_tokens": total.prompt_tokens,

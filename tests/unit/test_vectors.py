@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from graphrag_ray.storage.vectors import FLAT_SUFFIX, FlatVectors, LanceVectors, open_searchable, write_vectors
 
@@ -30,12 +31,16 @@ def test_a_small_table_is_searched_exactly_from_its_flat_copy(tmp_path):
     assert search.nearest(query.tolist(), 5) == [ids[i] for i in _exact(matrix, query, 5)]
 
 
-def test_an_indexed_table_is_searched_with_probes_and_refinement(tmp_path):
+@pytest.mark.parametrize("ann_index, default_refine", [("ivf_hnsw_sq", 5), ("ivf_pq", 40)])
+def test_an_indexed_table_is_searched_with_probes_and_refinement(tmp_path, ann_index, default_refine):
     matrix = _clustered(3000, 32)
     ids = [f"r{i:04d}" for i in range(3000)]
-    write_vectors(tmp_path, "entity_description", ids, [""] * 3000, matrix, ann_index_rows=1000)
+    write_vectors(tmp_path, "entity_description", ids, [""] * 3000, matrix, ann_index_rows=1000,
+                  ann_index=ann_index)
+    assert open_searchable(tmp_path, "entity_description").refine_factor == default_refine  # by the table's index
     search = open_searchable(tmp_path, "entity_description", nprobes=32, refine_factor=10)
     assert isinstance(search, LanceVectors) and not (tmp_path / f"entity_description{FLAT_SUFFIX}").exists()
+    assert search.index_type() == ann_index.upper().replace("_", "") and search.refine_factor == 10
     rng = np.random.default_rng(5)
     recalls = []
     for row in rng.integers(0, 3000, 20):
