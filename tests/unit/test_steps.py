@@ -143,9 +143,47 @@ def test_text_repeated_across_text_units_is_embedded_once_and_every_unit_gets_it
                              "vector": ngram_vector(it["text"], 8)} for it in items if it["text"] != failed],
                            schema={"id": pl.String, "target": pl.String, "text": pl.String,
                                    "vector": pl.List(pl.Float32)})
-    out = EMBED_TEXT_UNITS.finish(ctx, {"text_units": units}, {"embeddings": yielded})["text_unit_embeddings"]
-    assert out["id"].to_list() == ["tu0", "tu1", "tu2", "tu4"]
-    by_id = {r["id"]: r for r in out.iter_rows(named=True)}
+    # as the executor leaves them: the vectors in partition files of the run (two partitions here)
+    run = Store(tmp_path / "run")
+    for p, part in enumerate([yielded.head(1), yielded.tail(-1)]):
+        write_table(part, run.child(f"steps/embed_text_units/r0/p{p:05d}"), "embeddings", typed=False)
+    spilled = SpilledRows(run, [f"steps/embed_text_units/r0/p{p:05d}/embeddings.parquet" for p in range(2)])
+    out = EMBED_TEXT_UNITS.finish(ctx, {"text_units": units}, {"embeddings": spilled})["text_unit_embeddings"]
+    assert out["id"].to_list() == ["tu0", "tu1", "tu2", "tu4"], "the failed text's unit has no vector"
+    assert out["item_id"].to_list() == ["tu0", "tu1", "tu0", "tu1"]
+    ids, unit_texts, matrix = (list(x) for x in zip(*vector_batches(run, out)))
+    ids, unit_texts, matrix = sum(ids, []), sum(unit_texts, []), np.vstack(matrix)
+    by_id = {i: {"text": t, "vector": list(v)} for i, t, v in zip(ids, unit_texts, matrix)}
+    assert sorted(by_id) == ["tu0", "tu1", "tu2", "tu4"], "every row with a vector is published"
     assert by_id["tu2"]["vector"] == by_id["tu0"]["vector"] and by_id["tu4"]["vector"] == by_id["tu1"]["vector"]
     assert by_id["tu0"]["vector"] != by_id["tu1"]["vector"]
-    assert by_id["tu2"]["text"] == texts[2] and by_id["tu2"]["target"] == "text_unit_text"
+    assert by_id["tu0"]["vector"] == pytest.approx(ngram_vector(texts[0], 8))
+    assert by_id["tu2"]["text"] == texts[2] and set(out["target"]) == {"text_unit_text"}
+
+
+def test_each_community_lists_exactly_the_relationships_between_its_members(tmp_path):
+    """Three dense clusters joined by single edges, split over two levels: every community at every level lists
+    the relationships whose two ends are both its members, and no other."""
+    import polars as pl
+
+    from graphrag_ray.index.steps.communities import STEP as COMMUNITIES
+
+    rng = random.Random(7)
+    keys = [f"k{c}_{i}" for c in range(3) for i in range(12)]
+    edges = {(a, b) for a in keys for b in keys if a < b and a[:3] == b[:3] and rng.random() < 0.5}
+    edges |= {("k0_0", "k1_0"), ("k1_1", "k2_1")}
+    ents = pl.DataFrame({"id": [f"e-{k}" for k in keys], "key": keys, "title": keys,
+                         "text_unit_ids": [[f"tu-{k[:2]}"] for k in keys]})
+    rels = pl.DataFrame({"id": [f"r-{a}-{b}" for a, b in sorted(edges)], "skey": [a for a, _ in sorted(edges)],
+                         "tkey": [b for _, b in sorted(edges)], "weight": [1.0] * len(edges),
+                         "text_unit_ids": [[f"tu-{a[:2]}"] for a, _ in sorted(edges)]})
+    docs = pl.DataFrame({"creation_date": ["2026-01-01"]})
+    ctx = StepContext(Settings.model_validate({"cluster_graph": {"max_cluster_size": 8}}), tmp_path)
+    table = COMMUNITIES.run(ctx, {"entities_summarized": ents, "relationships_summarized": rels,
+                                  "documents": docs})["communities"]
+    assert table["level"].max() >= 1, "the clusters were split again: two levels to check"
+    key_of = dict(zip(ents["id"], ents["key"]))
+    for row in table.iter_rows(named=True):
+        members = {key_of[e] for e in row["entity_ids"]}
+        expected = sorted(f"r-{a}-{b}" for a, b in edges if a in members and b in members)
+        assert row["relationship_ids"] == expected, f"community {row['community']} at level {row['level']}"
