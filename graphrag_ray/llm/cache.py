@@ -53,9 +53,9 @@ def open_cache(location: str | Path | None) -> ResponseCache:
     return ResponseCache(open_kv(location) if location else None)
 
 
-def pack_vectors(vectors: list[list[float]]) -> dict[str, Any]:
+def pack_vectors(vectors: "np.ndarray | list[list[float]]") -> dict[str, Any]:
     """Embedding vectors as base64 float32 (what endpoints send): much faster to write than JSON floats, and
-    exact, since the SDK decoded them from float32 in the first place."""
+    exact, since they were float32 in the first place."""
     array = np.asarray(vectors, dtype=np.float32)
     return {"vectors_f32": base64.b64encode(array.tobytes()).decode("ascii"), "shape": list(array.shape)}
 
@@ -69,6 +69,6 @@ def pack_rows(entry: dict[str, Any]) -> list[dict[str, Any]]:
             for i in range(rows)]
 
 
-def unpack_vectors(entry: dict[str, Any]) -> list[list[float]]:
-    array = np.frombuffer(base64.b64decode(entry["vectors_f32"]), dtype=np.float32)
-    return array.reshape(entry["shape"]).tolist()
+def unpack_vectors(entry: dict[str, Any]) -> np.ndarray:
+    """The float32 matrix of a packed entry (rows are read-only views of it)."""
+    return np.frombuffer(base64.b64decode(entry["vectors_f32"]), dtype=np.float32).reshape(entry["shape"])

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+import numpy as np
+
 from graphrag_ray.config.settings import ModelConfig
 from graphrag_ray.llm.cache import cache_key, pack_rows, pack_vectors, unpack_vectors
 from graphrag_ray.llm.model import _ModelBase
@@ -36,8 +38,8 @@ class EmbeddingModel(_ModelBase):
         count = self.tokenizer.count
         return [count(text) for text in texts]
 
-    async def embed(self, texts: list[str], *, stage: str) -> list[list[float]]:
-        """One vector per text. Each text's vector is cached under its own key (model, dimensions, the text sent):
+    async def embed(self, texts: list[str], *, stage: str) -> list[np.ndarray]:
+        """One vector (float32, 1-D) per text. Each text's vector is cached under its own key (model, dimensions, the text sent):
         only texts never embedded are sent, in batches of those alone - so a corpus that changed a little is
         embedded a little, whatever batches the other texts once travelled in."""
         limit = self.config.batch_max_tokens
@@ -45,7 +47,7 @@ class EmbeddingModel(_ModelBase):
         sent = [text if n <= limit else _truncate(self.tokenizer, text, limit) for text, n in zip(texts, counts)]
         keys = [cache_key("embedding", self.config.model, {"text": text, "dimensions": self.config.dimensions})
                 for text in sent]
-        vectors: list[list[float] | None] = [None] * len(texts)
+        vectors: list[np.ndarray | None] = [None] * len(texts)
         missing = []
         for i, key in enumerate(keys):
             hit = self.cache.get(key)
@@ -92,10 +94,10 @@ class LocalEmbeddingModel:
     def batches(self, texts: list[str]) -> list[list[int]]:
         return [list(range(len(texts)))] if texts else []
 
-    async def embed(self, texts: list[str], *, stage: str) -> list[list[float]]:
+    async def embed(self, texts: list[str], *, stage: str) -> list[np.ndarray]:
         from graphrag_ray.llm.local_embedding import ngram_vector
 
-        return [ngram_vector(text, self.config.dimensions or 256) for text in texts]
+        return [np.asarray(ngram_vector(text, self.config.dimensions or 256), dtype=np.float32) for text in texts]
 
 
 def _truncate(tokenizer, text: str, max_tokens: int) -> str:
