@@ -366,6 +366,8 @@ def simulate_llm(
                                                "(e.g. 60=75/7500; an empty side means no limit)"),
     answer_mode: str = typer.Option("normal", help="normal | no-delimiter | garbage (sloppy models)"),
     no_usage: bool = typer.Option(False, help="answer without usage figures (as llama.cpp's server streams)"),
+    float_embeddings: bool = typer.Option(False, help="send embeddings as JSON floats even when base64 is "
+                                          "asked for (servers that ignore encoding_format)"),
     stream_stall: float = typer.Option(0.0, help="seconds a streamed answer stalls after its first piece"),
     fail_containing: str = typer.Option("", help="chat requests holding this text always get a 500 "
                                         "(a permanent fault)"),
@@ -380,7 +382,8 @@ def simulate_llm(
                              api_key=api_key, models=[m for m in (models or "").split(",") if m],
                              embedding_dim=embedding_dim, faults=faults, answer_mode=answer_mode,
                              limits_after=parse_limit_changes(limits_after or ""), no_usage=no_usage,
-                             stream_stall=stream_stall, fail_containing=fail_containing)
+                             stream_stall=stream_stall, fail_containing=fail_containing,
+                             float_embeddings=float_embeddings)
     serve(config, host, port)
 
 

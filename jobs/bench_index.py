@@ -49,7 +49,8 @@ def main() -> None:
     sizes = [int(float(t)) for t in args.tokens.split(",")]
     if len(sizes) > 1:
         return scaling(sizes, args)
-    root, corpus_tokens = fresh_project(args.workdir, sizes[0], "bench-index-")
+    # the corpus is made in a child process: what making it took is the harness's memory, not the engine's
+    root, corpus_tokens = fresh_project(args.workdir, sizes[0], "bench-index-", separate_process=True)
     join_ray()
     with SimulatorProcess(latency=args.latency) as sim:
         settings = settings_for(sim.base_url, args.actors)
@@ -61,14 +62,15 @@ def main() -> None:
         served = sim.stats()
     total = result.ledger.total()
     print(f"corpus: {corpus_tokens:,} tokens in {len(list((root / 'input').iterdir()))} documents")
-    print(f"{'step':<24}{'wall s':>9}{'calls':>9}{'prompt tok':>13}{'compl tok':>12}")
+    print(f"{'step':<24}{'wall s':>9}{'calls':>9}{'prompt tok':>13}{'compl tok':>12}{'driver peak MB':>16}")
     for name, step in result.stats["steps"].items():
         usage = step["ledger"]["total"]
         print(f"{name:<24}{step['wall_s']:>9.1f}{usage['calls']:>9,}{usage['prompt_tokens']:>13,}"
-              f"{usage['completion_tokens']:>12,}")
+              f"{usage['completion_tokens']:>12,}{step.get('driver_peak_rss_mb', 0):>16,}")
     figures = {
         "index_wall_s": round(meter.wall_s, 1),
         "engine_cpu_s": round(meter.cpu_s, 1),
+        "harness_sampling_cpu_s": round(meter.sampler_cpu_s, 1),  # the meter's own /proc reads, left out
         "engine_cpu_ms_per_llm_call": round(1000 * meter.cpu_s / max(1, total.calls), 2),
         "peak_rss_gb": round(meter.peak_rss_gb, 2),
         "llm_calls": total.calls, "prompt_tokens": total.prompt_tokens,

@@ -52,12 +52,26 @@ def build_corpus(folder: Path, target_tokens: int, doc_tokens: int = 3000) -> in
     return total
 
 
-def fresh_project(workdir: Path | None, tokens: int, prefix: str) -> tuple[Path, int]:
-    """An empty project under `workdir` (a new temp folder if None) whose input is a ~`tokens` corpus."""
+def fresh_project(workdir: Path | None, tokens: int, prefix: str, separate_process: bool = False) -> tuple[Path, int]:
+    """An empty project under `workdir` (a new temp folder if None) whose input is a ~`tokens` corpus. With
+    `separate_process` the corpus is made in a child process, so that what making it took stays out of this
+    process's memory figures."""
     import shutil
+    import subprocess
+    import sys
     import tempfile
 
     work = workdir or Path(tempfile.mkdtemp(prefix=prefix))
     shutil.rmtree(work / "project", ignore_errors=True)
     root = work / "project"
+    if separate_process:
+        made = subprocess.run([sys.executable, __file__, str(root / "input"), str(tokens)], check=True,
+                              capture_output=True, text=True)
+        return root, int(made.stdout.split()[-1])
     return root, build_corpus(root / "input", tokens)
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(build_corpus(Path(sys.argv[1]), int(sys.argv[2])))

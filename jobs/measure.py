@@ -1,5 +1,5 @@
-"""Benchmark helpers: engine CPU seconds (machine CPU minus the simulator's and, when the engine runs as a
-command, this harness's own - its /proc sampling costs ~10 ms a second) and peak RSS of the engine (every
+"""Benchmark helpers: engine CPU seconds (machine CPU minus the simulator's and this harness's own: its /proc
+sampling thread, or its whole process when the engine runs as a command) and peak RSS of the engine (every
 process this one started - Ray's included - except the simulator), read from /proc."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 CLOCK = os.sysconf("SC_CLK_TCK")
+PROVISIONAL = {"?", "ray::IDLE", "default_worker.py"}
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -38,7 +39,7 @@ def _process_name(pid: int) -> str:
         return "?"
     first = argv[0].decode(errors="replace") if argv and argv[0] else comm
     if first.startswith("ray::"):
-        return first.split()[0]
+        return first.split()[0].split(".")[0]  # the actor class, not the method it runs now
     joined = b" ".join(argv).decode(errors="replace")
     for marker in ("dashboard/agent.py", "dashboard/dashboard.py", "log_monitor", "monitor.py", "runtime_env",
                    "default_worker.py", "simulate-llm", "graphrag_ray.simulate"):
@@ -47,12 +48,16 @@ def _process_name(pid: int) -> str:
     return comm
 
 
-def cpu_by_process() -> dict[int, tuple[str, float]]:
+def cpu_by_process(names: dict[int, str] | None = None) -> dict[int, tuple[str, float]]:
+    """Every process's (label, CPU seconds); `names` keeps the labels already read (a pid's label is read once)."""
+    names = {} if names is None else names
     out = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             pid = int(entry.name)
-            out[pid] = (_process_name(pid), process_cpu_seconds(pid, children=False))  # a reaped child once
+            if names.get(pid, "?") in PROVISIONAL:  # a Ray worker is labelled by its actor once it has one
+                names[pid] = _process_name(pid)
+            out[pid] = (names[pid], process_cpu_seconds(pid, children=False))  # a reaped child once
     return out
 
 
@@ -95,16 +100,20 @@ class Meter:
         self.engine_here = engine_here
         self.interval = interval
         self.peak_rss = 0
+        self.sampler_cpu_s = 0.0
+        self._names: dict[int, str] = {}
         self._stop = threading.Event()
 
     def _sample(self) -> None:
         while not self._stop.is_set():
             self.peak_rss = max(self.peak_rss, engine_rss_bytes(self.exclude, count_self=self.engine_here))
-            self._procs_last.update(cpu_by_process())  # processes that exit mid-run keep their last reading
+            # processes that exit mid-run keep their last reading
+            self._procs_last.update(cpu_by_process(self._names))
+            self.sampler_cpu_s = time.thread_time()  # this thread's own CPU: the harness's, not the engine's
             self._stop.wait(self.interval)
 
     def __enter__(self) -> "Meter":
-        self._procs0 = cpu_by_process()
+        self._procs0 = cpu_by_process(self._names)
         self._procs_last = dict(self._procs0)
         self._cpu0 = machine_cpu_seconds()
         self._excluded0 = sum(process_cpu_seconds(p) for p in self.exclude)
@@ -118,15 +127,23 @@ class Meter:
         self.wall_s = time.perf_counter() - self._t0
         excluded = sum(process_cpu_seconds(p) for p in self.exclude) - self._excluded0
         harness = 0.0 if self.engine_here else process_cpu_seconds(os.getpid(), children=False) - self._self0
-        self.cpu_s = machine_cpu_seconds() - self._cpu0 - excluded - harness
+        cpu_s = machine_cpu_seconds() - self._cpu0 - excluded - harness
         self._stop.set()
         self._thread.join()
+        if self.engine_here:  # the sampling thread runs in the engine's process: its CPU is taken out
+            cpu_s -= self.sampler_cpu_s
+        self.cpu_s = cpu_s
         self.cpu_by_name: dict[str, float] = {}
-        self._procs_last.update(cpu_by_process())
+        final = cpu_by_process()  # labels read anew: a Ray worker seen first as ray::IDLE is now its actor
+        self._procs_last = {pid: (final[pid][0] if pid in final else name, cpu)
+                            for pid, (name, cpu) in self._procs_last.items()}
+        self._procs_last.update(final)
         for pid, (name, cpu) in self._procs_last.items():
             if pid in self.exclude:
                 continue
             spent = cpu - self._procs0.get(pid, (name, 0.0))[1]
+            if pid == os.getpid() and self.engine_here:
+                spent -= self.sampler_cpu_s
             if spent > 0.05:
                 self.cpu_by_name[name] = round(self.cpu_by_name.get(name, 0.0) + spent, 2)
         self.peak_rss_gb = self.peak_rss / 2**30

@@ -21,14 +21,29 @@ from graphrag_ray.errors import GraphRagRayError, StepFailedError
 from graphrag_ray.exec.dispatch import dispatch
 from graphrag_ray.exec.pools import Pool, WorkerSpec, open_pool
 from graphrag_ray.exec.progress import watching_limits
-from graphrag_ray.exec.run_state import RunState
-from graphrag_ray.exec.step import BatchStep, ItemStep, Step, StepContext, Tables, collecting_stats
+from graphrag_ray.exec.run_state import RunState, RunTables
+from graphrag_ray.exec.step import BatchStep, ItemStep, SpilledRows, Step, StepContext, Tables, collecting_stats
 from graphrag_ray.exec.worker import StepWorker
 from graphrag_ray.llm.ledger import UsageLedger
 from graphrag_ray.storage.schemas import SCHEMAS
 
 FAILURE_SCHEMA = SCHEMAS["failures"]
 PARTITIONS_PER_WORKER = 2  # in flight per worker: one running, one queued, so no worker idles between partitions
+
+
+def _peak_rss_mb() -> int:
+    """This process's peak resident memory so far: the kernel's high-water mark (which a caller may have reset),
+    else getrusage's."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
 
 
 class Executor:
@@ -51,9 +66,10 @@ class Executor:
         """Run `steps` in order (resuming what the run already finished); `given` are input tables no step
         writes. A `background` step starts when its turn comes and runs beside the steps after it until one of
         them reads what it writes (or the method ends): its calls go to another model, whose limits would
-        otherwise sit idle. Returns every table written (with `keep`, only those: the others are let go as soon
-        as no later step reads them, so a large run does not hold every intermediate table), and all `failures`
-        rows together."""
+        otherwise sit idle. Returns every table written, and all `failures` rows together. With `keep`, memory
+        holds between two steps only what the next one reads (the others are read back from the run when a later
+        step needs them: a large run does not hold every table from its step to the end), and the `keep` tables
+        are returned as RunTables, read back from the run one at a time."""
         tables: Tables = dict(given or {})
         running: dict[str, tuple[Step, Future]] = {}
         lanes = ThreadPoolExecutor(max_workers=2, thread_name_prefix="graphrag-ray-steps") \
@@ -69,8 +85,11 @@ class Executor:
                     else:
                         tables.update(self._run_step(step, tables))
                     if keep is not None:
-                        later = {r for s in steps[i + 1:] for r in (*s.reads, *s.optional_reads)}
-                        for name in [n for n in tables if n not in keep and n not in later]:
+                        # every step's tables are in the run folder: memory holds only what the next step reads
+                        # (a later one reads the rest back), and the caller reads `keep` back one at a time
+                        following = steps[i + 1] if i + 1 < len(steps) else None
+                        needed = {*following.reads, *following.optional_reads} if following else set()
+                        for name in [n for n in tables if n not in needed and n not in (given or {})]:
                             del tables[name]
                 self._join(running, tables, None)
         finally:
@@ -81,6 +100,9 @@ class Executor:
         failures = [df for df in (self.run.load_table(f"failures__{step.name}") for step in steps) if df is not None]
         tables["failures"] = pl.concat(failures, how="diagonal_relaxed") if failures else \
             pl.DataFrame(schema=FAILURE_SCHEMA)
+        if keep is not None:
+            written = {w for step in steps for w in step.writes}
+            return RunTables(self.run, keep & written, {"failures": tables["failures"]})
         return tables
 
     @staticmethod
@@ -113,11 +135,13 @@ class Executor:
         if step_failures is not None and step_failures.height:
             self.run.save_tables({f"failures__{step.name}": step_failures})
         stats.update(wall_s=round(time.perf_counter() - started, 3),
+                     driver_peak_rss_mb=_peak_rss_mb(),  # where a large run's driver memory grows
                      failures=0 if step_failures is None else step_failures.height,
                      ledger=step_ledger.to_dict())
         self.run.save_tables(out)
         self.run.mark_step(step.name, stats)
         self.stats[step.name] = stats
+        del out, inputs, step_failures  # before the tables are read back: not two copies of them at once
         # continue from what is on disk, so a fresh run and a resumed one take the same path
         return {w: self.run.load_table(w) for w in step.writes}
 
@@ -140,6 +164,7 @@ class Executor:
         rounds = step.rounds(self.ctx, inputs)
         task = self._task(step.name, 0)
         failed_parts: list[tuple[int, int]] = []  # (round, partition) of partitions holding failed items
+        spilled_parts: list[tuple[int, int]] = []  # every (round, partition), for the spilled yields' files
         for round_index in range(rounds):
             # partitions are cut from items sorted by id: the same work gets the same partitions every run
             items = sorted(step.items(self.ctx, inputs, round_index, earlier), key=lambda it: it["item_id"])
@@ -150,13 +175,21 @@ class Executor:
                 self.progress.update(task, total=(self.progress.tasks[task].total or 0) + len(items))
             round_frames = self._round(step, round_index, parts, names, task, counts, events, failed_parts,
                                        step_ledger)
+            spilled_parts += [(round_index, p) for p in range(len(parts))]
+            del items, parts  # a large run's items (text units' text, entities' descriptions) are let go now
             for n in names:
                 collected[n] += round_frames[n]
-                if n != "failures" and round_frames[n]:
+                if n != "failures" and round_frames[n] and round_index + 1 < rounds:  # only a next round reads it
                     earlier[n] = pl.concat([earlier[n]] + round_frames[n] if n in earlier else round_frames[n],
                                            how="diagonal_relaxed")
-        yielded = {n: pl.concat(collected[n], how="diagonal_relaxed") if collected[n]
-                   else pl.DataFrame(schema=step.yields[n]) for n in step.yields}
+            del round_frames
+        earlier.clear()
+        # each table's partition frames are let go as they are joined: never two copies of a step's rows
+        yielded = {n: pl.concat(collected.pop(n), how="diagonal_relaxed") if collected[n]
+                   else pl.DataFrame(schema=step.yields[n]) for n in step.yields if n not in step.spilled}
+        for n in step.spilled:  # left on disk, in partition order
+            paths = [self.run.partition_file(step.name, r, p, n) for r, p in spilled_parts]
+            yielded[n] = SpilledRows(self.run.store, [path for path in paths if path is not None])
         self._check_failures(step, counts["items"], collected["failures"], failed_parts)
         with collecting_stats() as finish_events:
             out = step.finish(self.ctx, inputs, yielded)
@@ -174,7 +207,8 @@ class Executor:
 
         def keep(p: int, frames: dict[str, pl.DataFrame], stats: dict, n_items: int) -> None:
             for name, df in frames.items():
-                frames_of[name].append(df)
+                if name not in step.spilled:  # those stay in their partition files
+                    frames_of[name].append(df)
             if "failures" in frames and frames["failures"].height:
                 failed_parts.append((round_index, p))
             events.update(stats)
@@ -183,7 +217,8 @@ class Executor:
         todo = []
         for p, part in enumerate(parts):
             if self.run.partition_done(step.name, round_index, p, part):
-                frames, spent = self.run.load_partition(step.name, round_index, p, names)
+                frames, spent = self.run.load_partition(step.name, round_index, p,
+                                                        [n for n in names if n not in step.spilled])
                 counts["resumed_partitions"] += 1
                 keep(p, frames, spent.get("stats", {}), len(part))
             else:

@@ -10,6 +10,8 @@ which: `model_ids`, so a run checks exactly those endpoints before any work), co
       async process(ctx, item, models)      rows per table in `yields` for one item (+ "failures" rows)
         or async process_batch(ctx, items, models) for steps that batch their own calls (embeddings)
       finish(ctx, tables, yielded)          the step's output tables from the rows every item yielded
+    A yield named in `spilled` (vectors: hundreds of MB at 10M tokens) is never gathered in the driver: `finish`
+    gets a `SpilledRows`, the partition files holding its rows, and reads them one at a time.
 """
 
 from __future__ import annotations
@@ -95,9 +97,24 @@ class BatchStep(Step):
         """The step's output tables from its input tables."""
 
 
+@dataclass
+class SpilledRows:
+    """A yield left on disk: the run's partition files holding its rows (paths relative to `store`), in partition
+    order. The rows stay there until the run is published."""
+
+    store: Store
+    paths: list[str]
+
+    def read(self, path: str, columns: list[str] | None = None) -> pl.DataFrame:
+        folder, _, file = path.rpartition("/")
+        df = read_table(self.store.child(folder), file.removesuffix(".parquet"))
+        return df.select(columns) if columns else df
+
+
 class ItemStep(Step):
     yields: dict[str, dict] = {}        # tables each item yields rows of (besides failures), with their schemas
     partition_size: int | None = None   # None: settings.workers.partition_size
+    spilled: tuple[str, ...] = ()       # yields given to finish as SpilledRows, not gathered in memory
 
     def rounds(self, ctx: StepContext, tables: Tables) -> int:
         return 1

@@ -22,6 +22,7 @@ from graphrag_ray.exec.run_state import RunState
 from graphrag_ray.exec.runtime import choose_backend, job_limiter
 from graphrag_ray.exec.step import Step, StepContext
 from graphrag_ray.index.changes import describe_changes
+from graphrag_ray.index.steps.embed import vector_batches
 from graphrag_ray.index.input import check_columns, discover
 from graphrag_ray.index.lock import RunLock
 from graphrag_ray.llm.ledger import UsageLedger
@@ -29,7 +30,7 @@ from graphrag_ray.llm.preflight import check_endpoints
 from graphrag_ray.storage.location import FoundFile, Store, resolve
 from graphrag_ray.storage.schemas import REQUIRED_TABLES
 from graphrag_ray.storage.tables import current_index, publish, read_table, write_table
-from graphrag_ray.storage.vectors import VECTOR_TABLES, vector_matrix, write_vectors
+from graphrag_ray.storage.vectors import VECTOR_TABLES, write_vector_batches
 
 INDEX_METHODS: dict[str, list[str]] = {
     # embed_text_units runs in the background (beside extraction and what follows, until embed needs its vectors)
@@ -218,29 +219,32 @@ def _published_result(output, stats: dict, why: str) -> IndexResult:
 
 def _write_index(folder: Path, tables, ctx: StepContext, executor: Executor, about: dict, wall: float) -> dict:
     settings = ctx.settings
-    for name in REQUIRED_TABLES:
-        write_table(tables[name], folder, name, settings.output.partition_rows)
+    rows = {}
+    for name in REQUIRED_TABLES:  # one at a time (tables: RunTables, read from the run when asked for)
+        table = tables[name]
+        write_table(table, folder, name, settings.output.partition_rows)
+        rows[name] = int(table.height)
+        del table
     write_table(tables["failures"], folder, "failures")
     if settings.extract_claims.enabled and "covariates" in tables:
         write_table(tables["covariates"], folder, "covariates", settings.output.partition_rows)
     if settings.resolve_entities.enabled and "entity_merges" in tables:
         write_table(tables["entity_merges"], folder, "entity_merges")
-    embeddings = tables.get("embeddings")
+    embeddings = tables.get("embeddings")  # the manifest: the vectors are in the run's partition files
     if embeddings is not None and embeddings.height:
         for target in VECTOR_TABLES:
             part = embeddings.filter(embeddings["target"] == target)
             if not part.height:
                 continue
-            write_vectors(folder / "lancedb", target, part["id"].to_list(), part["text"].to_list(),
-                          vector_matrix(part["vector"]), settings.embed_text.ann_index_rows,
-                          settings.embed_text.ann_index)
+            write_vector_batches(folder / "lancedb", target, vector_batches(executor.run.store, part), part.height,
+                                 settings.embed_text.ann_index_rows, settings.embed_text.ann_index)
     total = executor.ledger.total()
     stats = {**about, "wall_s": round(wall, 3), "steps": executor.stats,
              "total": {"calls": total.calls, "prompt_tokens": total.prompt_tokens,
                        "completion_tokens": total.completion_tokens, "cost": round(total.cost, 6),
                        "cache_hits": total.cache_hits, "retries": total.retries, "rate_limited": total.rate_limited,
                        "failures": int(tables["failures"].height)},
-             "rows": {name: int(tables[name].height) for name in REQUIRED_TABLES}}
+             "rows": rows}
     if ctx.previous is not None:  # what changed since the version this run started from, and what it cost
         changes = describe_changes(ctx.previous, tables, executor.ledger)
         (folder / "changes.json").write_text(json.dumps(changes, indent=2), encoding="utf-8")

@@ -43,6 +43,7 @@ class SimulatorConfig:
     limits_after: list[tuple[float, int | None, int | None]] = field(default_factory=list)  # (seconds, rpm, tpm)
     answer_mode: str = "normal"     # normal | no-delimiter (extraction answers lack <|COMPLETE|>) | garbage
     no_usage: bool = False          # answers carry no usage figures (llama.cpp's server when streaming)
+    float_embeddings: bool = False  # embeddings always as JSON floats, whatever encoding_format asks for
     stream_stall: float = 0.0       # seconds a streamed answer stops after its first piece (a stalled stream)
     fail_containing: str = ""       # chat requests holding this text always get a 500 (a permanent fault)
 
@@ -291,7 +292,8 @@ class Simulator:
         dim = int(body.get("dimensions") or self.config.embedding_dim)
         self._served("embedding", tokens, 0)
         self.counts["embedding_inputs"] += len(inputs)
-        as_base64 = body.get("encoding_format") == "base64"  # what the openai SDK asks for by default
+        # what the openai SDK asks for by default; some servers ignore it and send floats
+        as_base64 = body.get("encoding_format") == "base64" and not self.config.float_embeddings
 
         def encode(vector: list[float]):
             return base64.b64encode(np.asarray(vector, dtype=np.float32).tobytes()).decode() if as_base64 else vector

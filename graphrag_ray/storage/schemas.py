@@ -52,6 +52,15 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     },
 }
 
+# Tables of a run in progress that are published in another form
+RUN_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
+    # what the embed steps yield, left in the run's partition files (its vectors become the index's lancedb/);
+    # a vector is its float32 bytes: built, sent between processes and read back without a Python float each
+    "embedding_rows": {"id": STR, "target": STR, "text": STR, "vector": pl.Binary},
+    # the manifest of vectors: a row's id and target (its lancedb table), and the item and file holding its vector
+    "embeddings": {"id": STR, "target": STR, "item_id": STR, "file": STR},
+}
+
 # Tables a complete index must have (covariates only when claims are on).
 REQUIRED_TABLES = ("documents", "text_units", "entities", "relationships", "communities", "community_reports")
 SORT_KEYS = {name: ["id"] for name in SCHEMAS} | {"failures": ["step", "item_id", "reason"],

@@ -7,9 +7,12 @@ with numpy over a memory map, without importing LanceDB (three seconds of a quer
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
+from typing import Iterable
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 
 from graphrag_ray.errors import GraphRagRayError
@@ -25,30 +28,63 @@ REFINE_BY_INDEX = {"IVFHNSWSQ": 5, "IVFPQ": 40}  # LanceDB's index type names, c
 def write_vectors(folder: str | Path, name: str, ids: list[str], texts: list[str],
                   vectors: "list[list[float]] | np.ndarray", ann_index_rows: int,
                   ann_index: str = "ivf_hnsw_sq") -> None:
-    """A new table in a new index version (mode "create": lance warns on stderr when "overwrite" finds nothing
-    to overwrite)."""
+    """A new table in a new index version, from rows in memory."""
+    write_vector_batches(folder, name, [(ids, texts, np.asarray(vectors, dtype=np.float32))], len(ids),
+                         ann_index_rows, ann_index)
+
+
+def write_vector_batches(folder: str | Path, name: str, batches: Iterable[tuple[list[str], list[str], np.ndarray]],
+                         rows: int, ann_index_rows: int, ann_index: str = "ivf_hnsw_sq") -> None:
+    """A new table in a new index version from `rows` rows arriving in (ids, texts, float32 matrix) batches, each
+    written as it comes: a large index's vectors are never all in memory at once. (Mode "create": lance warns on
+    stderr when "overwrite" finds nothing to overwrite.)"""
+    batches = iter(batches)
+    first = next((b for b in batches if len(b[0])), None)
+    if first is None:
+        return
+    dim = first[2].shape[1]
+    schema = pa.schema([("id", pa.string()), ("text", pa.string()), ("vector", pa.list_(pa.float32(), dim))])
+    flat = rows < ann_index_rows
+    flat_writer = None
+    if flat:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        flat_schema = pa.schema([("id", pa.string()), ("vector", pa.list_(pa.float32(), dim))])
+        sink = pa.OSFile(str(Path(folder) / f"{name}{FLAT_SUFFIX}"), "wb")
+        flat_writer = pa.ipc.new_file(sink, flat_schema)
+
+    def record_batches():
+        for ids, texts, matrix in itertools.chain([first], batches):
+            if not len(ids):
+                continue
+            matrix = np.asarray(matrix, dtype=np.float32)
+            if flat_writer is not None:
+                norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+                unit = matrix / np.where(norms == 0, 1, norms)  # unit rows: cosine similarity is a dot product
+                flat_writer.write_batch(pa.record_batch([pa.array(ids, pa.string()), _fixed_size(unit)],
+                                                        schema=flat_schema))
+            yield pa.record_batch([pa.array(ids, pa.string()), pa.array(texts, pa.string()), _fixed_size(matrix)],
+                                  schema=schema)
+
     import lancedb
 
-    if not len(ids):
-        return
-    matrix = np.asarray(vectors, dtype=np.float32)
-    table = pa.table({"id": pa.array(ids, pa.string()), "text": pa.array(texts, pa.string()),
-                      "vector": _fixed_size(matrix)})
-    tbl = lancedb.connect(str(folder)).create_table(name, data=table)
-    if len(ids) >= ann_index_rows:
+    try:
+        data = pa.RecordBatchReader.from_batches(schema, record_batches())
+        tbl = lancedb.connect(str(folder)).create_table(name, data=data)
+    finally:
+        if flat_writer is not None:
+            flat_writer.close()
+            sink.close()
+    if not flat:
         tbl.create_index(metric="cosine", vector_column_name="vector", index_type=ann_index.upper())
-    else:
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        unit = matrix / np.where(norms == 0, 1, norms)  # unit rows: cosine similarity is a dot product
-        flat = pa.table({"id": pa.array(ids, pa.string()), "vector": _fixed_size(unit)})
-        with pa.OSFile(str(Path(folder) / f"{name}{FLAT_SUFFIX}"), "wb") as sink, \
-                pa.ipc.new_file(sink, flat.schema) as writer:
-            writer.write_table(flat)
 
 
 def vector_matrix(column) -> np.ndarray:
-    """A Polars list column of equal-length vectors as a float32 matrix, straight from its buffer (as Python lists,
-    10M tokens' vectors were a gigabyte of floats)."""
+    """A Polars column of equal-length vectors - float32 bytes (Binary), or a list column - as a float32 matrix,
+    straight from its buffers (as Python lists, 10M tokens' vectors were a gigabyte of floats)."""
+    if not len(column):
+        return np.zeros((0, 0), dtype=np.float32)
+    if column.dtype == pl.Binary:
+        return np.frombuffer(b"".join(column.to_list()), dtype=np.float32).reshape(len(column), -1)
     return column.explode().to_numpy().astype(np.float32, copy=False).reshape(len(column), -1)
 
 

@@ -135,7 +135,8 @@ def test_garbage_for_every_request_stops_before_publishing_and_every_paid_answer
 
 
 def test_a_server_that_reports_no_usage_is_counted_with_the_tokenizer(tmp_path, ray_session):
-    with SimulatorProcess(no_usage=True) as sim:
+    """A llama.cpp-like server: no usage figures, and embeddings as JSON floats though base64 was asked for."""
+    with SimulatorProcess(no_usage=True, float_embeddings=True) as sim:
         root = coffee_root(tmp_path / "no-usage", sim.base_url)
         result = api.build_index(root=root)
         served = sim.stats()
@@ -147,6 +148,18 @@ def test_a_server_that_reports_no_usage_is_counted_with_the_tokenizer(tmp_path, 
     ledger = json.loads((published_index(root).local_path() / "ledger.json").read_text())
     assert ledger["total"]["counted_here"] == total.calls
     assert read_table(result.index, "entities").filter(pl.col("title") == "李明").height == 1
+    # the float vectors were read as sent: each text unit's vector is the simulator's vector of its text
+    import numpy as np
+    import pyarrow as pa
+
+    from graphrag_ray.llm.local_embedding import ngram_vector
+
+    flat = pa.ipc.open_file(str(result.index.local_path() / "lancedb" / "text_unit_text.flat.arrow")).read_all()
+    units = dict(zip(*read_table(result.index, "text_units").select("id", "text").to_dict(as_series=False).values()))
+    assert flat.num_rows == len(units)
+    for unit_id, vector in zip(flat["id"].to_pylist(), flat["vector"].to_pylist()):
+        expected = np.asarray(ngram_vector(units[unit_id], 256), dtype=np.float32)
+        assert np.allclose(vector, expected / np.linalg.norm(expected), atol=1e-6)
 
 
 def test_retry_failures_calls_only_the_failed_items_and_publishes_a_healed_version(tmp_path, ray_session):

@@ -128,8 +128,14 @@ def test_text_repeated_across_text_units_is_embedded_once_and_every_unit_gets_it
     failures row says)."""
     import polars as pl
 
+    import numpy as np
+
+    from graphrag_ray.exec.step import SpilledRows
+    from graphrag_ray.index.steps.embed import vector_batches
     from graphrag_ray.index.steps.embed_text_units import STEP as EMBED_TEXT_UNITS
     from graphrag_ray.llm.local_embedding import ngram_vector
+    from graphrag_ray.storage.location import Store
+    from graphrag_ray.storage.tables import write_table
 
     ctx = ctx_for(tmp_path)
     texts = ["李明在杭州开了一家咖啡店。", "Alice met Bob in Paris.", "李明在杭州开了一家咖啡店。", "Carol.",

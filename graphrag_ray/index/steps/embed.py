@@ -1,15 +1,24 @@
 """Embed entity `title:description` and report `full_content` in batches, joined with the text units' vectors
-(embed_text_units.py, which ran beside extraction)."""
+(embed_text_units.py, which ran beside extraction).
+
+The vectors stay in the run's partition files (`spilled`): the driver holds only the `embeddings` manifest - each
+row's id and target, and the item and partition file holding its vector - and the index is published by reading
+those files one at a time (`vector_batches`). At 10M tokens the vectors are ~270 MB, and gathered, joined and
+sorted in the driver they were several times that."""
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from graphrag_ray.errors import LLMUnavailableError
-from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
+from graphrag_ray.exec.step import ItemStep, Rows, SpilledRows, StepContext, Tables
+from graphrag_ray.storage.location import Store
+from graphrag_ray.storage.schemas import RUN_SCHEMAS
+from graphrag_ray.storage.vectors import vector_matrix
 
 STAGE = "embed"
-EMBEDDING_ROWS = {"id": pl.String, "target": pl.String, "text": pl.String, "vector": pl.List(pl.Float32)}
+EMBEDDING_ROWS = RUN_SCHEMAS["embedding_rows"]
 
 
 class Embed(ItemStep):
@@ -18,6 +27,7 @@ class Embed(ItemStep):
     reads = ("entities_summarized", "community_reports", "text_unit_embeddings")
     writes = ("embeddings",)
     yields = {"embeddings": EMBEDDING_ROWS}
+    spilled = ("embeddings",)
     partition_size = 256
 
     def rows(self, tables: Tables) -> list[dict]:
@@ -43,14 +53,18 @@ class Embed(ItemStep):
                 distinct.append(row)
         return distinct
 
-    def vectors_for_every_row(self, tables: Tables, yielded: pl.DataFrame) -> pl.DataFrame:
-        """The vectors of the distinct texts, given to every row with that text (a text whose embedding failed
-        has a failures row and no vector)."""
+    def manifest(self, tables: Tables, vectors: SpilledRows) -> pl.DataFrame:
+        """Every row that gets a vector, and where that vector is: the item embedded for its text (the first row
+        with that text, as in items()) and the partition file holding it. A text whose embedding failed has a
+        failures row and no vector, so no manifest row."""
         rows = pl.DataFrame(self.rows(tables), schema={"item_id": pl.String, "target": pl.String,
                                                        "text": pl.String})
-        vectors = yielded.select("target", "text", "vector").unique(["target", "text"], keep="first")
-        return (rows.rename({"item_id": "id"}).join(vectors, on=["target", "text"], how="inner")
-                .select(list(EMBEDDING_ROWS)))
+        rows = rows.with_columns(pl.col("item_id").first().over(["target", "text"]).alias("holder"))
+        where = [vectors.read(path, ["id"]).with_columns(pl.lit(path).alias("file")) for path in vectors.paths]
+        found = pl.concat(where) if where else pl.DataFrame(schema={"id": pl.String, "file": pl.String})
+        return (rows.join(found.rename({"id": "holder"}), on="holder", how="inner")
+                .select(pl.col("item_id").alias("id"), "target", pl.col("holder").alias("item_id"), "file")
+                .cast(RUN_SCHEMAS["embeddings"]))
 
     async def process_batch(self, ctx: StepContext, items: list[dict], models) -> Rows:
         embedder = models.embedding(ctx.settings.embed_text.model_id)
@@ -59,13 +73,25 @@ class Embed(ItemStep):
         except LLMUnavailableError as exc:
             return {"failures": [{"step": self.name, "item_id": it["item_id"], "source": it["target"],
                                   "reason": str(exc)} for it in items]}
-        return {"embeddings": [{"id": it["item_id"], "target": it["target"], "text": it["text"], "vector": vec}
+        return {"embeddings": [{"id": it["item_id"], "target": it["target"], "text": it["text"],
+                                "vector": np.asarray(vec, dtype=np.float32).tobytes()}
                                for it, vec in zip(items, vectors)]}
 
     def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
-        mine = self.vectors_for_every_row(tables, yielded["embeddings"])
+        mine = self.manifest(tables, yielded["embeddings"])
         both = pl.concat([tables["text_unit_embeddings"], mine], how="diagonal_relaxed")
         return {"embeddings": both.sort("target", "id")}
+
+
+def vector_batches(run: Store, manifest: pl.DataFrame):
+    """(ids, texts, float32 matrix) for the manifest's rows, one partition file at a time, in the manifest's order
+    of files (deterministic: it is sorted, and partitions are cut from sorted items)."""
+    files = manifest.partition_by("file", maintain_order=True, as_dict=True)
+    spilled = SpilledRows(run, [path for (path,) in files])
+    for (path,), rows in files.items():
+        stored = spilled.read(path, ["id", "text", "vector"]).rename({"id": "item_id"})
+        joined = rows.select("id", "item_id").join(stored, on="item_id", how="inner", maintain_order="left")
+        yield joined["id"].to_list(), joined["text"].to_list(), vector_matrix(joined["vector"])
 
 
 STEP = Embed()

@@ -90,7 +90,7 @@ class ResolveEntities(ItemStep):
     uses_llm, settings_section = True, "resolve_entities"
     reads = ("merged_entities", "merged_relationships")
     writes = ("resolved_entities", "resolved_relationships", "entity_merges")
-    yields = {"name_vectors": {"key": pl.String, "vector": pl.List(pl.Float32)},
+    yields = {"name_vectors": {"key": pl.String, "vector": pl.Binary},  # float32 bytes
               "merges": {"group": pl.String, "canonical": pl.String, "merged": pl.String, "rule": pl.String,
                          "reason": pl.String}}
     partition_size = 256  # names embedded 256 at a time (the model's batch_size splits them); groups asked at once
@@ -181,7 +181,8 @@ class ResolveEntities(ItemStep):
         except LLMUnavailableError as exc:  # without vectors the name rules still find candidates
             return {"failures": [{"step": self.name, "item_id": it["item_id"], "source": it["text"],
                                   "reason": f"name embedding: {exc}"} for it in items]}
-        return {"name_vectors": [{"key": it["item_id"], "vector": v} for it, v in zip(items, vectors)]}
+        return {"name_vectors": [{"key": it["item_id"], "vector": np.asarray(v, dtype=np.float32).tobytes()}
+                                 for it, v in zip(items, vectors)]}
 
     async def process(self, ctx: StepContext, item: dict, models) -> Rows:
         cfg = ctx.settings.resolve_entities
