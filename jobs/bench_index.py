@@ -44,6 +44,8 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--resolve", action="store_true", help="entity resolution on (resolve_entities.enabled)")
+    parser.add_argument("--embedding-dim", type=int, default=256,
+                        help="size of the simulator's vectors (text-embedding-3-small sends 1536)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args()
     sizes = [int(float(t)) for t in args.tokens.split(",")]
@@ -52,7 +54,7 @@ def main() -> None:
     # the corpus is made in a child process: what making it took is the harness's memory, not the engine's
     root, corpus_tokens = fresh_project(args.workdir, sizes[0], "bench-index-", separate_process=True)
     join_ray()
-    with SimulatorProcess(latency=args.latency) as sim:
+    with SimulatorProcess(latency=args.latency, embedding_dim=args.embedding_dim) as sim:
         settings = settings_for(sim.base_url, args.actors)
         if args.resolve:
             settings["resolve_entities"] = {"enabled": True}
@@ -111,7 +113,8 @@ def scaling(sizes: list[int], args) -> None:
     for size in sizes:
         out = Path(tempfile.mkstemp(suffix=".json")[1])
         command = [sys.executable, __file__, "--tokens", str(size), "--actors", str(args.actors), "--latency",
-                   str(args.latency), "--json", str(out)] + (["--resolve"] if args.resolve else [])
+                   str(args.latency), "--embedding-dim", str(args.embedding_dim), "--json", str(out)] + \
+            (["--resolve"] if args.resolve else [])
         print(f"===== {size:,} tokens: {' '.join(command[1:])}", flush=True)
         subprocess.run(command, check=True)
         runs.append(json.loads(out.read_text()))
