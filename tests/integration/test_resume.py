@@ -63,7 +63,8 @@ def test_kill_minus_9_then_resume(tmp_path, ray_session, step, markers, calls_pe
         deadline = time.time() + 180
         found: list = []
         while time.time() < deadline and driver.poll() is None:
-            found = list(root.glob(f"runs/*/_done/{step}/*"))
+            # a marker being written is a hidden temp file until its rename (pathlib's glob lists those too)
+            found = [m for m in root.glob(f"runs/*/_done/{step}/*") if not m.name.startswith(".")]
             if len(found) >= markers:
                 break
             time.sleep(0.02)
