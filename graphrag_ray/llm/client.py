@@ -1,8 +1,9 @@
-"""Innermost layer: one request on the openai SDK's HTTP client, errors sorted into retryable and fatal.
+"""Innermost layer: one request to the model's endpoint, errors sorted into retryable and fatal.
 
-Chat completions and embeddings are posted as plain JSON on the SDK's own HTTP client, with its headers (Azure,
-streams and the model list go through the SDK itself: see `_post_json`). The SDK's own retries are off (max_retries=0): tenacity in retry.py is the only retry loop. The SDK is imported
-when the first client is made: a command answered from the cache or without an LLM never loads it.
+An OpenAI-compatible endpoint is spoken to directly (http.py: JSON over one keep-alive session, server-sent events
+for streams) - the openai SDK is never imported for it. Azure OpenAI goes through the SDK, with its own retries off
+(max_retries=0): tenacity in retry.py is the only retry loop. A command answered from the cache or without an LLM
+opens no session at all.
 """
 
 from __future__ import annotations
@@ -11,14 +12,16 @@ import asyncio
 import base64
 import binascii
 import contextlib
-import functools
+import os
 import signal
+import sys
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from graphrag_ray.config.settings import ModelConfig
 from graphrag_ray.errors import EndpointError, LLMFatalError
+from graphrag_ray.llm.http import NoAnswer, encode, open_session, server_sent_events, ssl_context
 from graphrag_ray.secrets import redact
 
 if TYPE_CHECKING:
@@ -114,21 +117,10 @@ def run(coro):
             signal.signal(signal.SIGINT, previous)
 
 
-@functools.lru_cache(maxsize=1)
-def _ssl_context():
-    """One verifying SSL context per process, shared by every client: building one loads the CA bundle, and a
-    client is opened per event loop and model."""
-    import httpx2
-
-    return httpx2.create_ssl_context()
-
-
 class OpenAIClient:
     """Async chat completions (plain, streaming, JSON) and embeddings for one model entry."""
 
     def __init__(self, model_id: str, config: ModelConfig):
-        import openai
-
         self.model_id = model_id
         self.config = config
         self.closed = False
@@ -137,20 +129,20 @@ class OpenAIClient:
         if not key:
             raise LLMFatalError(f"models.{model_id}.api_key is empty: set it (e.g. api_key: ${{GRAPHRAG_API_KEY}} "
                                 "and export GRAPHRAG_API_KEY)")
-        # one HTTP client per SDK client, made here so chat can post on it directly (see chat)
-        transport = openai.DefaultAioHttpClient if config.http_client == "aiohttp" else openai.DefaultAsyncHttpxClient
-        self._http = transport(timeout=config.request_timeout, verify=_ssl_context())
-        common: dict[str, Any] = dict(api_key=key, max_retries=0, timeout=config.request_timeout,
-                                      http_client=self._http)
-        self._direct: tuple[str, dict[str, str]] | None = None  # (base URL, headers) for posting without the SDK
+        self._sdk = None
         if config.api_type == "azure":
-            self._sdk = openai.AsyncAzureOpenAI(azure_endpoint=config.api_base, api_version=config.api_version,
-                                                **common)
+            import openai
+
+            transport = openai.DefaultAioHttpClient if config.http_client == "aiohttp" \
+                else openai.DefaultAsyncHttpxClient
+            self._sdk = openai.AsyncAzureOpenAI(
+                azure_endpoint=config.api_base, api_version=config.api_version, api_key=key, max_retries=0,
+                timeout=config.request_timeout, http_client=transport(timeout=config.request_timeout,
+                                                                      verify=ssl_context()))
         else:
-            self._sdk = openai.AsyncOpenAI(base_url=config.api_base, **common)
-            headers = {**self._sdk.default_headers, **self._sdk.auth_headers}
-            self._direct = (str(self._sdk.base_url).rstrip("/"),
-                            {k: v for k, v in headers.items() if isinstance(v, str)})
+            self._http = open_session(config.http_client, config.request_timeout)
+            self._base = config.api_base.rstrip("/")
+            self._headers = _openai_headers(key)
         try:
             _OPEN_CLIENTS.setdefault(id(asyncio.get_running_loop()), []).append(self)
         except RuntimeError:  # created outside a loop: its owner closes it
@@ -173,23 +165,19 @@ class OpenAIClient:
                           (choices[0] or {}).get("finish_reason"))
 
     async def _post_json(self, path: str, body: dict[str, Any]) -> dict:
-        """One POST of a JSON body; the answer's JSON. An OpenAI-compatible endpoint is posted on the SDK's own HTTP
-        client with the SDK's headers, but not through the SDK's request machinery: that copies every message
-        through its TypedDict transform and builds request options, headers and URL anew per call - twice the CPU
-        of the post itself, measured (1.25 ms against 0.60 ms per call). Azure goes through the SDK, which knows
-        its URLs and auth."""
-        import httpx2
-
+        """One POST of a JSON body; the answer's JSON object."""
         try:
-            if self._direct is None:
+            if self._sdk is not None:
+                import httpx2
+
                 response = await self._sdk.post(path, body=body, cast_to=httpx2.Response)
+                headers, data = response.headers, response.json()
             else:
-                base, headers = self._direct
-                response = await self._http.post(base + path, json=body, headers=headers)
-                if response.status_code >= 400:
-                    raise self._from_status(response.status_code, response.headers, _error_text(response))
-            self._note_limits(response.headers)
-            data = response.json()
+                reply = await self._http.request("POST", self._base + path, self._headers, encode(body))
+                if reply.status >= 400:
+                    raise self._from_status(reply.status, reply.headers, reply.error_text())
+                headers, data = reply.headers, reply.json()
+            self._note_limits(headers)
         except ValueError:
             raise TransientLLMError(f"{self.where} sent an answer that is not JSON") from None
         except (TransientLLMError, LLMFatalError):
@@ -203,25 +191,45 @@ class OpenAIClient:
     async def chat_stream(self, messages: list[dict], params: dict[str, Any],
                           usage_out: dict[str, int]) -> AsyncIterator[str]:
         """Yield text deltas; fills usage_out with prompt/completion tokens from the final chunk."""
+        body = self._body(messages, params, stream=True, stream_options={"include_usage": True})
+        try:
+            chunks = self._sdk_stream(body) if self._sdk is not None else self._direct_stream(body)
+            async for chunk in chunks:
+                if chunk.get("error"):  # an error sent inside the stream, after its 200
+                    raise TransientLLMError(f"the stream from {self.where} ended with an error: "
+                                            f"{redact(str(chunk['error'])[:200])}")
+                if usage := chunk.get("usage"):
+                    usage_out["prompt_tokens"] = usage.get("prompt_tokens") or 0
+                    usage_out["completion_tokens"] = usage.get("completion_tokens") or 0
+                for choice in chunk.get("choices") or []:
+                    if text := (choice.get("delta") or {}).get("content"):
+                        yield text
+        except (TransientLLMError, LLMFatalError):
+            raise
+        except ValueError:
+            raise TransientLLMError(f"{self.where} sent a stream event that is not JSON") from None
+        except Exception as exc:
+            raise self._translate(exc) from None
+
+    async def _direct_stream(self, body: dict[str, Any]) -> AsyncIterator[dict]:
+        async with self._http.stream(self._base + "/chat/completions", self._headers, encode(body)) as (reply,
+                                                                                                       lines):
+            if reply.status >= 400:
+                raise self._from_status(reply.status, reply.headers, reply.error_text())
+            self._note_limits(reply.headers)
+            async for event in server_sent_events(lines):
+                yield event
+
+    async def _sdk_stream(self, body: dict[str, Any]) -> AsyncIterator[dict]:
         import openai
         from openai.types.chat.chat_completion import ChatCompletion
         from openai.types.chat.chat_completion_chunk import ChatCompletionChunk
 
-        try:
-            stream = await self._sdk.post(
-                "/chat/completions", cast_to=ChatCompletion, stream=True,
-                stream_cls=openai.AsyncStream[ChatCompletionChunk],
-                body=self._body(messages, params, stream=True, stream_options={"include_usage": True}))
-            self._note_limits(stream.response.headers)
-            async for chunk in stream:
-                if chunk.usage is not None:
-                    usage_out["prompt_tokens"] = chunk.usage.prompt_tokens or 0
-                    usage_out["completion_tokens"] = chunk.usage.completion_tokens or 0
-                for choice in chunk.choices or []:
-                    if choice.delta and choice.delta.content:
-                        yield choice.delta.content
-        except Exception as exc:
-            raise self._translate(exc) from None
+        stream = await self._sdk.post("/chat/completions", cast_to=ChatCompletion, body=body, stream=True,
+                                      stream_cls=openai.AsyncStream[ChatCompletionChunk])
+        self._note_limits(stream.response.headers)
+        async for chunk in stream:
+            yield chunk.model_dump()
 
     async def embed(self, texts: list[str]) -> tuple["np.ndarray", int]:
         """A float32 matrix, one row per text, and the prompt tokens used. The vectors are asked for as base64
@@ -250,21 +258,21 @@ class OpenAIClient:
                                  _header_int(headers, "x-ratelimit-limit-tokens"))
 
     def _translate(self, exc: Exception) -> Exception:
-        """The SDK's or the HTTP client's exception as ours: retryable (TransientLLMError, RateLimitedError) or
-        fatal (LLMFatalError); anything else is returned as it is."""
-        import httpx2
-        import openai
-
-        if isinstance(exc, openai.APIStatusError):
+        """A failed request's exception (no answer, or the SDK's) as ours: retryable (TransientLLMError,
+        RateLimitedError) or fatal (LLMFatalError); anything else is returned as it is."""
+        openai = sys.modules.get("openai")  # only Azure clients load the SDK
+        if openai is not None and isinstance(exc, openai.APIStatusError):
             return self._from_status(exc.status_code, exc.response.headers, str(getattr(exc, "message", exc)))
-        timeout = isinstance(exc, (openai.APITimeoutError, httpx2.TimeoutException))
-        if timeout or isinstance(exc, (openai.APIConnectionError, httpx2.TransportError)):
+        sdk_timeout = openai is not None and isinstance(exc, openai.APITimeoutError)
+        sdk_failed = openai is not None and isinstance(exc, openai.APIConnectionError)
+        if isinstance(exc, NoAnswer) or sdk_timeout or sdk_failed:
+            timeout = sdk_timeout or (isinstance(exc, NoAnswer) and exc.timeout)
             if cause := _network_cause(exc):
                 return TransientLLMError(f"connection to {self.where} failed: {cause}")
             if timeout:
                 return TransientLLMError(f"timeout after {self.config.request_timeout}s from {self.where}")
             return TransientLLMError(f"connection to {self.where} failed")
-        if isinstance(exc, openai.APIError):  # e.g. a stream cut mid-way
+        if openai is not None and isinstance(exc, openai.APIError):  # e.g. a stream cut mid-way
             return TransientLLMError(f"{type(exc).__name__} from {self.where}")
         return exc
 
@@ -292,15 +300,35 @@ class OpenAIClient:
     async def list_models(self) -> list[str]:
         """GET /models: proves the endpoint and key work without spending a token."""
         try:
-            page = await self._sdk.models.list()
+            if self._sdk is not None:
+                return [m.id for m in (await self._sdk.models.list()).data]
+            reply = await self._http.request("GET", self._base + "/models", self._headers)
+            if reply.status >= 400:
+                raise self._from_status(reply.status, reply.headers, reply.error_text())
+            return [str(m.get("id")) for m in reply.json().get("data") or [] if isinstance(m, dict)]
+        except (TransientLLMError, LLMFatalError):
+            raise
+        except (ValueError, AttributeError):
+            raise TransientLLMError(f"{self.where} answered GET /models with something that is not a model "
+                                    "list") from None
         except Exception as exc:
             raise self._translate(exc) from None
-        return [m.id for m in page.data]
 
     async def close(self) -> None:
         if not self.closed:
-            await self._sdk.close()
+            await (self._sdk.close() if self._sdk is not None else self._http.close())
             self.closed = True
+
+
+def _openai_headers(key: str) -> dict[str, str]:
+    """What the openai SDK sends an OpenAI-compatible endpoint: the key as a bearer token, and the organization
+    and project its environment variables name (OpenAI bills to them)."""
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json", "Accept": "application/json",
+               "User-Agent": "graphrag-ray"}
+    for variable, header in (("OPENAI_ORG_ID", "OpenAI-Organization"), ("OPENAI_PROJECT_ID", "OpenAI-Project")):
+        if value := os.environ.get(variable):
+            headers[header] = value
+    return headers
 
 
 def _network_cause(exc: BaseException) -> str | None:
@@ -327,14 +355,6 @@ def _header_int(headers: Any, name: str) -> int | None:
     except (TypeError, ValueError):
         return None
     return value if value > 0 else None
-
-
-def _error_text(response: Any) -> str:
-    """What an error response says: its OpenAI-style {"error": {"message": ...}}, else its body."""
-    try:
-        return str(response.json()["error"]["message"])
-    except Exception:  # noqa: BLE001 - any other body is shown as it is
-        return response.text
 
 
 async def endpoint_answers(model_id: str, config: ModelConfig, attempts: int = 3, timeout: float = 15.0) -> None:

@@ -136,23 +136,41 @@ def test_reduce_context_keeps_the_best_points_within_the_budget(tmp_path):
 
 
 def test_a_503_with_retry_after_is_waited_out_like_a_429_and_a_refused_connection_is_named():
+    import asyncio
+
     import httpx2
     import openai
 
     from graphrag_ray.config.settings import ModelConfig
     from graphrag_ray.llm.client import OpenAIClient, RateLimitedError, TransientLLMError
 
-    client = OpenAIClient("m", ModelConfig(api_base="http://127.0.0.1:9/v1", api_key="k", model="x"))
-    request = httpx2.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+    async def outcomes(http_client: str):
+        client = OpenAIClient("m", ModelConfig(api_base="http://127.0.0.1:9/v1", api_key="k", model="x",
+                                               http_client=http_client))
+        try:
+            overloaded = client._from_status(503, {"retry-after-ms": "1500"}, "overloaded")
+            plain = client._from_status(503, {}, "overloaded")
+            try:  # nothing listens on port 9: the connection is refused
+                await client.chat([{"role": "user", "content": "hi"}], {})
+            except TransientLLMError as exc:
+                refused = exc
+            return overloaded, plain, refused
+        finally:
+            await client.close()
 
-    def status(code: int, headers: dict) -> Exception:
-        response = httpx2.Response(code, headers=headers, request=request)
-        return openai.APIStatusError("error", response=response, body=None)
+    for http_client in ("aiohttp", "httpx"):
+        overloaded, plain, refused = asyncio.run(outcomes(http_client))
+        assert isinstance(overloaded, RateLimitedError) and overloaded.retry_after == 1.5
+        assert isinstance(plain, TransientLLMError) and not isinstance(plain, RateLimitedError)
+        assert str(refused).endswith("failed: connection refused"), (http_client, str(refused))
 
-    overloaded = client._translate(status(503, {"retry-after-ms": "1500"}))
-    assert isinstance(overloaded, RateLimitedError) and overloaded.retry_after == 1.5
-    plain = client._translate(status(503, {}))
-    assert isinstance(plain, TransientLLMError) and not isinstance(plain, RateLimitedError)
+    # Azure goes through the SDK, which calls a refused connection a timeout: the cause is still named
+    client = OpenAIClient("m", ModelConfig(api_type="azure", api_base="http://127.0.0.1:9", api_version="2024-06-01",
+                                           api_key="k", model="x"))
+    request = httpx2.Request("POST", "http://127.0.0.1:9/openai/deployments/x/chat/completions")
+    status = openai.APIStatusError("error", response=httpx2.Response(503, headers={"retry-after-ms": "1500"},
+                                                                     request=request), body=None)
+    assert client._translate(status).retry_after == 1.5
     try:
         raise openai.APITimeoutError(request=request) from ConnectionRefusedError(111, "Connect call failed")
     except openai.APITimeoutError as exc:
