@@ -229,7 +229,8 @@ def test_progress_shows_the_learned_limits_the_429s_and_the_waiting_calls():
         limiter._registry.queue("gpt-4o-mini", None, None).window.grant(10)
     limiter.refused("gpt-4o-mini", 0.0, None, None)
     line = describe_limits(limiter.snapshot())
-    assert line == "gpt-4o-mini: 9,975 TPM / 100 RPM (learned), 1 x 429 (2.5%)", "a 429 lowered 14,250 by 30 %"
+    tpm, rpm = 15000 * HEADROOM * 0.7, 150 * HEADROOM * 0.7  # a 429 lowered the allowed rates by 30 %
+    assert line == f"gpt-4o-mini: {tpm:,.0f} TPM / {rpm:,.0f} RPM (learned), 1 x 429 (2.5%)"
     with progress_bar(True, Console(file=io.StringIO(), width=200)) as progress:
         with watching_limits(progress, limiter):
             time.sleep(2.5)
