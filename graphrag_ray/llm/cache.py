@@ -11,11 +11,12 @@ import base64
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from graphrag_ray.storage.kv import KeyValueStore, open_kv
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def cache_key(kind: str, model: str, payload: dict[str, Any]) -> str:
@@ -56,6 +57,8 @@ def open_cache(location: str | Path | None) -> ResponseCache:
 def pack_vectors(vectors: "np.ndarray | list[list[float]]") -> dict[str, Any]:
     """Embedding vectors as base64 float32 (what endpoints send): much faster to write than JSON floats, and
     exact, since they were float32 in the first place."""
+    import numpy as np  # here: a command that embeds nothing (a global query) never loads it
+
     array = np.asarray(vectors, dtype=np.float32)
     return {"vectors_f32": base64.b64encode(array.tobytes()).decode("ascii"), "shape": list(array.shape)}
 
@@ -69,6 +72,8 @@ def pack_rows(entry: dict[str, Any]) -> list[dict[str, Any]]:
             for i in range(rows)]
 
 
-def unpack_vectors(entry: dict[str, Any]) -> np.ndarray:
+def unpack_vectors(entry: dict[str, Any]) -> "np.ndarray":
     """The float32 matrix of a packed entry (rows are read-only views of it)."""
+    import numpy as np
+
     return np.frombuffer(base64.b64decode(entry["vectors_f32"]), dtype=np.float32).reshape(entry["shape"])

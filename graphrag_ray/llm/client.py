@@ -140,7 +140,7 @@ class OpenAIClient:
                 timeout=config.request_timeout, http_client=transport(timeout=config.request_timeout,
                                                                       verify=ssl_context()))
         else:
-            self._http = open_session(config.http_client, config.request_timeout)
+            self._http = open_session(config.http_client, config.request_timeout, config.api_base)
             self._base = config.api_base.rstrip("/")
             self._headers = _openai_headers(key)
         try:

@@ -55,8 +55,8 @@ def encode(body: dict) -> bytes:
 
 @functools.lru_cache(maxsize=1)
 def ssl_context():
-    """One verifying SSL context per process, shared by every session: building one loads the CA bundle, and a
-    session is opened per event loop and model."""
+    """One verifying SSL context per process, shared by every session: building one loads the CA bundle (50-90 ms),
+    and a session is opened per event loop and model."""
     import httpx2
 
     return httpx2.create_ssl_context()
@@ -65,15 +65,17 @@ def ssl_context():
 class AiohttpSession:
     """aiohttp's ClientSession, opened on first use (it belongs to the event loop it is opened on)."""
 
-    def __init__(self, timeout: float):
+    def __init__(self, timeout: float, secure: bool):
         self.timeout = timeout
+        self.secure = secure
         self._session = None
 
     def _open(self):
         import aiohttp
 
         if self._session is None:
-            connector = aiohttp.TCPConnector(limit=MAX_CONNECTIONS, ssl=ssl_context())
+            # certifi's CA bundle, as the openai SDK verifies with; plain http (a local server) needs no context
+            connector = aiohttp.TCPConnector(limit=MAX_CONNECTIONS, ssl=ssl_context() if self.secure else True)
             self._session = aiohttp.ClientSession(connector=connector, auto_decompress=True)
         return self._session
 
@@ -122,11 +124,11 @@ class AiohttpSession:
 class HttpxSession:
     """httpx2's AsyncClient (no timeout per whole stream: httpx2's timeout is per read, so a stall ends it)."""
 
-    def __init__(self, timeout: float):
+    def __init__(self, timeout: float, secure: bool):
         import httpx2
 
         self._client = httpx2.AsyncClient(
-            timeout=timeout, verify=ssl_context(), follow_redirects=True,
+            timeout=timeout, verify=ssl_context() if secure else True, follow_redirects=True,
             limits=httpx2.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_IDLE_CONNECTIONS))
 
     @contextlib.asynccontextmanager
@@ -163,8 +165,10 @@ class HttpxSession:
         await self._client.aclose()
 
 
-def open_session(kind: str, timeout: float) -> AiohttpSession | HttpxSession:
-    return AiohttpSession(timeout) if kind == "aiohttp" else HttpxSession(timeout)
+def open_session(kind: str, timeout: float, url: str) -> AiohttpSession | HttpxSession:
+    """The session `kind` (aiohttp / httpx) for requests to `url`."""
+    secure = url.lower().startswith("https:")
+    return AiohttpSession(timeout, secure) if kind == "aiohttp" else HttpxSession(timeout, secure)
 
 
 async def server_sent_events(lines: AsyncIterator[str]) -> AsyncIterator[dict]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import subprocess
@@ -13,6 +12,7 @@ import polars as pl
 import pytest
 
 from graphrag_ray import api
+from graphrag_ray.llm.client import run as run_closing  # asyncio.run, closing the loop's HTTP sessions
 from graphrag_ray.storage.tables import read_table
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -60,7 +60,7 @@ def test_no_llm_local_answer_cites_the_right_source(coffee):
     root, result = coffee
     units = read_table(result.index, "text_units")
     supplier_unit = units.filter(pl.col("text").str.contains("张伟"))["human_readable_id"].item()
-    answer = asyncio.run(api.search("李明的咖啡豆供应商张伟在哪里？", "local", root)).response
+    answer = run_closing(api.search("李明的咖啡豆供应商张伟在哪里？", "local", root)).response
     assert answer.startswith("[Extractive answer")
     assert "张伟" in answer and f"Sources ({supplier_unit}" in answer
 
@@ -68,7 +68,7 @@ def test_no_llm_local_answer_cites_the_right_source(coffee):
 @pytest.mark.parametrize("method", ["global", "drift", "basic", "hybrid", "auto"])
 def test_every_method_answers_without_an_llm(coffee, method):
     root, _ = coffee
-    result = asyncio.run(api.search("李明如何降低获客成本？", method, root))
+    result = run_closing(api.search("李明如何降低获客成本？", method, root))
     assert result.response.startswith("[Extractive answer") and "[Data: " in result.response
     assert result.details.get("paid_calls", 0) == 0 and result.cost == 0
 
@@ -78,7 +78,7 @@ def test_fast_index_of_english_corpus(english):
     titles = set(read_table(result.index, "entities")["title"])
     assert {"MARIA LOPEZ", "TOM BECKER", "HARBOR BREAD", "PORTSMOUTH"} <= titles
     assert top_titles(result.index, 3)[0] in {"MARIA LOPEZ", "HARBOR BREAD", "PORTSMOUTH"}
-    answer = asyncio.run(api.search("Where did Tom Becker train?", "local", root)).response
+    answer = run_closing(api.search("Where did Tom Becker train?", "local", root)).response
     assert "Paris Culinary Institute" in answer and "Sources (" in answer
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from graphrag_ray.errors import LLMFatalError
+from graphrag_ray.llm.client import run as run_closing  # asyncio.run, closing the loop's HTTP sessions
 from graphrag_ray.llm.model import ChatResult
 from graphrag_ray.llm.models import Models
 from graphrag_ray.simulate.process import SimulatorProcess
@@ -36,7 +37,7 @@ def test_batch_survives_429s_and_5xx_and_ledger_matches_server(tmp_path):
     with SimulatorProcess(fault_429=0.20, fault_500=0.05, fault_503=0.05, retry_after=0.02, seed=7) as sim:
         root = make_root(tmp_path / "p", sim.base_url, cache={"enabled": False})
         models = _models(root)
-        results = asyncio.run(_run_batch(models, 500))
+        results = run_closing(_run_batch(models, 500))
         server = sim.stats()
     assert len(results) == 500 and all(r.content for r in results)
     total = models.ledger.total("batch")
@@ -52,30 +53,30 @@ def test_batch_survives_429s_and_5xx_and_ledger_matches_server(tmp_path):
 def test_second_run_is_free_and_changing_the_model_pays_again(tmp_path, simulator):
     root = make_root(tmp_path / "p", simulator.base_url)
     simulator.reset()
-    first = asyncio.run(_run_batch(_models(root), 30))
+    first = run_closing(_run_batch(_models(root), 30))
     assert simulator.stats()["ok"] == 30
     again = _models(root)
-    second = asyncio.run(_run_batch(again, 30))
+    second = run_closing(_run_batch(again, 30))
     assert simulator.stats()["ok"] == 30, "an identical re-run must make zero calls"
     assert [r.content for r in first] == [r.content for r in second]
     assert again.ledger.total().calls == 0 and again.ledger.total().cache_hits == 30
     other = _models(root)
     other.settings.models["default_chat"].model = "gpt-4.1-mini"
-    asyncio.run(_run_batch(other, 30))
+    run_closing(_run_batch(other, 30))
     assert simulator.stats()["ok"] == 60, "the model name is part of the cache key"
 
 
 def test_streaming_arrives_in_chunks_and_matches_the_plain_answer(tmp_path, simulator):
     root = make_root(tmp_path / "p", simulator.base_url, cache={"enabled": False})
     chat = _models(root).chat("default_chat")
-    plain = asyncio.run(chat.chat(_ask(1), stage="q")).content
+    plain = run_closing(chat.chat(_ask(1), stage="q")).content
 
     async def collect():
         result = ChatResult("")
         chunks = [c async for c in chat.stream(_ask(1), stage="q", result=result)]
         return chunks, result
 
-    chunks, result = asyncio.run(collect())
+    chunks, result = run_closing(collect())
     assert len(chunks) >= 2 and "".join(chunks) == plain == result.content
     assert result.prompt_tokens > 0 and result.completion_tokens > 0
     assert chat.ledger.total("q").calls == 2
@@ -89,7 +90,7 @@ def test_json_schema_answer_conforms(tmp_path, simulator):
                                                    "type": "object", "properties": {"summary": {"type": "string"}}}}},
               "required": ["title", "rating", "findings"]}
     fmt = {"type": "json_schema", "json_schema": {"name": "report", "schema": schema, "strict": True}}
-    answer = json.loads(asyncio.run(chat.chat(_ask(2), stage="q", response_format=fmt)).content)
+    answer = json.loads(run_closing(chat.chat(_ask(2), stage="q", response_format=fmt)).content)
     assert isinstance(answer["title"], str) and isinstance(answer["rating"], float)
     assert isinstance(answer["findings"], list) and "summary" in answer["findings"][0]
 
@@ -98,7 +99,7 @@ def test_embeddings_are_batched_deterministic_and_similar_for_similar_text(tmp_p
     root = make_root(tmp_path / "p", simulator.base_url, cache={"enabled": False})
     emb = _models(root).embedding("default_embedding")
     texts = ["李明在杭州开咖啡店", "李明在杭州开了一家咖啡店", "supplier of coffee beans in Yunnan"] * 7
-    vectors = asyncio.run(emb.embed(texts, stage="embed"))
+    vectors = run_closing(emb.embed(texts, stage="embed"))
     assert len(vectors) == 21 and len(emb.batches(texts)) == 2  # batch_size 16
     dot = lambda a, b: sum(x * y for x, y in zip(a, b))  # noqa: E731
     assert all(v.dtype == "float32" and v.shape == vectors[0].shape for v in vectors), "float32 arrays, one size"
@@ -124,7 +125,7 @@ def test_401_stops_at_once_with_one_line_and_the_key_leaks_nowhere(tmp_path):
             from graphrag_ray.secrets import install_log_redaction
             install_log_redaction()
             with pytest.raises(LLMFatalError) as err:
-                asyncio.run(_run_batch(_models(root), 3))
+                run_closing(_run_batch(_models(root), 3))
         finally:
             logging.getLogger().removeHandler(handler)
             logging.getLogger().setLevel(logging.WARNING)
@@ -154,7 +155,7 @@ def test_limits_the_provider_announces_are_learned_and_kept_with_no_limit_config
         root = make_root(tmp_path / "p", sim.base_url, cache={"enabled": False})
         models = Models.create(settings_for(root), root, cautious_start=True)
         started = time.monotonic()
-        results = asyncio.run(_run_batch(models, 36))
+        results = run_closing(_run_batch(models, 36))
         wall = time.monotonic() - started
         server = sim.stats()
     total = models.ledger.total("batch")
@@ -175,7 +176,7 @@ def test_the_same_request_sent_twice_at_once_is_paid_once(tmp_path, simulator):
         return await asyncio.gather(*(chat.chat(messages, stage="dup") for _ in range(3)))
 
     simulator.reset()
-    answers = asyncio.run(twice())
+    answers = run_closing(twice())
     assert len({a.content for a in answers}) == 1 and sum(not a.cached for a in answers) == 1
     usage = models.ledger.total("dup")
     assert (usage.calls, usage.cache_hits) == (1, 2) and simulator.stats()["ok"] == 1

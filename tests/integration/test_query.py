@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import math
 import subprocess
 import sys
@@ -11,6 +10,7 @@ import polars as pl
 import pytest
 
 from graphrag_ray import api
+from graphrag_ray.llm.client import run as run_closing  # asyncio.run, closing the loop's HTTP sessions
 from graphrag_ray.llm.models import Models
 from graphrag_ray.query.factory import make_engine
 from graphrag_ray.query.global_search import GlobalSearch
@@ -29,7 +29,7 @@ def root(tmp_path_factory, simulator, ray_session):
 
 
 def run(coro):
-    return asyncio.run(coro)
+    return run_closing(coro)
 
 
 @pytest.mark.parametrize("method", ["local", "global", "drift", "basic", "hybrid", "auto"])

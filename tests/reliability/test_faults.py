@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
@@ -13,6 +12,7 @@ import polars as pl
 import pytest
 
 from graphrag_ray import api
+from graphrag_ray.llm.client import run as run_closing  # asyncio.run, closing the loop's HTTP sessions
 from graphrag_ray.simulate.process import SimulatorProcess
 from graphrag_ray.storage.schemas import REQUIRED_TABLES
 from graphrag_ray.storage.tables import read_table
@@ -46,7 +46,7 @@ def test_faulty_endpoint_index_and_every_query_method_complete(tmp_path, corpus,
         root = faulty_root(tmp_path, sim.base_url, corpus, "faulty")
         result = api.build_index(root=root)
         for method in ("local", "global", "drift", "basic", "hybrid"):
-            answer = asyncio.run(api.search("What did Alice Martin plan with Bob Chen?", method, root))
+            answer = run_closing(api.search("What did Alice Martin plan with Bob Chen?", method, root))
             assert answer.response, method
         served = sim.stats()
     assert all(served.get(f"fault_{k}", 0) for k in ("429", "hang", "drop", "malformed"))
