@@ -16,6 +16,7 @@ import os
 import sys
 import threading
 from pathlib import Path
+from typing import Callable
 
 from graphrag_ray.errors import ConfigError
 
@@ -160,6 +161,7 @@ class Tokenizer:
     def __init__(self, encoding: str = DEFAULT_ENCODING, encoding_file: str | None = None):
         self.name = encoding
         self._enc = get_encoding(encoding, encoding_file)
+        self._repeated: dict[str, int] = {}
 
     def encode(self, text: str) -> list[int]:
         return self._enc.encode(text, disallowed_special=())
@@ -170,8 +172,27 @@ class Tokenizer:
     def count(self, text: str) -> int:
         return len(self._enc.encode(text, disallowed_special=()))
 
+    def count_repeated(self, text: str) -> int:
+        """count(text), remembered: a prompt template is counted for every item of a step, not encoded each time."""
+        if (known := self._repeated.get(text)) is None:
+            if len(self._repeated) >= 64:
+                self._repeated.clear()
+            known = self._repeated[text] = self.count(text)
+        return known
+
     def count_messages(self, messages: list[dict]) -> int:
         return count_chat_tokens(self, messages)
+
+
+def at_most_tokens(text: str) -> int:
+    """An upper bound of any tokenizer's count, without encoding: its UTF-8 bytes (a BPE token is at least one
+    byte). Deciding that something fits rarely needs the exact count."""
+    return len(text.encode("utf-8"))
+
+
+def fits(text: str, limit: int, count: Callable[[str], int]) -> bool:
+    """count(text) <= limit, counted only when the byte bound cannot tell."""
+    return at_most_tokens(text) <= limit or count(text) <= limit
 
 
 def count_chat_tokens(tokenizer: Tokenizer, messages: list[dict]) -> int:

@@ -2,7 +2,7 @@ import os
 import subprocess
 import sys
 
-from graphrag_ray.llm.tokens import Tokenizer, cache_key, encoding_for_model, search_dirs
+from graphrag_ray.llm.tokens import Tokenizer, at_most_tokens, cache_key, encoding_for_model, fits, search_dirs
 
 
 def test_encodings_load_offline_from_the_installed_files(tmp_path):
@@ -60,3 +60,16 @@ def test_parsed_encoding_is_kept_in_marshal_form_and_rebuilt_when_the_file_chang
     parsed[0].write_bytes(b"not marshal")
     assert load_encoding_file("cl100k_base", source).encode("coffee") == reference.encode("coffee")
     assert parsed[0].stat().st_size > 1_000_000
+
+
+def test_the_byte_bound_never_says_a_text_fits_that_does_not():
+    texts = ["李明在杭州开了一家咖啡店，咖啡豆来自云南普洱。", "Alice Martin met Bob Chen in 2024.", "🙂☕️ x " * 40,
+             "\x00\x01 <|endoftext|> " * 10, "ﾊﾟﾝ ㌀ 𠀀𠀁 " * 20, ""]
+    for encoding in ("cl100k_base", "o200k_base"):
+        tok = Tokenizer(encoding)
+        for text in texts:
+            exact = tok.count(text)
+            assert exact <= at_most_tokens(text), (encoding, text[:20])
+            for limit in (exact - 1, exact, exact + 1):
+                assert fits(text, limit, tok.count) == (exact <= limit), (encoding, text[:20], limit)
+        assert tok.count_repeated("咖啡 coffee") == tok.count("咖啡 coffee") == tok.count_repeated("咖啡 coffee")

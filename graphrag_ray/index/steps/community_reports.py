@@ -22,6 +22,7 @@ from graphrag_ray.ids import content_id
 from graphrag_ray.parsing.llm_output import parse_json_object
 from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
 from graphrag_ray.config.prompts import fill
+from graphrag_ray.llm.tokens import fits
 
 STAGE = "community_reports"
 REPORT_SCHEMA = {
@@ -126,7 +127,7 @@ class CommunityReports(ItemStep):
         def top_rows(entities, relationships, room: int) -> str:
             """The highest-degree rows that fit in `room` ("" when not even one does)."""
             entities, relationships = list(entities), list(relationships)
-            while (entities or relationships) and count(local(entities, relationships)) > room:
+            while (entities or relationships) and not fits(local(entities, relationships), room, count):
                 if len(relationships) >= len(entities) and relationships:
                     relationships = relationships[: max(0, int(len(relationships) * 0.8))]
                 else:
@@ -134,18 +135,18 @@ class CommunityReports(ItemStep):
             return local(entities, relationships) if entities or relationships else ""
 
         full = local(item["entities"], item["relationships"])
-        if count(full) <= budget:
+        if fits(full, budget, count):  # most communities: their members' rows fit
             return full
         children = item["children"]
         for k in range(1, len(children) + 1):  # the largest sub-communities' reports replace their members
             candidate = reports(children[:k]) + "\n" + local(*uncovered(children[:k]))
-            if count(candidate) <= budget:
+            if fits(candidate, budget, count):
                 return candidate
         # even every sub-report with the remaining members is too large: the sub-reports that fit (largest
         # first), then the highest-degree remaining members in what is left
         packed: list[dict] = []
         for child in children:
-            if count(reports(packed + [child])) <= budget:
+            if fits(reports(packed + [child]), budget, count):
                 packed.append(child)
         if packed:
             text = reports(packed)

@@ -13,6 +13,7 @@ import polars as pl
 from graphrag_ray.errors import LLMUnavailableError
 from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
 from graphrag_ray.config.prompts import fill
+from graphrag_ray.llm.tokens import at_most_tokens
 
 STAGE = "summarize_descriptions"
 
@@ -40,8 +41,12 @@ class SummarizeDescriptions(ItemStep):
         cfg = ctx.settings.summarize_descriptions
         chat = models.chat(cfg.model_id)
         template = ctx.prompt(cfg.prompt)
-        budget = max(200, cfg.max_input_tokens - chat.tokenizer.count(template))
-        pending = [(d, chat.tokenizer.count(d)) for d in sorted(item["descriptions"])]
+        budget = max(200, cfg.max_input_tokens - chat.tokenizer.count_repeated(template))
+        descriptions = sorted(item["descriptions"])
+        sizes = [at_most_tokens(d) for d in descriptions]
+        if sum(sizes) > budget:  # the byte bound cannot tell that they all fit in one call: count them
+            sizes = [chat.tokenizer.count(d) for d in descriptions]
+        pending = list(zip(descriptions, sizes))
         summary: str | None = None
         try:
             while pending:
