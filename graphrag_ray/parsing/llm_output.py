@@ -29,9 +29,12 @@ class Extraction:
         self.unparsed_samples += other.unparsed_samples[: max(0, 3 - len(self.unparsed_samples))]
 
 
+_SPACES = re.compile(r"\s+")
+
+
 def _clean(value: str) -> str:
     value = value.strip().strip("\"'").strip()
-    return re.sub(r"\s+", " ", value)
+    return _SPACES.sub(" ", value)
 
 
 def looks_complete(output: str) -> bool:
