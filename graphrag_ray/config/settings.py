@@ -54,8 +54,8 @@ class ModelConfig(Section):
     max_tokens: int = doc(4000, "max completion tokens per call (reserved against the TPM limit)", gt=0)
     temperature: float = doc(0.0, "sampling temperature", ge=0, le=2)
     http_client: Literal["aiohttp", "httpx"] = doc(
-        "aiohttp", "the HTTP client every request goes out on (the openai SDK's): aiohttp (its "
-        "DefaultAioHttpClient; less CPU per call) or httpx (its DefaultAsyncHttpxClient)")
+        "aiohttp", "the HTTP client every request goes out on: aiohttp (less CPU per call) or httpx (httpx2); "
+        "azure: the openai SDK's client on that transport")
     request_timeout: float = doc(180.0, "seconds before one request is abandoned and retried", gt=0)
     concurrency: int = doc(16, "requests in flight at once per worker process", gt=0)
     dimensions: int | None = doc(None, "embedding size (requested from endpoints that support it; local: 256)",
