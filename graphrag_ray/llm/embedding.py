@@ -10,6 +10,7 @@ import numpy as np
 from graphrag_ray.config.settings import ModelConfig
 from graphrag_ray.llm.cache import cache_key, pack_rows, pack_vectors, unpack_vectors
 from graphrag_ray.llm.model import _ModelBase
+from graphrag_ray.llm.tokens import at_most_tokens
 
 
 class EmbeddingModel(_ModelBase):
@@ -31,7 +32,7 @@ class EmbeddingModel(_ModelBase):
         """Token counts for batching, truncation and the TPM reservation - counted once per text. With no TPM
         limit, UTF-8 byte lengths stand in when they already put every text in one batch untruncated (a token
         is at least one byte, so the batching is the same) - a query's embedding then loads no tokenizer."""
-        sizes = [len(text.encode("utf-8")) for text in texts]
+        sizes = [at_most_tokens(text) for text in texts]
         if (not self.config.rate_limit.tpm and len(texts) <= self.config.batch_size
                 and sum(sizes) <= self.config.batch_max_tokens):
             return sizes
