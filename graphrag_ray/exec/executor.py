@@ -18,6 +18,7 @@ from typing import Any
 import polars as pl
 
 from graphrag_ray.errors import GraphRagRayError, StepFailedError
+from graphrag_ray.exec.carried import KEY_COLUMN, ItemKeys
 from graphrag_ray.exec.dispatch import dispatch
 from graphrag_ray.exec.pools import Pool, WorkerSpec, open_pool
 from graphrag_ray.exec.progress import watching_limits
@@ -159,34 +160,43 @@ class Executor:
         names = list(step.yields) + ["failures"]
         collected: dict[str, list[pl.DataFrame]] = {n: [] for n in names}
         earlier: Tables = {}
-        counts = Counter(items=0, partitions=0, resumed_partitions=0)  # zeros recorded too
+        counts = Counter(items=0, partitions=0, resumed_partitions=0, carried_items=0)  # zeros recorded too
         events: Counter = Counter()
         rounds = step.rounds(self.ctx, inputs)
         task = self._task(step.name, 0)
         failed_parts: list[tuple[int, int]] = []  # (round, partition) of partitions holding failed items
         spilled_parts: list[tuple[int, int]] = []  # every (round, partition), for the spilled yields' files
+        keys = ItemKeys(step, self.ctx.previous) if step.carries_results else None
         for round_index in range(rounds):
             # partitions are cut from items sorted by id: the same work gets the same partitions every run
             items = sorted(step.items(self.ctx, inputs, round_index, earlier), key=lambda it: it["item_id"])
+            carried: Tables = {}
+            if keys is not None:  # what the version being updated already computed is taken from it
+                items, carried = keys.split(round_index, items)
+                counts["carried_items"] += keys.carried_in_round
             parts = [items[i:i + size] for i in range(0, len(items), size)]
             counts["items"] += len(items)
             counts["partitions"] += len(parts)
             if task is not None:
                 self.progress.update(task, total=(self.progress.tasks[task].total or 0) + len(items))
             round_frames = self._round(step, round_index, parts, names, task, counts, events, failed_parts,
-                                       step_ledger)
+                                       step_ledger, keys)
             spilled_parts += [(round_index, p) for p in range(len(parts))]
             del items, parts  # a large run's items (text units' text, entities' descriptions) are let go now
             for n in names:
-                collected[n] += round_frames[n]
-                if n != "failures" and round_frames[n] and round_index + 1 < rounds:  # only a next round reads it
-                    earlier[n] = pl.concat([earlier[n]] + round_frames[n] if n in earlier else round_frames[n],
-                                           how="diagonal_relaxed")
-            del round_frames
+                collected[n] += round_frames[n] + ([carried[n]] if n in carried else [])
+                if n != "failures" and round_index + 1 < rounds:  # only a next round reads it
+                    new = [df.drop(KEY_COLUMN, strict=False) for df in round_frames[n] + [carried.get(n)]
+                           if df is not None and df.height]
+                    if new:
+                        earlier[n] = pl.concat(([earlier[n]] if n in earlier else []) + new, how="diagonal_relaxed")
+            del round_frames, carried
         earlier.clear()
         # each table's partition frames are let go as they are joined: never two copies of a step's rows
         yielded = {n: pl.concat(collected.pop(n), how="diagonal_relaxed") if collected[n]
                    else pl.DataFrame(schema=step.yields[n]) for n in step.yields if n not in step.spilled}
+        if keys is not None:  # kept for the next update (published with the index), then the key column goes
+            yielded = keys.save(self.run, yielded)
         for n in step.spilled:  # left on disk, in partition order
             paths = [self.run.partition_file(step.name, r, p, n) for r, p in spilled_parts]
             yielded[n] = SpilledRows(self.run.store, [path for path in paths if path is not None])
@@ -199,20 +209,22 @@ class Executor:
         return out, dict(counts, rounds=rounds, events=dict(events))
 
     def _round(self, step: ItemStep, round_index: int, parts: list[list[dict]], names: list[str], task,
-               counts: Counter, events: Counter, failed_parts: list,
-               step_ledger: UsageLedger) -> dict[str, list[pl.DataFrame]]:
+               counts: Counter, events: Counter, failed_parts: list, step_ledger: UsageLedger,
+               keys: ItemKeys | None = None) -> dict[str, list[pl.DataFrame]]:
         """One round's partitions: those a marker says are done are read back, the rest dispatched to workers and
         recorded as each finishes. Returns each table's frames."""
         frames_of: dict[str, list[pl.DataFrame]] = {n: [] for n in names}
 
-        def keep(p: int, frames: dict[str, pl.DataFrame], stats: dict, n_items: int) -> None:
+        def keep(p: int, part: list[dict], frames: dict[str, pl.DataFrame], stats: dict) -> None:
             for name, df in frames.items():
                 if name not in step.spilled:  # those stay in their partition files
                     frames_of[name].append(df)
             if "failures" in frames and frames["failures"].height:
                 failed_parts.append((round_index, p))
+            if keys is not None:
+                keys.finished(part, frames.get("failures"))
             events.update(stats)
-            self._advance(task, n_items)
+            self._advance(task, len(part))
 
         todo = []
         for p, part in enumerate(parts):
@@ -220,7 +232,7 @@ class Executor:
                 frames, spent = self.run.load_partition(step.name, round_index, p,
                                                         [n for n in names if n not in step.spilled])
                 counts["resumed_partitions"] += 1
-                keep(p, frames, spent.get("stats", {}), len(part))
+                keep(p, part, frames, spent.get("stats", {}))
             else:
                 todo.append((p, part))
 
@@ -228,13 +240,15 @@ class Executor:
             p, part = entry
             frames = {name: pl.DataFrame(rows, schema=FAILURE_SCHEMA if name == "failures" else step.yields[name])
                       for name, rows in result["rows"].items()}
+            if keys is not None:
+                frames = keys.tagged(part, frames, result["spans"])
             self.run.save_partition(step.name, round_index, p, part, frames,
                                     {**result["ledger"], "stats": result["stats"]})
             with self._lock:
                 self.ledger.merge(result["ledger"])
                 step_ledger.merge(result["ledger"])
                 self.node_ids[result["node_id"]] += 1
-            keep(p, frames, result["stats"], len(part))
+            keep(p, part, frames, result["stats"])
 
         if todo:
             dispatch(self._workers(), todo, "run_partition", lambda entry: (step, entry[1]), finished,

@@ -115,6 +115,9 @@ class ItemStep(Step):
     yields: dict[str, dict] = {}        # tables each item yields rows of (besides failures), with their schemas
     partition_size: int | None = None   # None: settings.workers.partition_size
     spilled: tuple[str, ...] = ()       # yields given to finish as SpilledRows, not gathered in memory
+    # an update takes the rows of items the previous version already computed from it (exec/carried.py); only
+    # for steps whose rows come from `process`, one item at a time, and are not spilled
+    carries_results: bool = False
 
     def rounds(self, ctx: StepContext, tables: Tables) -> int:
         return 1

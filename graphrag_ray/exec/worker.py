@@ -27,7 +27,10 @@ class StepWorker:
         for result in results:
             for table, table_rows in result.items():
                 rows.setdefault(table, []).extend(table_rows)
-        return {"rows": rows, "ledger": ledger.to_dict(), "stats": dict(stats), "node_id": node_id()}
+        answer = {"rows": rows, "ledger": ledger.to_dict(), "stats": dict(stats), "node_id": node_id()}
+        if step.carries_results:  # how many rows of each table each item yielded, in item order
+            answer["spans"] = {table: [len(result.get(table, ())) for result in results] for table in rows}
+        return answer
 
 
 def node_id() -> str:

@@ -16,6 +16,7 @@ import polars as pl
 from graphrag_ray.config.load import load_settings
 from graphrag_ray.config.settings import Settings
 from graphrag_ray.errors import ConfigError, GraphRagRayError, IndexMissingError
+from graphrag_ray.exec.carried import publish_carried
 from graphrag_ray.exec.executor import Executor
 from graphrag_ray.exec.progress import progress_bar
 from graphrag_ray.exec.run_state import RunState
@@ -96,10 +97,11 @@ def input_id_for(ctx: StepContext, method: str, files: list[FoundFile] | None = 
     return hashlib.sha256(material.encode()).hexdigest()[:16]
 
 
-def run_id_for(ctx: StepContext, method: str, files: list[FoundFile] | None = None) -> str:
+def run_id_for(ctx: StepContext, method: str, files: list[FoundFile] | None = None,
+               input_id: str | None = None) -> str:
     """One run's id (its resumable state): the input id, and for an update the version it starts from (its
     numbers are carried over)."""
-    base = input_id_for(ctx, method, files)
+    base = input_id or input_id_for(ctx, method, files)
     if ctx.previous is None:
         return base
     return hashlib.sha256(f"{base}:{ctx.previous.location}".encode()).hexdigest()[:16]
@@ -136,10 +138,12 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
         ctx.previous, published_stats = _published(output, "update" if update else "--retry-failures")
         method = published_stats.get("method", method)
     steps = method_steps(method)
-    if settings.embed_text.enabled:
-        # lancedb is slow to import and is needed only at the end: import it while the driver
-        # mostly waits (Ray start-up, LLM calls in flight)
-        threading.Thread(target=importlib.import_module, args=("lancedb",), daemon=True).start()
+    # lancedb and igraph (which imports matplotlib) are slow to import and needed only later: import them while
+    # the driver mostly waits (Ray start-up, LLM calls in flight)
+    slow = (["lancedb"] if settings.embed_text.enabled else []) + \
+        (["igraph", "leidenalg"] if any(step.name == "communities" for step in steps) else [])
+    if slow:
+        threading.Thread(target=lambda: [importlib.import_module(m) for m in slow], daemon=True).start()
     for path in _prompt_paths(settings):
         ctx.prompt(path)  # a missing prompt file fails now, before any work
     if published_stats is not None and published_stats.get("graph_fingerprint") not in (
@@ -169,7 +173,7 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
                             "`type: local_embedding` (vectors computed here)") from None
         raise
     with RunLock(root):
-        run_id = run_id_for(ctx, method, files)
+        run_id = run_id_for(ctx, method, files, input_id)
         run = RunState(Store(resolve(root, settings.output.runs_dir)).child(run_id))
         if not resume:
             run.reset()
@@ -186,7 +190,8 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
                  **({"retried": retried} if retried is not None else {})}
         try:
             version, stats = publish(output, lambda folder: _write_index(
-                folder, tables, ctx, executor, about, time.perf_counter() - started), settings.output.keep_versions)
+                folder, tables, ctx, executor, steps, about, time.perf_counter() - started),
+                settings.output.keep_versions)
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
@@ -217,7 +222,8 @@ def _published_result(output, stats: dict, why: str) -> IndexResult:
                        current_index(output))
 
 
-def _write_index(folder: Path, tables, ctx: StepContext, executor: Executor, about: dict, wall: float) -> dict:
+def _write_index(folder: Path, tables, ctx: StepContext, executor: Executor, steps: list[Step], about: dict,
+                 wall: float) -> dict:
     settings = ctx.settings
     rows = {}
     for name in REQUIRED_TABLES:  # one at a time (tables: RunTables, read from the run when asked for)
@@ -230,6 +236,9 @@ def _write_index(folder: Path, tables, ctx: StepContext, executor: Executor, abo
         write_table(tables["covariates"], folder, "covariates", settings.output.partition_rows)
     if settings.resolve_entities.enabled and "entity_merges" in tables:
         write_table(tables["entity_merges"], folder, "entity_merges")
+    for step in steps:  # each item's rows, for the next update to carry (exec/carried.py)
+        if getattr(step, "carries_results", False):
+            publish_carried(executor.run.store, folder, step.name, list(step.yields))
     embeddings = tables.get("embeddings")  # the manifest: the vectors are in the run's partition files
     if embeddings is not None and embeddings.height:
         for target in VECTOR_TABLES:

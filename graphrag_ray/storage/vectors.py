@@ -172,3 +172,20 @@ def open_vectors(folder: Store | str | Path, name: str):
         return lancedb.connect(str(store.location)).open_table(name)
     except Exception as exc:  # lance raises its own errors for a damaged table
         raise unreadable(f"{store.location}/{name}.lance", exc) from None
+
+
+def stored_vectors(folder: Store | str | Path, name: str) -> pl.DataFrame | None:
+    """A version's table as rows (text, vector: float32 bytes), for an update to reuse the vectors of texts it
+    already embedded; None when the version has no such table."""
+    table = open_vectors(folder, name)
+    if table is None:
+        return None
+    try:
+        data = table.to_arrow().select(["text", "vector"])
+    except Exception as exc:  # noqa: BLE001 - lance's own errors
+        raise unreadable(table.uri, exc) from None
+    column = data.column("vector").combine_chunks()
+    matrix = column.flatten().to_numpy(zero_copy_only=False).astype(np.float32, copy=False) \
+        .reshape(data.num_rows, -1)
+    return pl.DataFrame({"text": data.column("text").to_pylist(),
+                         "vector": [row.tobytes() for row in matrix]}, schema={"text": pl.String, "vector": pl.Binary})

@@ -123,6 +123,15 @@ def test_adding_a_document_to_one_topic_pays_for_that_topic_only(project):
     old_kept = old_reports.filter(pl.col("community").is_in(untouched["community"]))
     assert kept.sort("id").equals(old_kept.sort("id")), "untouched topics keep their reports, ids and numbers"
     assert served.get("kind_community_report", 0) < comms.height
+    # the work follows the change: what the previous version computed is carried from it, not even looked up
+    steps = result.stats["steps"]
+    assert steps["extract_graph"]["items"] == new_units.height
+    assert steps["extract_graph"]["carried_items"] == read_table(before, "text_units").height
+    assert steps["extract_graph"]["ledger"]["total"]["cache_hits"] == 0
+    assert steps["community_reports"]["carried_items"] >= untouched.height
+    assert steps["community_reports"]["items"] == served.get("kind_community_report", 0)
+    for step in ("embed_text_units", "embed"):  # vectors of texts the previous version has come from its tables
+        assert steps[step]["ledger"]["total"]["cache_hits"] == 0, step
     # embeddings: only texts never embedded before
     assert served["embedding_inputs"] == len(embedded_texts(after) - old_texts)
     changes = json.loads((after.local_path() / "changes.json").read_text())

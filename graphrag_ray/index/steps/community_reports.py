@@ -73,6 +73,7 @@ class CommunityReports(ItemStep):
     reads = ("communities", "entities_summarized", "relationships_summarized")
     writes = ("community_reports",)
     yields = {"reports": REPORT_ROW_SCHEMA}
+    carries_results = True  # an update takes unchanged items' rows from the version it updates
 
     def rounds(self, ctx: StepContext, tables: Tables) -> int:
         levels = tables["communities"]["level"]

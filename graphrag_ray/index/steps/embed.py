@@ -15,7 +15,8 @@ from graphrag_ray.errors import LLMUnavailableError
 from graphrag_ray.exec.step import ItemStep, Rows, SpilledRows, StepContext, Tables
 from graphrag_ray.storage.location import Store
 from graphrag_ray.storage.schemas import RUN_SCHEMAS
-from graphrag_ray.storage.vectors import vector_matrix
+from graphrag_ray.storage.tables import write_table
+from graphrag_ray.storage.vectors import stored_vectors, vector_matrix
 
 STAGE = "embed"
 EMBEDDING_ROWS = RUN_SCHEMAS["embedding_rows"]
@@ -45,13 +46,41 @@ class Embed(ItemStep):
         filed twice), and rows with the same text share one vector - sent once, however the partitions run."""
         if not ctx.settings.embed_text.enabled:
             return []
-        seen: set[tuple[str, str]] = set()
+        seen = {(row["target"], row["text"]) for row in self.carried(ctx, tables).iter_rows(named=True)}
         distinct = []
         for row in self.rows(tables):
             if (row["target"], row["text"]) not in seen:
                 seen.add((row["target"], row["text"]))
                 distinct.append(row)
         return distinct
+
+    def carried(self, ctx: StepContext, tables: Tables) -> pl.DataFrame:
+        """An update: the vectors the version being updated holds for texts of this run (a vector depends on its
+        text and the model only, and an update refuses a changed model), as rows of the run's vector files - one
+        per distinct text, under the id of the first row with it (as items() sends it)."""
+        schema = {"id": pl.String, "target": pl.String, "text": pl.String, "vector": pl.Binary}
+        if ctx.previous is None or not ctx.settings.embed_text.enabled:
+            return pl.DataFrame(schema=schema)
+        rows = pl.DataFrame(self.rows(tables), schema={"item_id": pl.String, "target": pl.String, "text": pl.String})
+        found = []
+        for (target,), wanted in rows.partition_by("target", as_dict=True).items():
+            stored = stored_vectors(ctx.previous.child("lancedb"), target)
+            if stored is None:
+                continue
+            found.append(wanted.unique(["text"], keep="first", maintain_order=True)
+                         .join(stored.unique("text"), on="text", how="inner", maintain_order="left")
+                         .select(pl.col("item_id").alias("id"), "target", "text", "vector"))
+        return pl.concat(found) if found else pl.DataFrame(schema=schema)
+
+    def with_carried(self, ctx: StepContext, tables: Tables, vectors: SpilledRows) -> SpilledRows:
+        """The run's vector files and, in an update, one more holding the vectors carried from the previous
+        version (written into the run, so the index is published from the run's files alone)."""
+        carried = self.carried(ctx, tables)
+        if not carried.height:
+            return vectors
+        folder = f"steps/{self.name}/carried"
+        write_table(carried, vectors.store.child(folder), "embeddings", typed=False)
+        return SpilledRows(vectors.store, [*vectors.paths, f"{folder}/embeddings.parquet"])
 
     def manifest(self, tables: Tables, vectors: SpilledRows) -> pl.DataFrame:
         """Every row that gets a vector, and where that vector is: the item embedded for its text (the first row
@@ -78,7 +107,7 @@ class Embed(ItemStep):
                                for it, vec in zip(items, vectors)]}
 
     def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
-        mine = self.manifest(tables, yielded["embeddings"])
+        mine = self.manifest(tables, self.with_carried(ctx, tables, yielded["embeddings"]))
         both = pl.concat([tables["text_unit_embeddings"], mine], how="diagonal_relaxed")
         return {"embeddings": both.sort("target", "id")}
 

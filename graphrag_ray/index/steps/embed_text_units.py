@@ -19,7 +19,7 @@ class EmbedTextUnits(Embed):
                 for r in tables["text_units"].select("id", "text").iter_rows(named=True)]
 
     def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
-        return {"text_unit_embeddings": self.manifest(tables, yielded["embeddings"]).sort("id")}
+        return {"text_unit_embeddings": self.manifest(tables, self.with_carried(ctx, tables, yielded["embeddings"])).sort("id")}
 
 
 STEP = EmbedTextUnits()

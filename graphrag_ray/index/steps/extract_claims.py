@@ -56,6 +56,7 @@ class ExtractClaims(ItemStep):
     reads = ("text_units",)
     writes = ("covariates",)
     yields = CLAIM_SCHEMAS
+    carries_results = True  # an update takes unchanged items' rows from the version it updates
 
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
         if not ctx.settings.extract_claims.enabled:

@@ -46,6 +46,7 @@ class ExtractGraph(ItemStep):
     reads = ("text_units",)
     writes = ("extracted_entities", "extracted_relationships")
     yields = YIELDED_SCHEMAS
+    carries_results = True  # an update takes unchanged items' rows from the version it updates
 
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
         return [{"item_id": r["id"], "text": r["text"], "document_id": r["document_id"]}

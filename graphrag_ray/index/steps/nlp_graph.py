@@ -29,6 +29,7 @@ class NlpGraph(ItemStep):
     reads = ("text_units",)
     writes = ("extracted_entities", "extracted_relationships")
     yields = YIELDED_SCHEMAS
+    carries_results = True  # an update takes unchanged items' rows from the version it updates
     partition_size = 64
 
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:

@@ -24,6 +24,7 @@ class SummarizeDescriptions(ItemStep):
     reads = ("resolved_entities", "resolved_relationships")
     writes = ("entities_summarized", "relationships_summarized")
     yields = {"summaries": {"id": pl.String, "description": pl.String}}
+    carries_results = True  # an update takes unchanged items' rows from the version it updates
 
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
         items = []

@@ -1,0 +1,124 @@
+"""Results an item step carries from the version an update starts from, instead of computing them again.
+
+A step that sets `carries_results` has its rows kept per item in the published version (`carried/<step>/`), each
+row with the key of the item that yielded it: a digest of the whole item dict (text, descriptions, context - all
+that `process` reads besides settings, prompts and the cache, and an update refuses when those changed). In an
+update, an item whose key the previous version lists as done gets that version's rows, with no worker, no call and
+no cache lookup; only the other items are dispatched. So an update's work follows the change, not the corpus; a
+row computed here or carried is the same row (the key is the whole input), and a full build of the same corpus
+gives the same tables. An item that failed is not listed as done: the next run asks for it again.
+
+    carried/<step>/items.parquet     the keys of the items that finished (column `key`)
+    carried/<step>/<table>.parquet   every yielded row, with its item's key in column `_item_key`
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import polars as pl
+
+from graphrag_ray.storage.location import Store
+from graphrag_ray.storage.tables import read_table, write_table
+
+KEY_COLUMN = "_item_key"
+KEY = "_key"  # set on each item dict (after its key is computed from the rest of it)
+FOLDER = "carried"
+
+
+def item_key(item: dict) -> str:
+    """The digest of everything an item holds (its key excluded)."""
+    material = json.dumps({k: v for k, v in item.items() if k != KEY}, sort_keys=True, ensure_ascii=False,
+                          default=str, separators=(",", ":"))
+    return hashlib.blake2b(material.encode(), digest_size=16).hexdigest()
+
+
+def run_table_name(step: str, table: str) -> str:
+    """Where a run keeps a step's rows with their keys until it publishes them."""
+    return f"carried__{step}__{table}"
+
+
+class PreviousResults:
+    """One step's carried rows in a published version (none when that version has no `carried/<step>/`)."""
+
+    def __init__(self, version: Store | None, step: str):
+        self.folder = version.child(f"{FOLDER}/{step}") if version is not None else None
+        done = read_table(self.folder, "items") if self.folder is not None else None
+        self.done: set[str] = set(done["key"].to_list()) if done is not None else set()
+
+    def rows(self, table: str, keys: set[str], schema: dict) -> pl.DataFrame:
+        """The rows the items with these keys yielded into `table` (with their key column)."""
+        found = read_table(self.folder, table) if keys else None
+        if found is None:
+            return pl.DataFrame(schema={**schema, KEY_COLUMN: pl.String})
+        return found.filter(pl.col(KEY_COLUMN).is_in(list(keys)))
+
+
+def publish_carried(run_store: Store, folder, step: str, tables: list[str]) -> None:
+    """Copy a run's carried rows of `step` into a version being written (`folder`: its directory)."""
+    target = f"{folder}/{FOLDER}/{step}"
+    for table in ["items", *tables]:
+        df = read_table(run_store.child("tables"), run_table_name(step, table))
+        if df is not None:
+            write_table(df, target, table, typed=False)
+
+
+class ItemKeys:
+    """One carrying step's items in a run: their keys, which the previous version computed (taken from it), which
+    finished here, and each row's item (its key column)."""
+
+    def __init__(self, step, previous: Store | None):
+        self.step = step
+        self.previous = PreviousResults(previous, step.name) if previous is not None else None
+        self.position: dict[str, int] = {}  # key -> the item's place in a full build's order (round, then id)
+        self.done: list[str] = []
+        self.carried_in_round = 0
+        self.any_carried = False
+
+    def split(self, round_index: int, items: list[dict]) -> tuple[list[dict], dict[str, pl.DataFrame]]:
+        """(the items to compute, the rows carried for the others) of one round; `items` sorted by id."""
+        todo, carried = [], set()
+        for item in items:
+            key = item[KEY] = item_key(item)
+            self.position[key] = len(self.position)
+            if self.previous is not None and key in self.previous.done:
+                carried.add(key)
+            else:
+                todo.append(item)
+        self.carried_in_round = len(carried)
+        if not carried:
+            return todo, {}
+        self.any_carried = True
+        self.done += sorted(carried)
+        return todo, {name: self.previous.rows(name, carried, schema) for name, schema in self.step.yields.items()}
+
+    def tagged(self, part: list[dict], frames: dict[str, pl.DataFrame], spans: dict[str, list[int]]):
+        """A computed partition's frames, each row with its item's key (`spans`: rows per item, per table)."""
+        out = dict(frames)
+        for name, counts in spans.items():
+            if name == "failures":
+                continue
+            keys = [item[KEY] for item, n in zip(part, counts) for _ in range(n)]
+            out[name] = frames[name].with_columns(pl.Series(KEY_COLUMN, keys, dtype=pl.String))
+        return out
+
+    def finished(self, part: list[dict], failures: pl.DataFrame | None) -> None:
+        failed = set(failures["item_id"].to_list()) if failures is not None and failures.height else set()
+        self.done += [item[KEY] for item in part if item["item_id"] not in failed]
+
+    def save(self, run, yielded: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
+        """Keep the rows with their keys in the run (published with the index); returns them without the keys,
+        in a full build's order (an update's carried rows and computed ones are interleaved as a build's are)."""
+        name = self.step.name
+        kept = {}
+        for table, df in yielded.items():
+            if KEY_COLUMN not in df.columns:
+                df = df.with_columns(pl.lit(None, dtype=pl.String).alias(KEY_COLUMN))
+            if self.any_carried and df.height:
+                order = pl.col(KEY_COLUMN).replace_strict(self.position, default=None, return_dtype=pl.Int64)
+                df = df.sort(order, maintain_order=True)
+            kept[run_table_name(name, table)] = df
+        kept[run_table_name(name, "items")] = pl.DataFrame({"key": sorted(self.done)}, schema={"key": pl.String})
+        run.save_tables(kept)
+        return {table: kept[run_table_name(name, table)].drop(KEY_COLUMN) for table in yielded}
