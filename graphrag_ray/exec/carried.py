@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+import shutil
+from pathlib import Path
 
 import polars as pl
 
 from graphrag_ray.storage.location import Store
-from graphrag_ray.storage.tables import read_table, write_table
+from graphrag_ray.storage.tables import read_table
 
 KEY_COLUMN = "_item_key"
 KEY = "_key"  # set on each item dict (after its key is computed from the rest of it)
@@ -59,12 +61,19 @@ class PreviousResults:
 
 
 def publish_carried(run_store: Store, folder, step: str, tables: list[str]) -> None:
-    """Copy a run's carried rows of `step` into a version being written (`folder`: its directory)."""
-    target = f"{folder}/{FOLDER}/{step}"
+    """Copy a run's carried rows of `step` into a version being written (`folder`: its local directory), file to
+    file: at 10M tokens the extraction rows are large, and read whole they would set the driver's peak memory."""
+    target = Path(folder) / FOLDER / step
     for table in ["items", *tables]:
-        df = read_table(run_store.child("tables"), run_table_name(step, table))
-        if df is not None:
-            write_table(df, target, table, typed=False)
+        source = f"tables/{run_table_name(step, table)}.parquet"
+        local = run_store.local_path(source)
+        if local is not None and not local.exists():
+            continue
+        target.mkdir(parents=True, exist_ok=True)
+        if local is not None:
+            shutil.copyfile(local, target / f"{table}.parquet")
+        elif (data := run_store.read_bytes(source)) is not None:
+            (target / f"{table}.parquet").write_bytes(data)
 
 
 class ItemKeys:
@@ -76,15 +85,19 @@ class ItemKeys:
         self.previous = PreviousResults(previous, step.name) if previous is not None else None
         self.position: dict[str, int] = {}  # key -> the item's place in a full build's order (round, then id)
         self.done: list[str] = []
+        self.offset = 0  # items seen in earlier rounds
         self.carried_in_round = 0
         self.any_carried = False
 
     def split(self, round_index: int, items: list[dict]) -> tuple[list[dict], dict[str, pl.DataFrame]]:
         """(the items to compute, the rows carried for the others) of one round; `items` sorted by id."""
         todo, carried = [], set()
-        for item in items:
+        offset = self.offset
+        self.offset += len(items)
+        for i, item in enumerate(items):
             key = item[KEY] = item_key(item)
-            self.position[key] = len(self.position)
+            if self.previous is not None and self.previous.done:  # only an update interleaves carried rows
+                self.position[key] = offset + i
             if self.previous is not None and key in self.previous.done:
                 carried.add(key)
             else:

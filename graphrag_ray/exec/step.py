@@ -12,6 +12,8 @@ which: `model_ids`, so a run checks exactly those endpoints before any work), co
       finish(ctx, tables, yielded)          the step's output tables from the rows every item yielded
     A yield named in `spilled` (vectors: hundreds of MB at 10M tokens) is never gathered in the driver: `finish`
     gets a `SpilledRows`, the partition files holding its rows, and reads them one at a time.
+    A step with `carries_results` has each item's rows kept with the digest of the item (exec/carried.py): an
+    update takes the rows of items that did not change from the version it updates, and computes only the rest.
 """
 
 from __future__ import annotations
