@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import pickle
-import shutil
 from pathlib import Path
 
 import polars as pl
@@ -64,16 +63,9 @@ def publish_carried(run_store: Store, folder, step: str, tables: list[str]) -> N
     """Copy a run's carried rows of `step` into a version being written (`folder`: its local directory), file to
     file: at 10M tokens the extraction rows are large, and read whole they would set the driver's peak memory."""
     target = Path(folder) / FOLDER / step
+    target.mkdir(parents=True, exist_ok=True)
     for table in ["items", *tables]:
-        source = f"tables/{run_table_name(step, table)}.parquet"
-        local = run_store.local_path(source)
-        if local is not None and not local.exists():
-            continue
-        target.mkdir(parents=True, exist_ok=True)
-        if local is not None:
-            shutil.copyfile(local, target / f"{table}.parquet")
-        elif (data := run_store.read_bytes(source)) is not None:
-            (target / f"{table}.parquet").write_bytes(data)
+        run_store.copy_to(f"tables/{run_table_name(step, table)}.parquet", target / f"{table}.parquet")
 
 
 class ItemKeys:

@@ -132,6 +132,21 @@ class Store:
                 return None
             raise exc
 
+    def copy_to(self, relative: str, destination: Path) -> bool:
+        """Copy a file to a local path without holding it in memory where the store is local; False when the file
+        does not exist."""
+        local = self.local_path(relative)
+        if local is not None:
+            if not local.is_file():
+                return False
+            shutil.copyfile(local, destination)
+            return True
+        data = self.read_bytes(relative)
+        if data is None:
+            return False
+        Path(destination).write_bytes(data)
+        return True
+
     def write_bytes(self, relative: str, data: bytes) -> None:
         target = self._full(relative)
         if not self.remote:
