@@ -1,7 +1,7 @@
 """Benchmark: a living index. Build the bench_index corpus (real text, ~1M tokens) against the simulator at zero
 latency, then change it - add 1 % new documents and delete 1 % - and `update`. Prints the full build's and the
 update's calls, prompt tokens and wall, the update's share of each (targets: <= 5 % of calls and prompt tokens,
-<= 10 % of wall), what changed, and the update's calls per stage.
+<= 10 % of wall), what changed, and the calls and prompt tokens per stage of both runs.
 
     python jobs/bench_update.py --tokens 1000000
 """
@@ -67,8 +67,10 @@ def main() -> None:
           f"{share['prompt_tokens']:.1%} (target <= 5 %), wall {share['wall_s']:.1%} (target <= 10 %)")
     changes = updated.stats.get("changes", {})
     print("changed: " + "; ".join(f"{t} " + "/".join(f"{k} {v}" for k, v in d.items()) for t, d in changes.items()))
-    print("update calls per stage: " + ", ".join(
-        f"{stage} {updated.ledger.total(stage).calls}" for stage in sorted({s for s, _ in updated.ledger.entries})))
+    for name, (result, _) in runs.items():
+        print(f"{name} calls / prompt tokens per stage: " + ", ".join(
+            f"{stage} {result.ledger.total(stage).calls:,} / {result.ledger.total(stage).prompt_tokens:,}"
+            for stage in sorted({s for s, _ in result.ledger.entries})))
     print("update wall per step: " + ", ".join(f"{name} {step['wall_s']:.1f}"
                                                for name, step in updated.stats["steps"].items()))
     print(json.dumps({"corpus_tokens": corpus_tokens, "documents": len(docs), "changed_documents": n,
