@@ -136,6 +136,9 @@ class CommunityReportsConfig(Section):
     prompt: str = doc("prompts/community_report.txt", "report prompt, relative to the root")
     max_length: int = doc(2000, "max words of a report", gt=0)
     max_input_length: int = doc(8000, "max tokens of a community's context; larger ones use sub-reports", gt=0)
+    revise_on_update: bool = doc(True, "update: a changed community's report is revised from the previous report "
+                                       "and the changed rows when that prompt is the smaller")
+    update_prompt: str = doc("prompts/community_report_update.txt", "revision prompt, relative to the root")
 
 
 class ExtractClaimsConfig(Section):

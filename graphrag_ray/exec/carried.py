@@ -2,7 +2,9 @@
 
 A step that sets `carries_results` has its rows kept per item in the published version (`carried/<step>/`), each
 row with the key of the item that yielded it: a digest of the whole item dict (text, descriptions, context - all
-that `process` reads besides settings, prompts and the cache, and an update refuses when those changed). In an
+that `process` reads besides settings, prompts and the cache, and an update refuses when those changed), or of
+the part of it the step names as what its result is about (`carry_identity`: a report, its members and their
+descriptions, not their degrees). In an
 update, an item whose key the previous version lists as done gets that version's rows, with no worker, no call and
 no cache lookup; only the other items are dispatched. So an update's work follows the change, not the corpus; a
 row computed here or carried is the same row (the key is the whole input), and a full build of the same corpus
@@ -28,14 +30,14 @@ KEY = "_key"  # set on each item dict (after its key is computed from the rest o
 FOLDER = "carried"
 
 
-def item_key(item: dict) -> str:
-    """The digest of everything an item holds (its key excluded). Pickled, not JSON: ten times faster on a report's
-    context. Equal bytes mean equal items (pickle is lossless); equal items built by the same code give equal
-    bytes - and where they might not (an object shared within one item is pickled once), the item is only
-    computed again, never wrongly carried."""
-    if KEY in item:
-        item = {k: v for k, v in item.items() if k != KEY}
-    return hashlib.blake2b(pickle.dumps(item, protocol=5), digest_size=16).hexdigest()
+def item_key(identity) -> str:
+    """The digest of what defines an item (`ItemStep.carry_identity`: the whole item dict, its key excluded, unless
+    the step says less). Pickled, not JSON: ten times faster on a report's context. Equal bytes mean equal items
+    (pickle is lossless); equal items built by the same code give equal bytes - and where they might not (an object
+    shared within one item is pickled once), the item is only computed again, never wrongly carried."""
+    if isinstance(identity, dict) and KEY in identity:
+        identity = {k: v for k, v in identity.items() if k != KEY}
+    return hashlib.blake2b(pickle.dumps(identity, protocol=5), digest_size=16).hexdigest()
 
 
 def run_table_name(step: str, table: str) -> str:
@@ -87,7 +89,7 @@ class ItemKeys:
         offset = self.offset
         self.offset += len(items)
         for i, item in enumerate(items):
-            key = item[KEY] = item_key(item)
+            key = item[KEY] = item_key(self.step.carry_identity(item))
             if self.previous is not None and self.previous.done:  # only an update interleaves carried rows
                 self.position[key] = offset + i
             if self.previous is not None and key in self.previous.done:

@@ -124,6 +124,11 @@ class ItemStep(Step):
     def rounds(self, ctx: StepContext, tables: Tables) -> int:
         return 1
 
+    def carry_identity(self, item: dict) -> Any:
+        """What an update compares with the previous version to carry this item's rows: by default the whole item
+        (all that `process` reads). A step narrows it where part of the item only shapes, not decides, its result."""
+        return item
+
     @abstractmethod
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
         """The work items of one round."""

@@ -52,7 +52,8 @@ def respond(body: dict[str, Any]) -> tuple[str, str]:
     if "Description List:" in last:
         return "summarize", summarize(last)
     if "information discovery" in everything and "findings" in everything:
-        return "community_report", community_report(last)
+        kind = "community_report_revision" if "# Previous report" in last else "community_report"
+        return kind, community_report(last)
     if schema is not None:
         return "json_schema", json.dumps(schema_instance(schema, everything), ensure_ascii=False)
     if (body.get("response_format") or {}).get("type") == "json_object":

@@ -211,3 +211,51 @@ def test_add_edit_delete_equals_a_full_index_of_the_final_corpus_and_versions_ar
     refused = cli("update", "--root", str(root))
     lines = [line for line in refused.stderr.splitlines() if line.strip()]
     assert refused.returncode == 1 and len(lines) == 1 and "run a full `graphrag-ray index`" in lines[0]
+
+
+PEOPLE = ["Anna Berg", "Bruno Costa", "Clara Dahl", "Dmitri Egorov", "Elena Fischer", "Felix Grant", "Greta Holm",
+          "Hugo Ibsen", "Iris Jansen", "Jonas Keller", "Karin Lund", "Lars Moen"]
+
+
+def crew_document(n: int) -> str:
+    """One large community: twelve people of one firm in one city, each document pairing a few of them."""
+    a, b, c = PEOPLE[n % 12], PEOPLE[(n + 1) % 12], PEOPLE[(n + 5) % 12]
+    return (f"In Oslo, {a} met {b} to plan the north{n} survey of Umbrella Group. {b} later worked with {c} in "
+            f"Oslo on the north{n} survey. {c} reported to {a} about the north{n} survey for Umbrella Group.")
+
+
+def test_an_update_revises_a_large_changed_report_from_the_previous_one(tmp_path):
+    """A community that changed in part is revised from its previous report and only the rows that changed: the
+    prompt follows the change, not the community's size; with `revise_on_update: false` it is written afresh."""
+    with SimulatorProcess() as sim:
+        roots = {}
+        for name, revise in (("revising", True), ("afresh", False)):
+            root = make_root(tmp_path / name, sim.base_url, chunks={"size": 80, "overlap": 0},
+                             community_reports={"revise_on_update": revise})
+            (root / "input").mkdir()
+            for n in range(12):
+                write(root, f"north{n}.txt", crew_document(n))
+            api.build_index(root=root)
+            roots[name] = root
+        spent = {}
+        for name, root in roots.items():
+            before = published_index(root)
+            write(root, "north99.txt", "In Oslo, Anna Berg met Mona Nilsen to plan the north99 survey of Umbrella Group.")
+            sim.reset()
+            result = api.update_index(root=root)
+            served = sim.stats()
+            steps = result.stats["steps"]["community_reports"]
+            spent[name] = (served.get("kind_community_report_revision", 0), served.get("kind_community_report", 0),
+                           steps["ledger"]["total"]["prompt_tokens"], steps["events"].get("revised", 0))
+            after = result.index
+            reports, comms = read_table(after, "community_reports"), read_table(after, "communities")
+            assert sorted(reports["community"]) == sorted(comms["community"]), "every community has its report"
+            check_communities(after)
+            old = read_table(before, "community_reports")
+            changed = reports.join(old, on=["community", "full_content"], how="anti")
+            assert changed.height >= 1 and "MONA NILSEN" in set(read_table(after, "entities")["title"])
+        revisions, fresh, tokens, counted = spent["revising"]
+        assert revisions >= 1 and counted == revisions, spent
+        assert spent["afresh"][0] == 0 and spent["afresh"][3] == 0
+        assert revisions + fresh <= spent["afresh"][1], spent
+        assert tokens < spent["afresh"][2], f"revising sends fewer prompt tokens: {spent}"

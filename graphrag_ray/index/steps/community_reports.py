@@ -7,6 +7,12 @@ content, as Microsoft GraphRAG's build_mixed_context) replace their members, one
 highest-degree remaining members fill what is left - never an empty context while a sub-report fits. With no
 sub-reports, the lowest-degree rows are left out. The answer is structured JSON (title, summary, findings, rating, rating_explanation), rendered to
 markdown `full_content`.
+
+In an update, a community whose members and their descriptions are unchanged keeps its report (carried, no call).
+A changed one that had a report is revised when that is the smaller prompt (`revise_on_update`): the previous
+report and only the rows added, changed or removed since, so the cost follows the change, not the community's size
+(a 200-member root community changed by three entities costs a few hundred tokens, not its 8,000-token context).
+When most of a community changed, or the changes alone do not fit the input budget, it is written afresh.
 """
 
 from __future__ import annotations
@@ -67,6 +73,74 @@ def render_markdown(report: dict) -> str:
     return "\n".join(parts).strip() + "\n"
 
 
+def changes_context(revision: dict) -> str:
+    """The rows a revision is told about, as tables like a report's context (ids as the report cites them)."""
+    return "\n".join([
+        csv_table("Entities", ["id", "title", "description", "degree"],
+                  [[e["human_readable_id"], e["title"], e["description"], e["degree"]] for e in revision["entities"]]),
+        csv_table("Relationships", ["id", "source", "target", "description", "combined_degree"],
+                  [[r["human_readable_id"], r["source"], r["target"], r["description"], r["combined_degree"]]
+                   for r in revision["relationships"]]),
+        csv_table("Removed entities", ["id", "title"], revision["removed_entities"]),
+        csv_table("Removed relationships", ["id", "source", "target"], revision["removed_relationships"])])
+
+
+class PreviousReports:
+    """What an update's revisions start from: the version being updated - its communities' members, its rows'
+    descriptions, its reports."""
+
+    def __init__(self, ctx: StepContext):
+        def table(name: str, *columns: str) -> pl.DataFrame:
+            found = ctx.previous_table(name)
+            return found.select(columns) if found is not None and set(columns) <= set(found.columns) \
+                else pl.DataFrame(schema={c: pl.String for c in columns})
+        self.communities = {r["community"]: r for r in table(
+            "communities", "community", "level", "entity_ids", "relationship_ids").iter_rows(named=True)}
+        self.community_of = {(r["level"], e): r["community"] for r in self.communities.values() for e in r["entity_ids"]}
+        self.reports = dict(table("community_reports", "community", "full_content").iter_rows())
+        self.entities = {r["id"]: r for r in table(
+            "entities", "id", "human_readable_id", "title", "description").iter_rows(named=True)}
+        self.relationships = {r["id"]: r for r in table(
+            "relationships", "id", "human_readable_id", "source", "target", "description").iter_rows(named=True)}
+
+    def predecessor(self, item: dict, level: int) -> int | None:
+        """The community this one was: the same number (same members), else the previous community of its level
+        holding most of its members - a community that gained or lost members has a new number."""
+        if item["community"] in self.communities:
+            return item["community"]
+        overlap: dict[int, int] = {}
+        for e in item["entities"]:
+            found = self.community_of.get((level, e["id"]))
+            if found is not None:
+                overlap[found] = overlap.get(found, 0) + 1
+        return max(overlap, key=lambda c: (overlap[c], -c)) if overlap else None
+
+    def revision(self, item: dict, level: int) -> dict | None:
+        """The previous report and the rows changed since, for a community that had one and changed in part."""
+        number = self.predecessor(item, level)
+        before, report = self.communities.get(number), self.reports.get(number)
+        if before is None or report is None:
+            return None
+        old_entities, old_relationships = set(before["entity_ids"]), set(before["relationship_ids"])
+
+        def changed(rows, old: set, previous: dict) -> list[dict]:
+            return [r for r in rows if r["id"] not in old or previous.get(r["id"], {}).get("description")
+                    != r["description"]]
+        entities = changed(item["entities"], old_entities, self.entities)
+        relationships = changed(item["relationships"], old_relationships, self.relationships)
+        gone_entities = sorted(old_entities - {e["id"] for e in item["entities"]})
+        gone_relationships = sorted(old_relationships - {r["id"] for r in item["relationships"]})
+        n_changed = len(entities) + len(relationships) + len(gone_entities) + len(gone_relationships)
+        if n_changed == 0 or 2 * n_changed > len(item["entities"]) + len(item["relationships"]):
+            return None  # unchanged rows and a moved edge only, or mostly new: a fresh report
+        return {"report": report, "entities": entities, "relationships": relationships,
+                "removed_entities": [[self.entities[i]["human_readable_id"], self.entities[i]["title"]]
+                                     for i in gone_entities if i in self.entities],
+                "removed_relationships": [[self.relationships[i]["human_readable_id"], self.relationships[i]["source"],
+                                           self.relationships[i]["target"]]
+                                          for i in gone_relationships if i in self.relationships]}
+
+
 class CommunityReports(ItemStep):
     name = "community_reports"
     uses_llm, settings_section = True, "community_reports"
@@ -90,6 +164,8 @@ class CommunityReports(ItemStep):
         sub_reports = {r["community"]: r for r in earlier["reports"].iter_rows(named=True)} \
             if "reports" in earlier else {}
         by_number = {r["community"]: r for r in communities.iter_rows(named=True)}
+        previous = PreviousReports(ctx) if ctx.previous is not None and ctx.settings.community_reports.revise_on_update \
+            else None
         items = []
         for row in communities.filter(pl.col("level") == level).sort("community").iter_rows(named=True):
             children = []
@@ -103,7 +179,21 @@ class CommunityReports(ItemStep):
                           "relationships": sorted((rel_by_id[r] for r in row["relationship_ids"]),
                                                   key=lambda r: (-r["combined_degree"], r["human_readable_id"])),
                           "children": children})
+            if previous is not None:
+                revision = previous.revision(items[-1], level)
+                if revision is not None:  # a hint, not part of what the item is (carry_identity leaves it out)
+                    items[-1]["_revision"] = revision
         return items
+
+    def carry_identity(self, item: dict):
+        """Issue 15: a community whose members and member descriptions are unchanged keeps its report. Degrees (and
+        with them the order of rows) move when a member gains an edge outside the community; that is not what the
+        report is about, so it is not a reason for a new call. Ids stay: reports cite them."""
+        return (item["item_id"], item["community"],
+                sorted((e["id"], e["human_readable_id"], e["title"], e["description"]) for e in item["entities"]),
+                sorted((r["id"], r["human_readable_id"], r["source"], r["target"], r["description"])
+                       for r in item["relationships"]),
+                sorted((c["report"]["community"], c["report"]["full_content"]) for c in item["children"]))
 
     def context(self, item: dict, budget: int, count) -> str:
         def local(entities, relationships) -> str:
@@ -163,6 +253,15 @@ class CommunityReports(ItemStep):
         budget = cfg.max_input_length
         text = self.context(item, budget, chat.tokenizer.count)
         prompt = fill(template, input_text=text, max_report_length=cfg.max_length)
+        revision = item.get("_revision") if cfg.revise_on_update else None
+        if revision is not None:
+            changes = changes_context(revision)
+            if fits(changes, budget, chat.tokenizer.count):
+                revised = fill(ctx.prompt(cfg.update_prompt), previous_report=revision["report"],
+                               input_text=changes, max_report_length=cfg.max_length)
+                if chat.tokenizer.count(revised) < chat.tokenizer.count(prompt):
+                    prompt = revised
+                    self.stat_update("revised")
         try:
             answer = await chat.chat([{"role": "user", "content": prompt}], stage=STAGE,
                                      response_format=RESPONSE_FORMAT,
