@@ -74,15 +74,17 @@ def render_markdown(report: dict) -> str:
 
 
 def changes_context(revision: dict) -> str:
-    """The rows a revision is told about, as tables like a report's context (ids as the report cites them)."""
-    return "\n".join([
-        csv_table("Entities", ["id", "title", "description", "degree"],
-                  [[e["human_readable_id"], e["title"], e["description"], e["degree"]] for e in revision["entities"]]),
-        csv_table("Relationships", ["id", "source", "target", "description", "combined_degree"],
-                  [[r["human_readable_id"], r["source"], r["target"], r["description"], r["combined_degree"]]
-                   for r in revision["relationships"]]),
-        csv_table("Removed entities", ["id", "title"], revision["removed_entities"]),
-        csv_table("Removed relationships", ["id", "source", "target"], revision["removed_relationships"])])
+    """The rows a revision is told about, as tables like a report's context (ids as the report cites them); a
+    kind of change with no rows is left out."""
+    tables = [
+        ("Entities", ["id", "title", "description", "degree"],
+         [[e["human_readable_id"], e["title"], e["description"], e["degree"]] for e in revision["entities"]]),
+        ("Relationships", ["id", "source", "target", "description", "combined_degree"],
+         [[r["human_readable_id"], r["source"], r["target"], r["description"], r["combined_degree"]]
+          for r in revision["relationships"]]),
+        ("Removed entities", ["id", "title"], revision["removed_entities"]),
+        ("Removed relationships", ["id", "source", "target"], revision["removed_relationships"])]
+    return "\n".join(csv_table(name, header, rows) for name, header, rows in tables if rows)
 
 
 class PreviousReports:
@@ -129,8 +131,13 @@ class PreviousReports:
         entities = changed(item["entities"], old_entities, self.entities)
         relationships = changed(item["relationships"], old_relationships, self.relationships)
         gone_entities = sorted(old_entities - {e["id"] for e in item["entities"]})
-        gone_relationships = sorted(old_relationships - {r["id"] for r in item["relationships"]})
-        n_changed = len(entities) + len(relationships) + len(gone_entities) + len(gone_relationships)
+        gone_titles = {self.entities[i]["title"] for i in gone_entities if i in self.entities}
+        all_gone_relationships = old_relationships - {r["id"] for r in item["relationships"]}
+        gone_relationships = sorted(  # those of a removed entity go with it (the prompt says so)
+            i for i in all_gone_relationships
+            if i not in self.relationships or not {self.relationships[i]["source"],
+                                                   self.relationships[i]["target"]} & gone_titles)
+        n_changed = len(entities) + len(relationships) + len(gone_entities) + len(all_gone_relationships)
         if n_changed == 0 or 2 * n_changed > len(item["entities"]) + len(item["relationships"]):
             return None  # unchanged rows and a moved edge only, or mostly new: a fresh report
         return {"report": report, "entities": entities, "relationships": relationships,
