@@ -3,7 +3,7 @@ latency, then change it - add 1 % new documents and delete 1 % - and `update`. P
 update's calls, prompt tokens and wall, the update's share of each (targets: <= 5 % of calls and prompt tokens,
 <= 10 % of wall), what changed, and the calls and prompt tokens per stage of both runs.
 
-    python jobs/bench_update.py --tokens 1000000
+    python jobs/bench_update.py --tokens 1000000 [--latency 1.0]
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ def main() -> None:
     parser.add_argument("--actors", type=int, default=2)
     parser.add_argument("--change", type=float, default=0.01, help="share of documents added, and deleted")
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--latency", type=float, default=0.0,
+                        help="seconds the simulator takes per call (0: the engine's own cost; 1: closer to a provider)")
     args = parser.parse_args()
     root, corpus_tokens = fresh_project(args.workdir, args.tokens, "bench-update-")
     docs = sorted((root / "input").iterdir())
@@ -41,7 +43,7 @@ def main() -> None:
     for path in docs[-n:]:  # the documents the update adds
         shutil.move(path, held / path.name)
     join_ray()
-    with SimulatorProcess() as sim:
+    with SimulatorProcess(latency=args.latency) as sim:
         (root / "settings.yaml").write_text(yaml.safe_dump(settings_for(sim.base_url, args.actors)))
         with Meter(exclude_pids={sim.pid()}) as full_meter:
             full = build_index(root=root)
@@ -52,7 +54,8 @@ def main() -> None:
         with Meter(exclude_pids={sim.pid()}) as update_meter:
             updated = update_index(root=root)
     runs = {"full build": (full, full_meter), "update": (updated, update_meter)}
-    print(f"corpus: {corpus_tokens:,} tokens in {len(docs)} documents; the update adds {n} and deletes {n}")
+    print(f"corpus: {corpus_tokens:,} tokens in {len(docs)} documents; the update adds {n} and deletes {n}; "
+          f"simulator latency {args.latency:g} s per call")
     print(f"{'run':<12}{'wall s':>9}{'calls':>9}{'prompt tok':>13}{'compl tok':>12}{'cache hits':>12}")
     figures = {}
     for name, (result, meter) in runs.items():

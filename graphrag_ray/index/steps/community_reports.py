@@ -155,6 +155,7 @@ class CommunityReports(ItemStep):
     writes = ("community_reports",)
     yields = {"reports": REPORT_ROW_SCHEMA}
     carries_results = True  # an update takes unchanged items' rows from the version it updates
+    _previous: tuple[str, PreviousReports] | None = None
 
     def rounds(self, ctx: StepContext, tables: Tables) -> int:
         levels = tables["communities"]["level"]
@@ -171,8 +172,7 @@ class CommunityReports(ItemStep):
         sub_reports = {r["community"]: r for r in earlier["reports"].iter_rows(named=True)} \
             if "reports" in earlier else {}
         by_number = {r["community"]: r for r in communities.iter_rows(named=True)}
-        previous = PreviousReports(ctx) if ctx.previous is not None and ctx.settings.community_reports.revise_on_update \
-            else None
+        previous = self._previous_reports(ctx)
         items = []
         for row in communities.filter(pl.col("level") == level).sort("community").iter_rows(named=True):
             children = []
@@ -190,7 +190,17 @@ class CommunityReports(ItemStep):
                 revision = previous.revision(items[-1], level)
                 if revision is not None:  # a hint, not part of what the item is (carry_identity leaves it out)
                     items[-1]["_revision"] = revision
+        if level == 0:
+            self._previous = None  # the last round: do not hold the previous version's rows after the run
         return items
+
+    def _previous_reports(self, ctx: StepContext) -> PreviousReports | None:
+        """The version an update revises from, read once per run (items() is called once per level)."""
+        if ctx.previous is None or not ctx.settings.community_reports.revise_on_update:
+            return None
+        if self._previous is None or self._previous[0] != ctx.previous.location:
+            self._previous = (ctx.previous.location, PreviousReports(ctx))
+        return self._previous[1]
 
     def carry_identity(self, item: dict):
         """Issue 15: a community whose members and member descriptions are unchanged keeps its report. Degrees (and
@@ -266,7 +276,9 @@ class CommunityReports(ItemStep):
             if fits(changes, budget, chat.tokenizer.count):
                 revised = fill(ctx.prompt(cfg.update_prompt), previous_report=revision["report"],
                                input_text=changes, max_report_length=cfg.max_length)
-                if chat.tokenizer.count(revised) < chat.tokenizer.count(prompt):
+                # compared in UTF-8 bytes (the same data on both sides): counting an 8,000-token context's
+                # tokens once more would cost more CPU than the choice
+                if len(revised.encode()) < len(prompt.encode()):
                     prompt = revised
                     self.stat_update("revised")
         try:
