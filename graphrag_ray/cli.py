@@ -112,9 +112,13 @@ def _report_run(result, console) -> None:
     if result.stats.get("kind") == "retry":
         console.print(f"retried the {result.stats['retried']} failed items on top of the published index")
     if "changes" in result.stats:
-        console.print("changes: " + "; ".join(
+        console.print("changes: " + ("; ".join(
             f"{table} " + ", ".join(f"{n} {k}" for k, n in diff.items() if n)
-            for table, diff in result.stats["changes"].items() if any(diff.values())))
+            for table, diff in result.stats["changes"].items() if any(diff.values())) or "no table rows changed"))
+    written = result.stats.get("reports_written")
+    if written:
+        console.print(f"community reports: {written['afresh']} written afresh, {written['revised']} revised from "
+                      f"their previous report and the changed rows, {written['kept']} kept")
     rows = ", ".join(f"{k} {v:,}" for k, v in result.stats["rows"].items())
     console.print(f"index published to {result.output}: {rows}; failures {result.stats['total']['failures']}; "
                   f"{result.stats['wall_s']:.1f}s")

@@ -258,6 +258,11 @@ def _write_index(folder: Path, tables, ctx: StepContext, executor: Executor, ste
              "rows": rows}
     if ctx.previous is not None:  # what changed since the version this run started from, and what it cost
         changes = describe_changes(ctx.previous, tables, executor.ledger)
+        reports = executor.stats.get("community_reports")
+        if reports is not None:  # revised reports are not what a full index would write: say how many
+            changes["reports_written"] = stats["reports_written"] = {
+                "afresh": reports.get("items", 0) - reports.get("events", {}).get("revised", 0),
+                "revised": reports.get("events", {}).get("revised", 0), "kept": reports.get("carried_items", 0)}
         (folder / "changes.json").write_text(json.dumps(changes, indent=2), encoding="utf-8")
         stats["changes"] = {table: {k: len(v) for k, v in diff.items()} for table, diff in changes["tables"].items()}
     (folder / "stats.json").write_text(json.dumps(stats, indent=2, default=str), encoding="utf-8")

@@ -52,8 +52,9 @@ def respond(body: dict[str, Any]) -> tuple[str, str]:
     if "Description List:" in last:
         return "summarize", summarize(last)
     if "information discovery" in everything and "findings" in everything:
-        kind = "community_report_revision" if "# Previous report" in last else "community_report"
-        return kind, community_report(last)
+        if "# Previous report" in last:
+            return "community_report_revision", revised_report(last)
+        return "community_report", community_report(last)
     if schema is not None:
         return "json_schema", json.dumps(schema_instance(schema, everything), ensure_ascii=False)
     if (body.get("response_format") or {}).get("type") == "json_object":
@@ -227,6 +228,7 @@ def _tables(text: str) -> dict[str, list[dict[str, str]]]:
 
 def community_report(prompt: str) -> str:
     data = prompt[prompt.rfind("Text:"):] if "Text:" in prompt else prompt
+    data = data[:data.rfind("\nOutput:")] if "\nOutput:" in data else data  # the prompt's last line, not a row
     tables = _tables(data)
     entities = tables.get("entities", [])
     relations = tables.get("relationships", [])
@@ -253,6 +255,27 @@ def community_report(prompt: str) -> str:
     return json.dumps({"title": title, "summary": summary, "rating": rating,
                        "rating_explanation": f"{len(entities)} entities and {len(relations)} relationships.",
                        "findings": findings}, ensure_ascii=False)
+
+
+def revised_report(prompt: str) -> str:
+    """A revision as a model writes one: the previous report's title, its summary and the findings that neither
+    name a removed entity nor are written again from a changed row, with what the changed rows say in front."""
+    fresh = json.loads(community_report(prompt))
+    previous = _section(prompt, "# Previous report", "\n# Changes").strip()
+    removed = {row.get("title", "") for row in _tables(prompt[prompt.rfind("Text:"):]).get("removed entities", [])}
+    blocks = previous.split("\n## ")
+    head = blocks[0].splitlines()
+    title = head[0].lstrip("# ").strip() if head else fresh["title"]
+    summary = " ".join(line for line in head[1:] if line.strip())
+    kept, rewritten = [], {f["summary"] for f in fresh["findings"]}
+    for block in blocks[1:]:
+        name, _, explanation = block.partition("\n")
+        if name.strip() not in rewritten and not any(t and t in block for t in removed):
+            kept.append({"summary": name.strip(), "explanation": explanation.strip()})
+    findings = (fresh["findings"] + kept)[:10]
+    return json.dumps({**fresh, "title": title or fresh["title"],
+                       "summary": (fresh["summary"] + " " + summary).strip()[:1200], "findings": findings},
+                      ensure_ascii=False)
 
 
 # ----------------------------------------------------------------------------------------- generic

@@ -254,6 +254,9 @@ def test_an_update_revises_a_large_changed_report_from_the_previous_one(tmp_path
             old = read_table(before, "community_reports")
             changed = reports.join(old, on=["community", "full_content"], how="anti")
             assert changed.height >= 1 and "MONA NILSEN" in set(read_table(after, "entities")["title"])
+            written = json.loads((after.local_path() / "changes.json").read_text())["reports_written"]
+            assert written["revised"] == spent[name][3] and written["afresh"] + written["revised"] == \
+                steps["items"], written
         revisions, fresh, tokens, counted = spent["revising"]
         assert revisions >= 1 and counted == revisions, spent
         assert spent["afresh"][0] == 0 and spent["afresh"][3] == 0
