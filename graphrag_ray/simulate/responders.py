@@ -272,9 +272,9 @@ def revised_report(prompt: str) -> str:
         name, _, explanation = block.partition("\n")
         if name.strip() not in rewritten and not any(t and t in block for t in removed):
             kept.append({"summary": name.strip(), "explanation": explanation.strip()})
-    findings = (fresh["findings"] + kept)[:10]
+    findings = (fresh["findings"] + kept)[:6]  # as long as a report written afresh: the same limits hold
     return json.dumps({**fresh, "title": title or fresh["title"],
-                       "summary": (fresh["summary"] + " " + summary).strip()[:1200], "findings": findings},
+                       "summary": (fresh["summary"] + " " + summary).strip()[:700], "findings": findings},
                       ensure_ascii=False)
 
 
