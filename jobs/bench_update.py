@@ -75,8 +75,9 @@ def main() -> None:
             f"{stage} {result.ledger.total(stage).calls:,} / {result.ledger.total(stage).prompt_tokens:,}"
             for stage in sorted({s for s, _ in result.ledger.entries})))
     reports = updated.stats["steps"]["community_reports"]
-    print(f"update reports: {reports['items']} written ({reports['events'].get('revised', 0)} revised from the previous "
-          f"report and the changed rows), {reports['carried_items']} carried")
+    revised = reports["events"].get("revised", 0)
+    print(f"update reports: {reports['items']} written ({revised} revised from the previous report and the changed "
+          f"rows), {reports['carried_items']} carried")
     print("update wall per step: " + ", ".join(f"{name} {step['wall_s']:.1f}"
                                                for name, step in updated.stats["steps"].items()))
     print(json.dumps({"corpus_tokens": corpus_tokens, "documents": len(docs), "changed_documents": n,

@@ -146,7 +146,7 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
         (["igraph", "leidenalg"] if any(step.name == "communities" for step in steps) else [])
     if slow:
         threading.Thread(target=lambda: [importlib.import_module(m) for m in slow], daemon=True).start()
-    for path in _prompt_paths(settings):
+    for path in _prompt_paths(settings) + ([settings.community_reports.update_prompt] if update else []):
         ctx.prompt(path)  # a missing prompt file fails now, before any work
     if published_stats is not None and published_stats.get("graph_fingerprint") not in (
             None, graph_fingerprint(ctx, method)):

@@ -240,7 +240,8 @@ def test_an_update_revises_a_large_changed_report_from_the_previous_one(tmp_path
         spent = {}
         for name, root in roots.items():
             before = published_index(root)
-            write(root, "north99.txt", "In Oslo, Anna Berg met Mona Nilsen to plan the north99 survey of Umbrella Group.")
+            write(root, "north99.txt",
+                  "In Oslo, Anna Berg met Mona Nilsen to plan the north99 survey of Umbrella Group.")
             sim.reset()
             result = api.update_index(root=root)
             served = sim.stats()

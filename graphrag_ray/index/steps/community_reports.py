@@ -98,7 +98,8 @@ class PreviousReports:
                 else pl.DataFrame(schema={c: pl.String for c in columns})
         self.communities = {r["community"]: r for r in table(
             "communities", "community", "level", "entity_ids", "relationship_ids").iter_rows(named=True)}
-        self.community_of = {(r["level"], e): r["community"] for r in self.communities.values() for e in r["entity_ids"]}
+        self.community_of = {(r["level"], e): r["community"]
+                             for r in self.communities.values() for e in r["entity_ids"]}
         self.reports = dict(table("community_reports", "community", "full_content").iter_rows())
         self.entities = {r["id"]: r for r in table(
             "entities", "id", "human_readable_id", "title", "description").iter_rows(named=True)}
