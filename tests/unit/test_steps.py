@@ -193,3 +193,61 @@ def test_each_community_lists_exactly_the_relationships_between_its_members(tmp_
         members = {key_of[e] for e in row["entity_ids"]}
         expected = sorted(f"r-{a}-{b}" for a, b in edges if a in members and b in members)
         assert row["relationship_ids"] == expected, f"community {row['community']} at level {row['level']}"
+
+
+def test_a_report_revision_lists_only_what_changed_and_finds_the_community_a_new_number_came_from():
+    """An update revises a changed community's report from the previous one: the rows added or with a new
+    description, the rows removed (a removed entity's relationships go with it, unlisted), matched by number or, for a
+    community whose members changed, by the previous community of its level that held most of them."""
+    import polars as pl
+
+    from graphrag_ray.index.steps.community_reports import PreviousReports, changes_context
+
+    titles = {f"e{i}": f"E{i}" for i in range(1, 9)}
+    pairs = {"r1": ("e1", "e2"), "r2": ("e2", "e3"), "r3": ("e3", "e4"), "r4": ("e4", "e5"), "r5": ("e5", "e6")}
+    previous = {
+        "communities": pl.DataFrame({"community": [5], "level": [0], "entity_ids": [[f"e{i}" for i in range(1, 7)]],
+                                     "relationship_ids": [sorted(pairs)]}),
+        "community_reports": pl.DataFrame({"community": [5], "full_content": ["# E1 and E2\n\nthe old report"]}),
+        "entities": pl.DataFrame({"id": list(titles), "human_readable_id": list(range(8)),
+                                  "title": list(titles.values()), "description": [f"d{i}" for i in range(1, 9)]}),
+        "relationships": pl.DataFrame({"id": list(pairs), "human_readable_id": list(range(5)),
+                                       "source": [titles[a] for a, _ in pairs.values()],
+                                       "target": [titles[b] for _, b in pairs.values()],
+                                       "description": [f"rd{i}" for i in range(1, 6)]})}
+
+    class Ctx:
+        def previous_table(self, name):
+            return previous[name]
+
+    def entity(i, description=None):
+        return {"id": f"e{i}", "human_readable_id": i - 1, "title": f"E{i}", "description": description or f"d{i}",
+                "degree": 2}
+
+    def relationship(rid, description=None):
+        a, b = pairs.get(rid, ("e5", "e7"))
+        return {"id": rid, "human_readable_id": int(rid[1:]) - 1, "source": titles[a], "target": titles[b],
+                "description": description or f"rd{rid[1:]}", "combined_degree": 4}
+
+    known = PreviousReports(Ctx())
+    same = {"community": 5, "entities": [entity(i) for i in range(1, 7)],
+            "relationships": [relationship(r) for r in sorted(pairs)]}
+    assert known.revision(same, 0) is None, "nothing changed: nothing to revise"
+    edited = {**same, "entities": [entity(i, "a new summary" if i == 2 else None) for i in range(1, 7)]}
+    revision = known.revision(edited, 0)
+    assert revision["report"].endswith("the old report") and [e["id"] for e in revision["entities"]] == ["e2"]
+    assert revision["relationships"] == [] and revision["removed_entities"] == []
+    text = changes_context(revision)
+    assert "-----Entities-----" in text and "a new summary" in text and "Removed" not in text
+    # e6 left (with r5), e7 joined (with r6): a new number, revised from community 5
+    moved = {"community": 9, "entities": [entity(i) for i in (1, 2, 3, 4, 5, 7)],
+             "relationships": [relationship(r) for r in ("r1", "r2", "r3", "r4", "r6")]}
+    revision = known.revision(moved, 0)
+    assert revision is not None and revision["report"].endswith("the old report")
+    assert [e["id"] for e in revision["entities"]] == ["e7"] and [r["id"] for r in revision["relationships"]] == ["r6"]
+    assert revision["removed_entities"] == [[5, "E6"]] and revision["removed_relationships"] == [], \
+        "r5 goes with E6"
+    assert known.revision(moved, 1) is None, "no community of level 1 held its members"
+    mostly_new = {"community": 9, "entities": [entity(i, "new") for i in range(1, 7)],
+                  "relationships": [relationship(r, "new") for r in sorted(pairs)]}
+    assert known.revision(mostly_new, 0) is None, "more than half changed: written afresh"
