@@ -119,8 +119,8 @@ def test_adding_a_document_to_one_topic_pays_for_that_topic_only(project):
     comms = read_table(after, "communities")
     untouched = comms.filter(pl.col("entity_ids").list.eval(pl.element().is_in(list(topic_b_c))).list.all())
     assert untouched.height >= 2
-    kept = read_table(after, "community_reports").filter(pl.col("community").is_in(untouched["community"]))
-    old_kept = old_reports.filter(pl.col("community").is_in(untouched["community"]))
+    kept = read_table(after, "community_reports").filter(pl.col("community").is_in(untouched["community"].to_list()))
+    old_kept = old_reports.filter(pl.col("community").is_in(untouched["community"].to_list()))
     assert kept.sort("id").equals(old_kept.sort("id")), "untouched topics keep their reports, ids and numbers"
     assert served.get("kind_community_report", 0) < comms.height
     # the work follows the change: what the previous version computed is carried from it, not even looked up
@@ -149,7 +149,7 @@ def test_deleting_a_document_calls_no_extraction_and_leaves_the_rest_as_it_was(p
     served = sim.stats()
     assert served.get("kind_extract_graph", 0) == 0 and served.get("kind_extract_glean", 0) == 0
     gone_units = set(read_table(before, "text_units").filter(pl.col("document_id").is_in(
-        read_table(before, "documents").filter(pl.col("title") == "b1.txt")["id"]))["id"])
+        read_table(before, "documents").filter(pl.col("title") == "b1.txt")["id"].to_list()))["id"])
     for name in ("entities", "relationships"):
         rows = read_table(after, name)
         assert not any(set(ids) & gone_units for ids in rows["text_unit_ids"]), "its mentions are gone"
