@@ -9,6 +9,7 @@ opens no session at all.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import base64
 import binascii
 import contextlib
@@ -69,9 +70,40 @@ _OPEN_CLIENTS: dict[int, list["OpenAIClient"]] = {}
 
 
 async def close_loop_clients() -> None:
-    """Close every SDK client opened on the running loop."""
-    for client in _OPEN_CLIENTS.pop(id(asyncio.get_running_loop()), []):
-        await client.close()
+    """Close every SDK client opened on the running loop. Each leaves the list once closed: a close cancelled
+    half-way (the loop shutting down) leaves the rest for the exit hook below."""
+    loop = id(asyncio.get_running_loop())
+    clients = _OPEN_CLIENTS.get(loop, [])
+    while clients:
+        await clients[0].close()
+        clients.pop(0)
+    _OPEN_CLIENTS.pop(loop, None)
+
+
+def _close_abandoned_clients() -> None:
+    """At exit: clients whose event loop ended before they were closed. A stream left with a bare `break` is
+    finalised while asyncio.run shuts its loop down, and the close it awaits may be cancelled or never run; the
+    session would then print "Unclosed client session" at exit. Its connections ended with the loop: closing it
+    on a new loop only marks it closed."""
+    leftover = [client for clients in _OPEN_CLIENTS.values() for client in clients if not client.closed]
+    _OPEN_CLIENTS.clear()
+    if not leftover:
+        return
+
+    async def close_all() -> None:
+        for client in leftover:
+            try:
+                await client.close()
+            except Exception:  # noqa: BLE001 - at exit, a client that cannot close has nothing left to lose
+                pass
+
+    try:
+        asyncio.run(close_all())
+    except Exception:  # noqa: BLE001 - as above
+        pass
+
+
+atexit.register(_close_abandoned_clients)
 
 
 _API_CALLS: dict[int, int] = {}  # public API calls running, per loop
