@@ -251,3 +251,25 @@ def test_a_report_revision_lists_only_what_changed_and_finds_the_community_a_new
     mostly_new = {"community": 9, "entities": [entity(i, "new") for i in range(1, 7)],
                   "relationships": [relationship(r, "new") for r in sorted(pairs)]}
     assert known.revision(mostly_new, 0) is None, "more than half changed: written afresh"
+
+
+def test_a_reports_carry_key_follows_its_members_and_descriptions_not_their_degrees():
+    """Issue 15: a community whose members and descriptions are unchanged keeps its report in an update, even when
+    its members' degrees (and so the order of its rows) moved because of an edge outside it."""
+    from graphrag_ray.exec.carried import item_key
+    from graphrag_ray.index.steps.community_reports import STEP as REPORTS
+
+    def item(degrees, description="works in Oslo"):
+        entities = [{"id": f"e{i}", "human_readable_id": i, "title": f"E{i}", "degree": d,
+                     "description": description if i == 1 else f"d{i}"} for i, d in enumerate(degrees)]
+        entities.sort(key=lambda e: (-e["degree"], e["human_readable_id"]))
+        return {"item_id": "c-1", "community": 1, "entities": entities, "children": [],
+                "relationships": [{"id": "r1", "human_readable_id": 0, "source": "E0", "target": "E1",
+                                   "description": "met", "combined_degree": sum(degrees[:2])}]}
+
+    def key(it):
+        return item_key(REPORTS.carry_identity(it))
+
+    assert key(item([3, 1, 2])) == key(item([1, 5, 2])), "degrees and row order are not what the report is about"
+    assert key(item([3, 1, 2])) != key(item([3, 1, 2], "moved to Bergen")), "a new description is"
+    assert item_key(item([3, 1, 2])) != item_key(item([1, 5, 2])), "by default the whole item decides"
