@@ -30,6 +30,7 @@ class Embed(ItemStep):
     yields = {"embeddings": EMBEDDING_ROWS}
     spilled = ("embeddings",)
     partition_size = 256
+    _carried: tuple[str, pl.DataFrame] | None = None  # an update: the vectors items() found, until finish()
 
     def rows(self, tables: Tables) -> list[dict]:
         """Every row that gets a vector: (item_id, target, text)."""
@@ -46,7 +47,10 @@ class Embed(ItemStep):
         filed twice), and rows with the same text share one vector - sent once, however the partitions run."""
         if not ctx.settings.embed_text.enabled:
             return []
-        seen = {(row["target"], row["text"]) for row in self.carried(ctx, tables).iter_rows(named=True)}
+        carried = self.carried(ctx, tables)
+        if carried.height:  # read once: finish() writes these vectors into the run
+            self._carried = (ctx.previous.location, carried)
+        seen = set(carried.select("target", "text").iter_rows())
         distinct = []
         for row in self.rows(tables):
             if (row["target"], row["text"]) not in seen:
@@ -75,7 +79,10 @@ class Embed(ItemStep):
     def with_carried(self, ctx: StepContext, tables: Tables, vectors: SpilledRows) -> SpilledRows:
         """The run's vector files and, in an update, one more holding the vectors carried from the previous
         version (written into the run, so the index is published from the run's files alone)."""
-        carried = self.carried(ctx, tables)
+        kept, self._carried = self._carried, None
+        if ctx.previous is None:
+            return vectors
+        carried = kept[1] if kept is not None and kept[0] == ctx.previous.location else self.carried(ctx, tables)
         if not carried.height:
             return vectors
         folder = f"steps/{self.name}/carried"

@@ -19,7 +19,8 @@ class EmbedTextUnits(Embed):
                 for r in tables["text_units"].select("id", "text").iter_rows(named=True)]
 
     def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
-        return {"text_unit_embeddings": self.manifest(tables, self.with_carried(ctx, tables, yielded["embeddings"])).sort("id")}
+        vectors = self.with_carried(ctx, tables, yielded["embeddings"])
+        return {"text_unit_embeddings": self.manifest(tables, vectors).sort("id")}
 
 
 STEP = EmbedTextUnits()
