@@ -22,7 +22,7 @@ from graphrag_ray.errors import LLMUnavailableError, UnusableAnswerError
 from graphrag_ray.llm.cache import ResponseCache, cache_key
 from graphrag_ray.llm.client import Completion, OpenAIClient, RateLimitedError, TransientLLMError
 from graphrag_ray.llm.ledger import UsageLedger, active_ledger
-from graphrag_ray.llm.ratelimit import AdaptiveConcurrency
+from graphrag_ray.llm.concurrency import AdaptiveConcurrency
 from graphrag_ray.llm.retry import retrying
 from graphrag_ray.llm.tokens import tokenizer_for
 
@@ -203,6 +203,7 @@ class _ModelBase:
         announces are passed on to the limiter."""
         key, rpm, tpm = self._limits()
         slots = self._slots
+        await slots.open_if(lambda: self.limiter.job_has_answered(key))
         async with slots:
             # the SDK client is made (imported, on a process's first call: seconds on a slow worker) before the
             # grant: a request must reach the provider within the limiter's second of slack after its grant
@@ -226,6 +227,7 @@ class _ModelBase:
                                 completion_tokens if max_completion else None, stage)
             slots.succeeded()
             self.limiter.learn(key, rpm, tpm, *self.client.announced_limits)
+            self.limiter.answer_seen(key)
             return entry, prompt_tokens, completion_tokens
 
     def __getstate__(self):

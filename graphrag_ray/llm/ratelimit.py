@@ -294,6 +294,7 @@ class _Registry:
 
     def __init__(self):
         self.queues: dict[str, _Queue] = {}
+        self.answered: set[str] = set()  # models the job has had an answer from (a worker's probe went well)
         self.lock = threading.RLock()  # a local limiter may be used from more than one thread
 
     def __reduce__(self):  # a copy in another process is a limiter of its own: it starts empty
@@ -332,6 +333,12 @@ class _Registry:
         self.queue(key, rpm, tpm)
         self._changed(key, lambda w: w.learn(learned_rpm, learned_tpm))
 
+    def answer_seen(self, key: str) -> None:
+        self.answered.add(key)
+
+    def has_answered(self, key: str) -> bool:
+        return key in self.answered
+
     def stats(self) -> dict:
         with self.lock:
             return {k: {**q.window.stats(), "waiting": len(q.waiting)} for k, q in self.queues.items()}
@@ -344,6 +351,7 @@ class _Client:
     def __init__(self):
         self._known: set[str] = set()  # keys whose window is limited, as far as this process has seen
         self._learned: dict[str, tuple] = {}
+        self._answered: set[str] = set()  # keys the job has had an answer from, as far as this process knows
 
     async def acquire(self, key: str, tokens: int, rpm: int | None, tpm: int | None, max_completion: int = 0,
                       kind: str = "") -> int | None:
@@ -372,9 +380,21 @@ class _Client:
         """A limit was announced for `key`, or a 429 seen, in this process: its calls are accounted."""
         return key in self._known
 
+    def answer_seen(self, key: str) -> None:
+        """A call of `key` was answered in this process: the job's other workers need not probe it (told once)."""
+        if key not in self._answered:
+            self._answered.add(key)
+            self._send("answer_seen", key)
+
+    async def job_has_answered(self, key: str) -> bool:
+        """Whether any worker of the job has had an answer from `key` (its limits, if announced, are known)."""
+        if key not in self._answered and await self._ask("has_answered", key):
+            self._answered.add(key)
+        return key in self._answered
+
     def __getstate__(self):
         state = dict(self.__dict__)
-        state["_known"], state["_learned"] = set(), {}
+        state["_known"], state["_learned"], state["_answered"] = set(), {}, set()
         return state
 
 
@@ -390,6 +410,9 @@ class LocalRateLimiter(_Client):
 
     def _send(self, method: str, *args) -> None:
         getattr(self._registry, method)(*args)
+
+    async def _ask(self, method: str, *args):
+        return getattr(self._registry, method)(*args)
 
     async def stats(self) -> dict:
         return self._registry.stats()
@@ -418,6 +441,12 @@ class LimiterActor:
 
     async def learn(self, *args) -> None:
         self.registry.learn(*args)
+
+    async def answer_seen(self, key: str) -> None:
+        self.registry.answer_seen(key)
+
+    async def has_answered(self, key: str) -> bool:
+        return self.registry.has_answered(key)
 
     async def stats(self) -> dict:
         return self.registry.stats()
@@ -449,6 +478,9 @@ class RayRateLimiter(_Client):
     def _send(self, method: str, *args) -> None:
         getattr(self._handle, method).remote(*args)  # fire and forget: nobody waits on it
 
+    async def _ask(self, method: str, *args):
+        return await getattr(self._handle, method).remote(*args)
+
     async def stats(self) -> dict:
         return await self._handle.stats.remote()
 
@@ -457,41 +489,3 @@ class RayRateLimiter(_Client):
         import ray
 
         return ray.get(self._handle.stats.remote(), timeout=5)
-
-
-class AdaptiveConcurrency:
-    """How many calls of one model this process keeps in flight. A cautious start sends one call alone until the
-    first answer (which tells the provider's limits, if it publishes them), then opens up to `maximum`; a 429
-    halves the cap, and it then grows by one per `cap` successes (additive increase)."""
-
-    def __init__(self, maximum: int, cautious: bool = False):
-        self.maximum = maximum
-        self.cap = 1 if cautious else maximum
-        self.probing = cautious
-        self.running = 0
-        self._successes = 0
-        self._changed = asyncio.Condition()
-
-    async def __aenter__(self) -> "AdaptiveConcurrency":
-        async with self._changed:
-            await self._changed.wait_for(lambda: self.running < self.cap)
-            self.running += 1
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        async with self._changed:
-            self.running -= 1
-            self._changed.notify_all()
-
-    def succeeded(self) -> None:
-        if self.probing:
-            self.probing, self.cap = False, self.maximum
-            return
-        self._successes += 1
-        if self._successes >= self.cap:
-            self.cap, self._successes = min(self.maximum, self.cap + 1), 0
-
-    def refused(self) -> None:
-        self.probing = False
-        self.cap = max(1, self.cap // 2)
-        self._successes = 0

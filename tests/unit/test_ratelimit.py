@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from graphrag_ray.llm.ratelimit import HEADROOM, AdaptiveConcurrency, LocalRateLimiter, ModelWindow
+from graphrag_ray.llm.concurrency import AdaptiveConcurrency
+from graphrag_ray.llm.ratelimit import HEADROOM, LocalRateLimiter, ModelWindow
 
 
 class Clock:
@@ -131,6 +132,37 @@ def test_concurrency_probes_with_one_call_then_opens_and_halves_on_a_429():
         slots.succeeded()
     assert slots.cap == 9, "after a 429 it grows by one per window of successes"
     assert AdaptiveConcurrency(16).cap == 16, "a query does not probe: it opens at once"
+
+
+def test_a_worker_opens_at_once_when_its_job_already_had_an_answer_from_the_model():
+    """The cautious start is the job's: the first worker probes alone; a worker started later (a new step's actor,
+    another node) whose job has had an answer sends its calls at once - and its callers already waiting go."""
+    limiter = LocalRateLimiter()
+
+    async def main():
+        first = AdaptiveConcurrency(8, cautious=True)
+        await first.open_if(lambda: limiter.job_has_answered("m"))
+        assert first.cap == 1, "nothing answered yet: this one probes"
+        first.succeeded()
+        limiter.answer_seen("m")
+        later = AdaptiveConcurrency(8, cautious=True)
+        peak = 0
+
+        async def call():
+            nonlocal peak
+            async with later:
+                peak = max(peak, later.running)
+                await asyncio.sleep(0.01)
+
+        waiting = [asyncio.ensure_future(call()) for _ in range(5)]
+        await asyncio.sleep(0)  # they queue behind the probe's cap of 1
+        await later.open_if(lambda: limiter.job_has_answered("m"))
+        await asyncio.gather(*waiting)
+        return later.cap, peak
+
+    cap, peak = asyncio.run(main())
+    assert cap == 8 and peak == 5, (cap, peak)
+    assert not asyncio.run(LocalRateLimiter().job_has_answered("m")), "another job has its own probe"
 
 
 def test_429s_use_up_no_attempt_and_stop_only_at_the_deadline():
