@@ -273,3 +273,43 @@ def test_a_reports_carry_key_follows_its_members_and_descriptions_not_their_degr
     assert key(item([3, 1, 2])) == key(item([1, 5, 2])), "degrees and row order are not what the report is about"
     assert key(item([3, 1, 2])) != key(item([3, 1, 2], "moved to Bergen")), "a new description is"
     assert item_key(item([3, 1, 2])) != item_key(item([1, 5, 2])), "by default the whole item decides"
+
+
+def test_reports_that_need_no_sub_report_are_written_in_the_first_round_whatever_their_level():
+    """A community's report waits for its sub-communities' reports only when its own rows do not fit the input
+    budget: the others (every leaf, and parents whose rows fit) go in the first round, and the level rounds that
+    follow hold only the parents that need their children's reports, deepest first."""
+    import polars as pl
+
+    from graphrag_ray.index.steps.community_reports import STEP as REPORTS
+
+    def entity(i, text="short"):
+        return {"id": f"e{i}", "human_readable_id": i, "title": f"E{i}", "description": text, "degree": 1}
+
+    entities = pl.DataFrame([entity(i) for i in range(4)] + [entity(i, "long " * 400) for i in range(4, 8)])
+    relationships = pl.DataFrame(schema={"id": pl.String, "human_readable_id": pl.Int64, "source": pl.String,
+                                         "target": pl.String, "description": pl.String, "combined_degree": pl.Int64})
+
+    def community(number, level, parent, children, members):
+        return {"id": f"c{number}", "community": number, "level": level, "parent": parent, "children": children,
+                "entity_ids": [f"e{i}" for i in members], "relationship_ids": [], "size": len(members)}
+
+    communities = pl.DataFrame([
+        community(0, 0, -1, [2, 3], [0, 1, 2, 3]),   # its rows fit: no need to wait for 2 and 3
+        community(1, 0, -1, [4, 5], [4, 5, 6, 7]),   # its rows do not: it waits for 4 and 5
+        community(2, 1, 0, [], [0, 1]), community(3, 1, 0, [], [2, 3]),
+        community(4, 1, 1, [], [4, 5]), community(5, 1, 1, [], [6, 7])],
+        schema_overrides={"children": pl.List(pl.Int64)})
+    settings = Settings.model_validate({"community_reports": {"max_input_length": 1500}})
+    ctx = StepContext(settings=settings, root=Path("."))
+    tables = {"communities": communities, "entities_summarized": entities, "relationships_summarized": relationships}
+    assert REPORTS.rounds(ctx, tables) == 3
+    first = REPORTS.items(ctx, tables, 0, {})
+    assert sorted(it["community"] for it in first) == [0, 2, 3, 4, 5]
+    assert all(it["_first_round"] and it["children"] == [] for it in first)
+    assert REPORTS.items(ctx, tables, 1, {}) == [], "level 1's communities were all in the first round"
+    reports = pl.DataFrame([{"community": c, "title": f"T{c}", "full_content": f"# T{c}"} for c in (2, 3, 4, 5)])
+    last = REPORTS.items(ctx, tables, 2, {"reports": reports})
+    assert [it["community"] for it in last] == [1] and [c["report"]["community"] for c in last[0]["children"]] == [4, 5]
+    key = REPORTS.carry_identity
+    assert key(last[0])[-1] == [(4, ["e4", "e5"]), (5, ["e6", "e7"])], "its identity names what is below it"

@@ -1,18 +1,21 @@
-"""Community reports, bottom-up: the deepest level first, one level per round, a level's reports in parallel.
+"""Community reports, bottom-up where it matters: a community's report needs its sub-communities' reports only when
+its own rows do not fit the input budget, so every community whose rows surely fit (and every revision) is written
+in the first round, whatever its level, and only the others wait, one level per round, deepest first.
 
 A community's context is its entities, relationships (and claims) as CSV tables. When that exceeds the input
 budget and the community has sub-communities with reports, the largest sub-communities' reports (their full
 content, as Microsoft GraphRAG's build_mixed_context) replace their members, one by one, until the context fits
 (the GraphRAG paper's algorithm); when even that does not fit, the sub-reports that fit come first and the
 highest-degree remaining members fill what is left - never an empty context while a sub-report fits. With no
-sub-reports, the lowest-degree rows are left out. The answer is structured JSON (title, summary, findings, rating, rating_explanation), rendered to
-markdown `full_content`.
+sub-reports, the lowest-degree rows are left out. The answer is structured JSON (title, summary, findings, rating,
+rating_explanation), rendered to markdown `full_content`.
 
-In an update, a community whose members and their descriptions are unchanged keeps its report (carried, no call).
-A changed one that had a report is revised when that is the smaller prompt (`revise_on_update`): the previous
-report and only the rows added, changed or removed since, so the cost follows the change, not the community's size
-(a 200-member root community changed by three entities costs a few hundred tokens, not its 8,000-token context).
-When most of a community changed, or the changes alone do not fit the input budget, it is written afresh.
+In an update, a community whose members, their descriptions and its sub-communities are unchanged keeps its report
+(carried, no call). A changed one that had a report is revised when that is the smaller prompt
+(`revise_on_update`): the previous report and only the rows added, changed or removed since, so the cost follows
+the change, not the community's size (a 200-member root community changed by three entities costs a few hundred
+tokens, not its 8,000-token context). When most of a community changed, or the changes alone do not fit the input
+budget, it is written afresh.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from graphrag_ray.ids import content_id
 from graphrag_ray.parsing.llm_output import parse_json_object
 from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
 from graphrag_ray.config.prompts import fill
-from graphrag_ray.llm.tokens import fits
+from graphrag_ray.llm.tokens import at_most_tokens, fits
 
 STAGE = "community_reports"
 REPORT_SCHEMA = {
@@ -71,6 +74,26 @@ def render_markdown(report: dict) -> str:
         else:
             parts += [f"## {finding}", ""]
     return "\n".join(parts).strip() + "\n"
+
+
+def local_context(entities: list[dict], relationships: list[dict]) -> str:
+    """A community's own rows, as the report prompt shows them."""
+    return "\n".join([
+        csv_table("Entities", ["id", "title", "description", "degree"],
+                  [[e["human_readable_id"], e["title"], e["description"], e["degree"]] for e in entities]),
+        csv_table("Relationships", ["id", "source", "target", "description", "combined_degree"],
+                  [[r["human_readable_id"], r["source"], r["target"], r["description"], r["combined_degree"]]
+                   for r in relationships])])
+
+
+def descendants(row: dict, by_number: dict[int, dict]) -> list:
+    """(number, sorted members) of every community below `row`, sorted: what its sub-reports were written from."""
+    found, stack = [], list(row["children"])
+    while stack:
+        child = by_number[stack.pop()]
+        found.append((child["community"], sorted(child["entity_ids"])))
+        stack += child["children"]
+    return sorted(found)
 
 
 def changes_context(revision: dict) -> str:
@@ -159,12 +182,14 @@ class CommunityReports(ItemStep):
     _previous: tuple[str, PreviousReports] | None = None
 
     def rounds(self, ctx: StepContext, tables: Tables) -> int:
+        """The first round: every community whose report needs no sub-report; then one per level, deepest first,
+        for those that do."""
         levels = tables["communities"]["level"]
-        return int(levels.max()) + 1 if levels.len() else 0
+        return int(levels.max()) + 2 if levels.len() else 0
 
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
         communities = tables["communities"]
-        level = int(communities["level"].max()) - round_index
+        deepest = int(communities["level"].max())
         ents = tables["entities_summarized"].select("id", "human_readable_id", "title", "description", "degree")
         rels = tables["relationships_summarized"].select("id", "human_readable_id", "source", "target",
                                                          "description", "combined_degree")
@@ -174,26 +199,37 @@ class CommunityReports(ItemStep):
             if "reports" in earlier else {}
         by_number = {r["community"]: r for r in communities.iter_rows(named=True)}
         previous = self._previous_reports(ctx)
+        budget = ctx.settings.community_reports.max_input_length
+        rows = communities if round_index == 0 else communities.filter(pl.col("level") == deepest - round_index + 1)
         items = []
-        for row in communities.filter(pl.col("level") == level).sort("community").iter_rows(named=True):
-            children = []
+        for row in rows.sort("community").iter_rows(named=True):
+            item = {"item_id": row["id"], "community": row["community"],
+                    "entities": sorted((ent_by_id[e] for e in row["entity_ids"]),
+                                       key=lambda e: (-e["degree"], e["human_readable_id"])),
+                    "relationships": sorted((rel_by_id[r] for r in row["relationship_ids"]),
+                                            key=lambda r: (-r["combined_degree"], r["human_readable_id"])),
+                    "descendants": descendants(row, by_number), "children": []}
+            revision = previous.revision(item, row["level"]) if previous is not None else None
+            if revision is not None:  # a hint, not part of what the item is (carry_identity leaves it out)
+                item["_revision"] = revision
+            if self._independent(item, row, revision, budget) != (round_index == 0):
+                continue
+            item["_first_round"] = round_index == 0
             for child in sorted(row["children"], key=lambda c: -by_number[c]["size"]):
                 if child in sub_reports:
-                    children.append({"entity_ids": by_number[child]["entity_ids"], "size": by_number[child]["size"],
-                                     "report": sub_reports[child]})
-            items.append({"item_id": row["id"], "community": row["community"],
-                          "entities": sorted((ent_by_id[e] for e in row["entity_ids"]),
-                                             key=lambda e: (-e["degree"], e["human_readable_id"])),
-                          "relationships": sorted((rel_by_id[r] for r in row["relationship_ids"]),
-                                                  key=lambda r: (-r["combined_degree"], r["human_readable_id"])),
-                          "children": children})
-            if previous is not None:
-                revision = previous.revision(items[-1], level)
-                if revision is not None:  # a hint, not part of what the item is (carry_identity leaves it out)
-                    items[-1]["_revision"] = revision
-        if level == 0:
+                    item["children"].append({"entity_ids": by_number[child]["entity_ids"],
+                                             "size": by_number[child]["size"], "report": sub_reports[child]})
+            items.append(item)
+        if round_index == deepest + 1:
             self._previous = None  # the last round: do not hold the previous version's rows after the run
         return items
+
+    @staticmethod
+    def _independent(item: dict, row: dict, revision: dict | None, budget: int) -> bool:
+        """Whether the report can be written before its sub-communities' reports: it has none, its own rows surely
+        fit (UTF-8 bytes bound tokens), or it is revised from changes that surely fit."""
+        return not row["children"] or at_most_tokens(local_context(item["entities"], item["relationships"])) <= budget \
+            or (revision is not None and at_most_tokens(changes_context(revision)) <= budget)
 
     def _previous_reports(self, ctx: StepContext) -> PreviousReports | None:
         """The version an update revises from, read once per run (items() is called once per level)."""
@@ -206,21 +242,17 @@ class CommunityReports(ItemStep):
     def carry_identity(self, item: dict):
         """Issue 15: a community whose members and member descriptions are unchanged keeps its report. Degrees (and
         with them the order of rows) move when a member gains an edge outside the community; that is not what the
-        report is about, so it is not a reason for a new call. Ids stay: reports cite them."""
+        report is about, so it is not a reason for a new call. Ids stay: reports cite them. Its sub-communities'
+        reports are what they are because of their members, which are its own, and their own sub-communities: the
+        members of every community below it stand for them (an item written in the first round has none yet)."""
         return (item["item_id"], item["community"],
                 sorted((e["id"], e["human_readable_id"], e["title"], e["description"]) for e in item["entities"]),
                 sorted((r["id"], r["human_readable_id"], r["source"], r["target"], r["description"])
                        for r in item["relationships"]),
-                sorted((c["report"]["community"], c["report"]["full_content"]) for c in item["children"]))
+                item.get("descendants", []))
 
     def context(self, item: dict, budget: int, count) -> str:
-        def local(entities, relationships) -> str:
-            return "\n".join([
-                csv_table("Entities", ["id", "title", "description", "degree"],
-                          [[e["human_readable_id"], e["title"], e["description"], e["degree"]] for e in entities]),
-                csv_table("Relationships", ["id", "source", "target", "description", "combined_degree"],
-                          [[r["human_readable_id"], r["source"], r["target"], r["description"],
-                            r["combined_degree"]] for r in relationships])])
+        local = local_context
 
         def reports(children) -> str:
             return csv_table("Reports", ["id", "title", "content"],
@@ -269,19 +301,25 @@ class CommunityReports(ItemStep):
         chat = models.chat(cfg.model_id)
         template = ctx.prompt(cfg.prompt)
         budget = cfg.max_input_length
-        text = self.context(item, budget, chat.tokenizer.count)
-        prompt = fill(template, input_text=text, max_report_length=cfg.max_length)
         revision = item.get("_revision") if cfg.revise_on_update else None
+        revised = None
         if revision is not None:
             changes = changes_context(revision)
             if fits(changes, budget, chat.tokenizer.count):
                 revised = fill(ctx.prompt(cfg.update_prompt), previous_report=revision["report"],
                                input_text=changes, max_report_length=cfg.max_length)
-                # compared in UTF-8 bytes (the same data on both sides): counting an 8,000-token context's
-                # tokens once more would cost more CPU than the choice
-                if len(revised.encode()) < len(prompt.encode()):
-                    prompt = revised
-                    self.stat_update("revised")
+        if revised is not None and item.get("_first_round") and item.get("descendants") and not fits(
+                local_context(item["entities"], item["relationships"]), budget, chat.tokenizer.count):
+            prompt = revised  # written afresh, it would need the sub-reports it did not wait for
+        else:
+            text = self.context(item, budget, chat.tokenizer.count)
+            prompt = fill(template, input_text=text, max_report_length=cfg.max_length)
+            # compared in UTF-8 bytes (the same data on both sides): counting an 8,000-token context's tokens
+            # once more would cost more CPU than the choice
+            if revised is not None and len(revised.encode()) < len(prompt.encode()):
+                prompt = revised
+        if prompt is revised:
+            self.stat_update("revised")
         try:
             answer = await chat.chat([{"role": "user", "content": prompt}], stage=STAGE,
                                      response_format=RESPONSE_FORMAT,
@@ -312,7 +350,8 @@ class CommunityReports(ItemStep):
         meta = tables["communities"].select("community", "level", "parent", "children", "period", "size")
         reports = reports.join(meta, on="community", how="left").with_columns(
             pl.col("community").alias("human_readable_id"))
-        return {"community_reports": reports.drop("findings_json")}
+        # by number: the same table whichever round wrote a report (an update revises in the first round)
+        return {"community_reports": reports.drop("findings_json").sort("community")}
 
 
 STEP = CommunityReports()
