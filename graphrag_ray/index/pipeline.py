@@ -26,6 +26,7 @@ from graphrag_ray.index.changes import describe_changes
 from graphrag_ray.index.steps.embed import vector_batches
 from graphrag_ray.index.input import check_columns, discover
 from graphrag_ray.index.lock import RunLock
+from graphrag_ray.llm.concurrency import provider_limits, warm_start
 from graphrag_ray.llm.ledger import UsageLedger
 from graphrag_ray.llm.preflight import check_endpoints
 from graphrag_ray.storage.location import FoundFile, Store, resolve
@@ -182,12 +183,15 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
         workers = settings.workers
         backend = choose_backend(workers.executor, sum(f.size for f in files), workers.local_max_input_mb)
         limiter = job_limiter(backend, run_id, verbose)
+        warm = warm_start(limiter, published_stats.get("provider_limits") or {}, settings.models) \
+            if update else []
         started = time.perf_counter()
         with progress_bar(show_progress) as progress:
             executor = Executor(ctx, run, limiter, progress, backend, settings.output.max_failure_ratio)
             tables = executor.run_steps(steps, keep=PUBLISHED_TABLES)
         about = {"run_id": run_id, "input_id": input_id, "method": method,
-                 "graph_fingerprint": graph_fingerprint(ctx, method),
+                 "graph_fingerprint": graph_fingerprint(ctx, method), "started_warm": warm,
+                 "provider_limits": provider_limits(limiter.snapshot(), settings.models),
                  "kind": "update" if update else "retry" if retry_failures else "index",
                  **({"retried": retried} if retried is not None else {})}
         try:

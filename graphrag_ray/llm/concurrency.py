@@ -1,9 +1,11 @@
 """How many calls of one model a process keeps in flight: the layer under the job-wide rate limiter that keeps a
-batch job from sending its whole first burst before the provider has answered once."""
+batch job from sending its whole first burst before the provider has answered once - and what a run learned about
+each provider, kept with the index, so that an update starts where the run before it left off."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 
 
 class AdaptiveConcurrency:
@@ -56,3 +58,39 @@ class AdaptiveConcurrency:
         self.probing = False
         self.cap = max(1, self.cap // 2)
         self._successes = 0
+
+
+def provider_limits(snapshot: dict, models: dict) -> dict:
+    """What a run learned of each model's provider (`snapshot`: the job limiter's stats): that it answered, the
+    limits it announced and how many 429s it sent - kept in the version's stats.json for the next run."""
+    known = {}
+    for key, seen in snapshot.items():
+        config = models.get(key)
+        if seen.get("answered") and config is not None:
+            known[key] = {"model": config.model, "endpoint": _endpoint(config), "learned_rpm": seen.get("learned_rpm"),
+                          "learned_tpm": seen.get("learned_tpm"), "refusals": seen.get("refusals", 0)}
+    return known
+
+
+def warm_start(limiter, known: dict, models: dict) -> list[str]:
+    """An update talks to the providers the previous run learned: their announced limits go to the job limiter
+    at once, and their models skip the cautious start (each step's first call alone cost a round trip of wall
+    time). Not for a model whose endpoint or name changed since, nor one that sent 429s without announcing its
+    limits - that one probes again. Returns the models started warm."""
+    warm = []
+    for key, seen in sorted(known.items()):
+        config = models.get(key)
+        if config is None or (config.model, _endpoint(config)) != (seen.get("model"), seen.get("endpoint")):
+            continue
+        learned = (seen.get("learned_rpm"), seen.get("learned_tpm"))
+        if seen.get("refusals") and not any(learned):
+            continue
+        limiter.learn(key, config.rate_limit.rpm, config.rate_limit.tpm, *learned)
+        limiter.answer_seen(key)
+        warm.append(key)
+    return warm
+
+
+def _endpoint(config) -> str:
+    """Which endpoint, as a digest: a base URL can carry a credential (a query-string key), and none is written."""
+    return hashlib.blake2b(config.api_base.encode(), digest_size=8).hexdigest()

@@ -341,7 +341,8 @@ class _Registry:
 
     def stats(self) -> dict:
         with self.lock:
-            return {k: {**q.window.stats(), "waiting": len(q.waiting)} for k, q in self.queues.items()}
+            found = {k: {**q.window.stats(), "waiting": len(q.waiting)} for k, q in self.queues.items()}
+            return {k: {**found.get(k, {}), "answered": k in self.answered} for k in sorted({*found, *self.answered})}
 
 
 class _Client:

@@ -85,6 +85,7 @@ class Simulator:
         self.windows: dict[str, SlidingWindow] = defaultdict(SlidingWindow)
         self.per_second: dict[str, Counter] = defaultdict(Counter)  # tokens admitted per second since start
         self.requests_per_second: dict[str, Counter] = defaultdict(Counter)
+        self.answered: set[str] = set()  # models that have sent an answer
 
     def limits(self) -> tuple[int | None, int | None]:
         """The (rpm, tpm) in force now: the configured ones, or the latest scheduled change already reached."""
@@ -141,6 +142,12 @@ class Simulator:
             headers["x-ratelimit-remaining-tokens"] = str(max(0, tpm - window.tokens))
             headers["x-ratelimit-reset-tokens"] = "60s"
         return headers
+
+    def _arrived(self, model: str) -> None:
+        """`before_first_answer_<model>`: requests that reached the model before it had answered any - 1 when a
+        client probes with one call first, its whole first burst when it does not."""
+        if model not in self.answered:
+            self.counts[f"before_first_answer_{model}"] += 1
 
     def _served(self, kind: str, prompt_tokens: int, completion_tokens: int) -> None:
         """Count a successful answer, per kind of prompt (benchmarks split calls and tokens by stage with these)
@@ -218,6 +225,7 @@ class Simulator:
             self.counts["fault_permanent"] += 1
             return _error(500, "The server had an error while processing your request.", "server_error")
         model = body.get("model", "")
+        self._arrived(model)
         tokenizer = tokenizer_for(model)
         kind, content = self._answer(body)
         prompt_tokens = count_chat_tokens(tokenizer, body.get("messages") or [])
@@ -239,6 +247,7 @@ class Simulator:
         if delay > 0:
             await asyncio.sleep(delay)
         self._served(kind, prompt_tokens, completion_tokens)
+        self.answered.add(model)
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                  "total_tokens": prompt_tokens + completion_tokens}
         cid = f"chatcmpl-{uuid.uuid4().hex[:12]}"
@@ -279,6 +288,7 @@ class Simulator:
         if denied is not None:
             return denied
         model = body.get("model", "")
+        self._arrived(model)
         inputs = body.get("input")
         inputs = [inputs] if isinstance(inputs, str) else list(inputs or [])
         tokenizer = tokenizer_for(model)
@@ -291,6 +301,7 @@ class Simulator:
             await asyncio.sleep(self.config.latency)
         dim = int(body.get("dimensions") or self.config.embedding_dim)
         self._served("embedding", tokens, 0)
+        self.answered.add(model)
         self.counts["embedding_inputs"] += len(inputs)
         # what the openai SDK asks for by default; some servers ignore it and send floats
         as_base64 = body.get("encoding_format") == "base64" and not self.config.float_embeddings
@@ -330,6 +341,7 @@ class Simulator:
         self.attempts.clear()
         self.per_second.clear()
         self.requests_per_second.clear()
+        self.answered.clear()
         return web.json_response({"reset": True})
 
     def app(self) -> web.Application:

@@ -263,3 +263,43 @@ def test_an_update_revises_a_large_changed_report_from_the_previous_one(tmp_path
         assert spent["afresh"][0] == 0 and spent["afresh"][3] == 0
         assert revisions + fresh <= spent["afresh"][1], spent
         assert tokens < spent["afresh"][2], f"revising sends fewer prompt tokens: {spent}"
+
+
+def test_an_update_starts_where_the_previous_run_left_off_with_the_provider(tmp_path):
+    """A batch job's first call to a model goes alone (its answer tells the provider's limits), once per job - not
+    once per worker or step. What the build learned is kept with the index: the update's calls go at once, paced by
+    the limits the provider announced, and a model whose endpoint changed since is probed again."""
+    with SimulatorProcess(latency=0.3, tpm=2_000_000, rpm=10_000) as sim:
+        root = make_root(tmp_path / "p", sim.base_url, chunks={"size": 60, "overlap": 0})
+        (root / "input").mkdir()
+        for n in range(2):
+            write(root, f"a{n}.txt", document("a", n))
+        built = api.build_index(root=root)
+        probes = {k: v for k, v in sim.stats().items() if k.startswith("before_first_answer_")}
+        assert probes and set(probes.values()) == {1}, f"the build probes each model once: {probes}"
+        known = built.stats["provider_limits"]
+        assert set(known) == {"default_chat", "default_embedding"}
+        assert known["default_chat"]["learned_tpm"] == 2_000_000 and known["default_chat"]["refusals"] == 0
+        assert sim.base_url not in json.dumps(known), "the endpoint is kept as a digest"
+        for n in range(2, 5):
+            write(root, f"a{n}.txt", document("a", n, f"Person{n} Quinn met Alice Martin in Lyon."))
+        sim.reset()
+        updated = api.update_index(root=root)
+        served = sim.stats()
+    assert updated.stats["started_warm"] == ["default_chat", "default_embedding"]
+    new_units = updated.stats["steps"]["extract_graph"]["items"]
+    chat_burst = [v for k, v in served.items() if k.startswith("before_first_answer_") and "embedding" not in k]
+    assert new_units >= 3 and chat_burst == [new_units], \
+        f"every new text unit's extraction went at once: {chat_burst} of {new_units}"
+    assert served.get("429_limit", 0) == 0
+
+    from graphrag_ray.config.load import load_settings
+    from graphrag_ray.llm.concurrency import warm_start
+    from graphrag_ray.llm.ratelimit import LocalRateLimiter
+
+    models = load_settings(root).models
+    moved = {**known, "default_chat": {**known["default_chat"], "endpoint": "0" * 16}}
+    limiter = LocalRateLimiter()
+    assert warm_start(limiter, moved, models) == ["default_embedding"], "a moved endpoint is probed again"
+    refused = {"default_chat": {**known["default_chat"], "learned_rpm": None, "learned_tpm": None, "refusals": 3}}
+    assert warm_start(LocalRateLimiter(), refused, models) == [], "429s and no announced limits: probe again"
