@@ -3,7 +3,11 @@ latency, then change it - add 1 % new documents and delete 1 % - and `update`. P
 update's calls, prompt tokens and wall, the update's share of each (targets: <= 5 % of calls and prompt tokens,
 <= 10 % of wall), what changed, and the calls and prompt tokens per stage of both runs.
 
-    python jobs/bench_update.py --tokens 1000000 [--latency 1.0]
+    python jobs/bench_update.py --tokens 1000000 [--latency 1.0] [--cli]
+
+By default both runs go through the API in this process, with Ray already running (the engine's own cost). With
+`--cli` they are `graphrag-ray index` and `graphrag-ray update`, each a fresh process as a user runs them
+(`workers.executor: auto`: the build starts Ray, a small update runs in its own process).
 """
 
 from __future__ import annotations
@@ -11,8 +15,11 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import subprocess
 import sys
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import yaml
 
@@ -22,6 +29,7 @@ from corpus import fresh_project  # noqa: E402
 from measure import Meter  # noqa: E402
 
 from graphrag_ray.api import build_index, join_ray, update_index  # noqa: E402
+from graphrag_ray.llm.ledger import UsageLedger  # noqa: E402
 from graphrag_ray.simulate.process import SimulatorProcess  # noqa: E402
 
 
@@ -33,6 +41,7 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--latency", type=float, default=0.0,
                         help="seconds the simulator takes per call (0: the engine's own cost; 1: closer to a provider)")
+    parser.add_argument("--cli", action="store_true", help="run `graphrag-ray index` / `update` as fresh processes")
     args = parser.parse_args()
     root, corpus_tokens = fresh_project(args.workdir, args.tokens, "bench-update-")
     docs = sorted((root / "input").iterdir())
@@ -42,20 +51,25 @@ def main() -> None:
     held.mkdir()
     for path in docs[-n:]:  # the documents the update adds
         shutil.move(path, held / path.name)
-    join_ray()
+    if not args.cli:
+        join_ray()
     with SimulatorProcess(latency=args.latency) as sim:
-        (root / "settings.yaml").write_text(yaml.safe_dump(settings_for(sim.base_url, args.actors)))
-        with Meter(exclude_pids={sim.pid()}) as full_meter:
-            full = build_index(root=root)
+        settings = settings_for(sim.base_url, args.actors)
+        if args.cli:
+            settings["workers"]["executor"] = "auto"
+        (root / "settings.yaml").write_text(yaml.safe_dump(settings))
+        full, full_meter = run_cli(root, "index") if args.cli else metered(sim, lambda: build_index(root=root))
         for path in held.iterdir():
             shutil.move(path, root / "input" / path.name)
         for path in docs[:n]:  # the documents the update deletes
             (root / "input" / path.name).unlink()
-        with Meter(exclude_pids={sim.pid()}) as update_meter:
-            updated = update_index(root=root)
+        updated, update_meter = run_cli(root, "update") if args.cli else metered(sim, lambda: update_index(root=root))
     runs = {"full build": (full, full_meter), "update": (updated, update_meter)}
     print(f"corpus: {corpus_tokens:,} tokens in {len(docs)} documents; the update adds {n} and deletes {n}; "
-          f"simulator latency {args.latency:g} s per call")
+          f"simulator latency {args.latency:g} s per call; "
+          + ("`graphrag-ray index` / `update` as fresh processes, executor auto: "
+             f"{full.stats.get('executor')} / {updated.stats.get('executor')}" if args.cli
+             else "API in this process, Ray running"))
     print(f"{'run':<12}{'wall s':>9}{'calls':>9}{'prompt tok':>13}{'compl tok':>12}{'cache hits':>12}")
     figures = {}
     for name, (result, meter) in runs.items():
@@ -82,6 +96,26 @@ def main() -> None:
                                                for name, step in updated.stats["steps"].items()))
     print(json.dumps({"corpus_tokens": corpus_tokens, "documents": len(docs), "changed_documents": n,
                       **figures, "share": share, "changes": changes}))
+
+
+def metered(sim, run):
+    with Meter(exclude_pids={sim.pid()}) as meter:
+        result = run()
+    return result, meter
+
+
+def run_cli(root: Path, command: str):
+    """`graphrag-ray <command> --root ROOT` in a fresh process: its wall, and what it published (stats, ledger)."""
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "graphrag_ray.cli", command, "--root", str(root)],
+                          capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        sys.exit(f"graphrag-ray {command} failed: {done.stderr[-2000:]}")
+    version = root / "output" / "versions" / (root / "output" / "CURRENT").read_text().strip()
+    stats = json.loads((version / "stats.json").read_text())
+    ledger = UsageLedger.from_dict(json.loads((version / "ledger.json").read_text()))
+    return SimpleNamespace(stats=stats, ledger=ledger), SimpleNamespace(wall_s=wall)
 
 
 if __name__ == "__main__":

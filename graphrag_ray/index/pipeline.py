@@ -89,15 +89,29 @@ def graph_fingerprint(ctx: StepContext, method: str) -> str:
     return hashlib.sha256(material.encode()).hexdigest()[:16]
 
 
-def input_id_for(ctx: StepContext, method: str, files: list[FoundFile] | None = None) -> str:
+def input_manifest(files: list[FoundFile]) -> list[list]:
+    """[source, sha256, bytes] of every input file: what the input is, and (kept with each version as
+    inputs.json) what the next update compares with."""
+    return [[file.source, hashlib.sha256(file.read_bytes()).hexdigest(), file.size] for file in files]
+
+
+def input_id_for(ctx: StepContext, method: str, files: list[FoundFile] | None = None,
+                 manifest: list[list] | None = None) -> str:
     """What decides an index's content: all settings but workers/cache/reporting, models' result keys, prompts,
     and the input's content."""
     settings = ctx.settings.model_dump(mode="json", exclude={"workers", "cache", "reporting", "models"})
-    manifest = []
-    for file in discover(ctx.settings, ctx.root) if files is None else files:
-        manifest.append([file.source, hashlib.sha256(file.read_bytes()).hexdigest()])
-    material = json.dumps([graph_fingerprint(ctx, method), settings, manifest], sort_keys=True, ensure_ascii=False)
+    if manifest is None:
+        manifest = input_manifest(discover(ctx.settings, ctx.root) if files is None else files)
+    material = json.dumps([graph_fingerprint(ctx, method), settings, [entry[:2] for entry in manifest]],
+                          sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(material.encode()).hexdigest()[:16]
+
+
+def changed_input_bytes(manifest: list[list], previous: list[list] | None) -> int:
+    """The bytes of the input files an update reads anew (new or changed since the version it updates); every
+    file's when that version kept no manifest."""
+    known = {(source, digest) for source, digest, *_ in previous or []}
+    return sum(size for source, digest, size in manifest if previous is None or (source, digest) not in known)
 
 
 def run_id_for(ctx: StepContext, method: str, files: list[FoundFile] | None = None,
@@ -155,7 +169,8 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
                                "an update would mix two graphs; run a full `graphrag-ray index`")
     files = discover(settings, root)
     check_columns(settings, files)
-    input_id = input_id_for(ctx, method, files)
+    manifest = input_manifest(files)
+    input_id = input_id_for(ctx, method, manifest=manifest)
     if update and input_id == published_stats.get("input_id"):
         return _published_result(output, published_stats, "unchanged")
     retried = None
@@ -181,7 +196,10 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
         if not resume:
             run.reset()
         workers = settings.workers
-        backend = choose_backend(workers.executor, sum(f.size for f in files), workers.local_max_input_mb)
+        # what the run reads anew decides whether Ray's start-up pays: an update of a few documents runs here
+        work_bytes = changed_input_bytes(manifest, _json(ctx.previous, "inputs.json")) if update \
+            else sum(f.size for f in files)
+        backend = choose_backend(workers.executor, work_bytes, workers.local_max_input_mb)
         limiter = job_limiter(backend, run_id, verbose)
         warm = warm_start(limiter, published_stats.get("provider_limits") or {}, settings.models) \
             if update else []
@@ -190,13 +208,13 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
             executor = Executor(ctx, run, limiter, progress, backend, settings.output.max_failure_ratio)
             tables = executor.run_steps(steps, keep=PUBLISHED_TABLES)
         about = {"run_id": run_id, "input_id": input_id, "method": method,
-                 "graph_fingerprint": graph_fingerprint(ctx, method), "started_warm": warm,
+                 "graph_fingerprint": graph_fingerprint(ctx, method), "executor": backend, "started_warm": warm,
                  "provider_limits": provider_limits(limiter.snapshot(), settings.models),
                  "kind": "update" if update else "retry" if retry_failures else "index",
                  **({"retried": retried} if retried is not None else {})}
         try:
             version, stats = publish(output, lambda folder: _write_index(
-                folder, tables, ctx, executor, steps, about, time.perf_counter() - started),
+                folder, tables, ctx, executor, steps, about, time.perf_counter() - started, manifest),
                 settings.output.keep_versions)
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
@@ -228,9 +246,16 @@ def _published_result(output, stats: dict, why: str) -> IndexResult:
                        current_index(output))
 
 
+def _json(version: Store | None, name: str):
+    """A JSON file of a published version (None when it has none: written by an earlier release)."""
+    raw = version.read_bytes(name) if version is not None else None
+    return json.loads(raw) if raw else None
+
+
 def _write_index(folder: Path, tables, ctx: StepContext, executor: Executor, steps: list[Step], about: dict,
-                 wall: float) -> dict:
+                 wall: float, manifest: list[list]) -> dict:
     settings = ctx.settings
+    (folder / "inputs.json").write_text(json.dumps(manifest, ensure_ascii=False), encoding="utf-8")
     rows = {}
     for name in REQUIRED_TABLES:  # one at a time (tables: RunTables, read from the run when asked for)
         table = tables[name]

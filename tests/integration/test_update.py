@@ -303,3 +303,34 @@ def test_an_update_starts_where_the_previous_run_left_off_with_the_provider(tmp_
     assert warm_start(limiter, moved, models) == ["default_embedding"], "a moved endpoint is probed again"
     refused = {"default_chat": {**known["default_chat"], "learned_rpm": None, "learned_tpm": None, "refusals": 3}}
     assert warm_start(LocalRateLimiter(), refused, models) == [], "429s and no announced limits: probe again"
+
+
+def test_a_small_update_runs_in_this_process_when_the_whole_corpus_would_go_to_ray(tmp_path):
+    """`workers.executor: auto` weighs what a run reads anew: a full index of a corpus above local_max_input_mb
+    starts Ray, an update that adds one short document to it runs in the command's own process (Ray's start-up
+    would cost more than the work). Each version keeps its input manifest (inputs.json) for the next update."""
+    from graphrag_ray.index.pipeline import changed_input_bytes
+
+    with SimulatorProcess() as sim:
+        root = make_root(tmp_path / "p", sim.base_url, chunks={"size": 60, "overlap": 0},
+                         workers={"executor": "local", "local_max_input_mb": 0.001})
+        (root / "input").mkdir()
+        for topic in TOPICS:
+            for n in range(3):
+                write(root, f"{topic}{n}.txt", document(topic, n))
+        built = api.build_index(root=root)
+        manifest = json.loads((built.index.local_path() / "inputs.json").read_text())
+        assert sorted(m[0] for m in manifest) == sorted(f"input/{p.name}" for p in (root / "input").iterdir())
+        corpus = changed_input_bytes(manifest, None)
+        assert corpus > 0.001 * 2**20, "a full index of this corpus would start Ray under `auto`"
+        settings = yaml.safe_load((root / "settings.yaml").read_text())
+        settings["workers"]["executor"] = "auto"  # workers settings do not change what is computed
+        (root / "settings.yaml").write_text(yaml.safe_dump(settings))
+        write(root, "a9.txt", "Kevin Moore met Alice Martin in Lyon.")
+        done = cli("update", "--root", str(root))
+        assert done.returncode == 0, done.stderr[-2000:]
+    stats = json.loads((published_index(root).local_path() / "stats.json").read_text())
+    assert stats["kind"] == "update" and stats["executor"] == "local", stats.get("executor")
+    now = json.loads((published_index(root).local_path() / "inputs.json").read_text())
+    assert changed_input_bytes(now, manifest) == len("Kevin Moore met Alice Martin in Lyon.".encode())
+    assert changed_input_bytes(manifest, now) == 0, "a file that left reads nothing anew"
