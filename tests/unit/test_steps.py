@@ -311,5 +311,12 @@ def test_reports_that_need_no_sub_report_are_written_in_the_first_round_whatever
     reports = pl.DataFrame([{"community": c, "title": f"T{c}", "full_content": f"# T{c}"} for c in (2, 3, 4, 5)])
     last = REPORTS.items(ctx, tables, 2, {"reports": reports})
     assert [it["community"] for it in last] == [1] and [c["report"]["community"] for c in last[0]["children"]] == [4, 5]
-    key = REPORTS.carry_identity
-    assert key(last[0])[-1] == [(4, ["e4", "e5"]), (5, ["e6", "e7"])], "its identity names what is below it"
+    assert last[0]["descendants"] and last[0]["descendants"] != first[0]["descendants"], \
+        "its identity names what is below it"
+    regrouped = communities.with_columns(pl.when(pl.col("community") == 4).then(pl.lit(["e4", "e5", "e6"]))
+                                         .when(pl.col("community") == 5).then(pl.lit(["e7"]))
+                                         .otherwise(pl.col("entity_ids")).alias("entity_ids"))
+    again = REPORTS.items(ctx, {**tables, "communities": regrouped}, 2, {"reports": reports})
+    assert REPORTS.carry_identity(again[0]) != REPORTS.carry_identity(last[0]), \
+        "its members and their descriptions are the same, but the communities below it were regrouped"
+    assert all(not it["descendants"] for it in first if it["community"] >= 2), "a leaf has nothing below it"

@@ -21,6 +21,7 @@ budget, it is written afresh.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 
@@ -86,14 +87,26 @@ def local_context(entities: list[dict], relationships: list[dict]) -> str:
                    for r in relationships])])
 
 
-def descendants(row: dict, by_number: dict[int, dict]) -> list:
-    """(number, sorted members) of every community below `row`, sorted: what its sub-reports were written from."""
+def descendants(row: dict, by_number: dict[int, dict]) -> str:
+    """A digest of (number, members) of every community below `row`: what its sub-reports were written from (a
+    digest, not the lists: an item travels to a worker, and a root community's would hold every entity per level)."""
     found, stack = [], list(row["children"])
     while stack:
         child = by_number[stack.pop()]
         found.append((child["community"], sorted(child["entity_ids"])))
         stack += child["children"]
-    return sorted(found)
+    return hashlib.blake2b(json.dumps(sorted(found)).encode(), digest_size=16).hexdigest() if found else ""
+
+
+def rows_surely_fit(entities: list[dict], relationships: list[dict], budget: int) -> bool:
+    """Whether a community's own rows fit `budget` tokens by the UTF-8 bytes bound - without writing the CSV of a
+    large community: its descriptions' characters alone exceed the budget first."""
+    chars = 0
+    for row in (*entities, *relationships):
+        chars += len(row["description"] or "")
+        if chars > budget:
+            return False
+    return at_most_tokens(local_context(entities, relationships)) <= budget
 
 
 def changes_context(revision: dict) -> str:
@@ -228,7 +241,7 @@ class CommunityReports(ItemStep):
     def _independent(item: dict, row: dict, revision: dict | None, budget: int) -> bool:
         """Whether the report can be written before its sub-communities' reports: it has none, its own rows surely
         fit (UTF-8 bytes bound tokens), or it is revised from changes that surely fit."""
-        return not row["children"] or at_most_tokens(local_context(item["entities"], item["relationships"])) <= budget \
+        return not row["children"] or rows_surely_fit(item["entities"], item["relationships"], budget) \
             or (revision is not None and at_most_tokens(changes_context(revision)) <= budget)
 
     def _previous_reports(self, ctx: StepContext) -> PreviousReports | None:
@@ -249,7 +262,7 @@ class CommunityReports(ItemStep):
                 sorted((e["id"], e["human_readable_id"], e["title"], e["description"]) for e in item["entities"]),
                 sorted((r["id"], r["human_readable_id"], r["source"], r["target"], r["description"])
                        for r in item["relationships"]),
-                item.get("descendants", []))
+                item.get("descendants", ""))
 
     def context(self, item: dict, budget: int, count) -> str:
         local = local_context
