@@ -120,6 +120,15 @@ class ItemStep(Step):
     # an update takes the rows of items the previous version already computed from it (exec/carried.py); only
     # for steps whose rows come from `process`, one item at a time, and are not spilled
     carries_results: bool = False
+    # what the driver keeps on the step between calls of one run (previous-version rows, items of later rounds):
+    # never pickled - the step travels to a worker with every partition
+    driver_only: tuple[str, ...] = ()
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        for name in self.driver_only:
+            state.pop(name, None)
+        return state
 
     def rounds(self, ctx: StepContext, tables: Tables) -> int:
         return 1

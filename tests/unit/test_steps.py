@@ -320,3 +320,23 @@ def test_reports_that_need_no_sub_report_are_written_in_the_first_round_whatever
     assert REPORTS.carry_identity(again[0]) != REPORTS.carry_identity(last[0]), \
         "its members and their descriptions are the same, but the communities below it were regrouped"
     assert all(not it["descendants"] for it in first if it["community"] >= 2), "a leaf has nothing below it"
+
+
+def test_a_step_travels_to_its_workers_without_what_the_driver_keeps_on_it():
+    """The step object goes to a worker with every partition: the driver's caches on it (the previous version's rows
+    in an update, later rounds' items, carried vectors) stay behind."""
+    import pickle
+
+    from graphrag_ray.index.steps.community_reports import STEP as REPORTS
+    from graphrag_ray.index.steps.embed import STEP as EMBED
+
+    for step, caches in ((REPORTS, ("_previous", "_waiting")), (EMBED, ("_carried",))):
+        for name in caches:
+            setattr(step, name, ("x" * 1_000_000,))
+        try:
+            travelled = pickle.loads(pickle.dumps(step))
+            assert len(pickle.dumps(step)) < 10_000, step.name
+            assert all(getattr(travelled, name) is None for name in caches), "the class default: nothing"
+        finally:
+            for name in caches:
+                setattr(step, name, None)

@@ -193,6 +193,8 @@ class CommunityReports(ItemStep):
     yields = {"reports": REPORT_ROW_SCHEMA}
     carries_results = True  # an update takes unchanged items' rows from the version it updates
     _previous: tuple[str, PreviousReports] | None = None
+    _waiting: tuple[pl.DataFrame, tuple] | None = None  # this run's communities, and their items by round
+    driver_only = ("_previous", "_waiting")
 
     def rounds(self, ctx: StepContext, tables: Tables) -> int:
         """The first round: every community whose report needs no sub-report; then one per level, deepest first,
@@ -201,21 +203,43 @@ class CommunityReports(ItemStep):
         return int(levels.max()) + 2 if levels.len() else 0
 
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
+        """Round 0: every community whose report needs no sub-report, of every level; round r: the others of level
+        (deepest - r + 1), with their sub-communities' reports. Each community's item is made once per run: round 0
+        keeps those that wait (references to the rows, no copies)."""
         communities = tables["communities"]
         deepest = int(communities["level"].max())
+        if round_index == 0 or self._waiting is None or self._waiting[0] is not communities:
+            self._waiting = (communities, self._first_round(ctx, tables))
+        by_number, first, waiting = self._waiting[1]
+        if round_index == 0:
+            items = first
+        else:
+            sub_reports = {r["community"]: r for r in earlier["reports"].iter_rows(named=True)} \
+                if "reports" in earlier else {}
+            items = waiting.pop(deepest - round_index + 1, [])
+            for item in items:
+                row = by_number[item["community"]]
+                for child in sorted(row["children"], key=lambda c: -by_number[c]["size"]):
+                    if child in sub_reports:
+                        item["children"].append({"entity_ids": by_number[child]["entity_ids"],
+                                                 "size": by_number[child]["size"], "report": sub_reports[child]})
+        if round_index == deepest + 1:  # the last round: hold nothing of this run (or of the previous version)
+            self._previous = self._waiting = None
+        return items
+
+    def _first_round(self, ctx: StepContext, tables: Tables) -> tuple[dict, list[dict], dict[int, list[dict]]]:
+        """(communities by number, the first round's items, the others' items by level)."""
+        communities = tables["communities"]
         ents = tables["entities_summarized"].select("id", "human_readable_id", "title", "description", "degree")
         rels = tables["relationships_summarized"].select("id", "human_readable_id", "source", "target",
                                                          "description", "combined_degree")
         ent_by_id = {r["id"]: r for r in ents.iter_rows(named=True)}
         rel_by_id = {r["id"]: r for r in rels.iter_rows(named=True)}
-        sub_reports = {r["community"]: r for r in earlier["reports"].iter_rows(named=True)} \
-            if "reports" in earlier else {}
         by_number = {r["community"]: r for r in communities.iter_rows(named=True)}
         previous = self._previous_reports(ctx)
         budget = ctx.settings.community_reports.max_input_length
-        rows = communities if round_index == 0 else communities.filter(pl.col("level") == deepest - round_index + 1)
-        items = []
-        for row in rows.sort("community").iter_rows(named=True):
+        first, waiting = [], {}
+        for row in sorted(by_number.values(), key=lambda r: r["community"]):
             item = {"item_id": row["id"], "community": row["community"],
                     "entities": sorted((ent_by_id[e] for e in row["entity_ids"]),
                                        key=lambda e: (-e["degree"], e["human_readable_id"])),
@@ -225,17 +249,12 @@ class CommunityReports(ItemStep):
             revision = previous.revision(item, row["level"]) if previous is not None else None
             if revision is not None:  # a hint, not part of what the item is (carry_identity leaves it out)
                 item["_revision"] = revision
-            if self._independent(item, row, revision, budget) != (round_index == 0):
-                continue
-            item["_first_round"] = round_index == 0
-            for child in sorted(row["children"], key=lambda c: -by_number[c]["size"]):
-                if child in sub_reports:
-                    item["children"].append({"entity_ids": by_number[child]["entity_ids"],
-                                             "size": by_number[child]["size"], "report": sub_reports[child]})
-            items.append(item)
-        if round_index == deepest + 1:
-            self._previous = None  # the last round: do not hold the previous version's rows after the run
-        return items
+            item["_first_round"] = self._independent(item, row, revision, budget)
+            if item["_first_round"]:
+                first.append(item)
+            else:
+                waiting.setdefault(row["level"], []).append(item)
+        return by_number, first, waiting
 
     @staticmethod
     def _independent(item: dict, row: dict, revision: dict | None, budget: int) -> bool:

@@ -31,6 +31,7 @@ class Embed(ItemStep):
     spilled = ("embeddings",)
     partition_size = 256
     _carried: tuple[str, pl.DataFrame] | None = None  # an update: the vectors items() found, until finish()
+    driver_only = ("_carried",)
 
     def rows(self, tables: Tables) -> list[dict]:
         """Every row that gets a vector: (item_id, target, text)."""
