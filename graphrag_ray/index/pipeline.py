@@ -28,6 +28,7 @@ from graphrag_ray.index.input import check_columns, discover
 from graphrag_ray.index.lock import RunLock
 from graphrag_ray.llm.concurrency import provider_limits, warm_start
 from graphrag_ray.llm.ledger import UsageLedger
+from graphrag_ray.llm.tokens import load_in_background
 from graphrag_ray.llm.preflight import check_endpoints
 from graphrag_ray.storage.location import FoundFile, Store, resolve
 from graphrag_ray.storage.schemas import REQUIRED_TABLES
@@ -161,6 +162,9 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
         (["igraph", "leidenalg"] if any(step.name == "communities" for step in steps) else [])
     if slow:
         threading.Thread(target=lambda: [importlib.import_module(m) for m in slow], daemon=True).start()
+    if update and any(step.name == "community_reports" for step in steps):  # it counts changed reports' tokens
+        reports_model = settings.model(settings.community_reports.model_id)
+        load_in_background(reports_model.model, reports_model.encoding)
     for path in _prompt_paths(settings) + ([settings.community_reports.update_prompt] if update else []):
         ctx.prompt(path)  # a missing prompt file fails now, before any work
     if published_stats is not None and published_stats.get("graph_fingerprint") not in (

@@ -320,6 +320,12 @@ def test_reports_that_need_no_sub_report_are_written_in_the_first_round_whatever
     assert REPORTS.carry_identity(again[0]) != REPORTS.carry_identity(last[0]), \
         "its members and their descriptions are the same, but the communities below it were regrouped"
     assert all(not it["descendants"] for it in first if it["community"] >= 2), "a leaf has nothing below it"
+    # an update counts tokens where the bytes bound cannot tell: community 1's 8 KB of rows hold ~2,000 tokens
+    from graphrag_ray.index.steps.community_reports import rows_fit
+
+    rows = [entity(i, "long " * 400) for i in range(4, 8)]
+    assert not rows_fit(rows, [], 1500) and not rows_fit(rows, [], 1500, count=lambda text: len(text) // 4)
+    assert rows_fit(rows, [], 2500, count=lambda text: len(text) // 4), "8 KB of text, about 2,000 tokens"
 
 
 def test_a_step_travels_to_its_workers_without_what_the_driver_keeps_on_it():

@@ -32,7 +32,7 @@ from graphrag_ray.ids import content_id
 from graphrag_ray.parsing.llm_output import parse_json_object
 from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
 from graphrag_ray.config.prompts import fill
-from graphrag_ray.llm.tokens import at_most_tokens, fits
+from graphrag_ray.llm.tokens import fits, tokenizer_for
 
 STAGE = "community_reports"
 REPORT_SCHEMA = {
@@ -98,15 +98,16 @@ def descendants(row: dict, by_number: dict[int, dict]) -> str:
     return hashlib.blake2b(json.dumps(sorted(found)).encode(), digest_size=16).hexdigest() if found else ""
 
 
-def rows_surely_fit(entities: list[dict], relationships: list[dict], budget: int) -> bool:
-    """Whether a community's own rows fit `budget` tokens by the UTF-8 bytes bound - without writing the CSV of a
-    large community: its descriptions' characters alone exceed the budget first."""
-    chars = 0
+def rows_fit(entities: list[dict], relationships: list[dict], budget: int, count=None) -> bool:
+    """Whether a community's own rows fit `budget` tokens: by the UTF-8 bytes bound, or with `count` by counting
+    rows of up to 8 characters a token - without writing the CSV of a large community, whose descriptions'
+    characters alone exceed that first."""
+    chars, most = 0, budget * (8 if count is not None else 1)
     for row in (*entities, *relationships):
         chars += len(row["description"] or "")
-        if chars > budget:
+        if chars > most:
             return False
-    return at_most_tokens(local_context(entities, relationships)) <= budget
+    return fits(local_context(entities, relationships), budget, count or (lambda text: budget + 1))
 
 
 def changes_context(revision: dict) -> str:
@@ -237,7 +238,12 @@ class CommunityReports(ItemStep):
         rel_by_id = {r["id"]: r for r in rels.iter_rows(named=True)}
         by_number = {r["community"]: r for r in communities.iter_rows(named=True)}
         previous = self._previous_reports(ctx)
-        budget = ctx.settings.community_reports.max_input_length
+        cfg = ctx.settings.community_reports
+        budget = cfg.max_input_length
+        count = None
+        if previous is not None:  # an update writes few reports: counting their tokens moves more to round 0
+            model = ctx.settings.model(cfg.model_id)
+            count = tokenizer_for(model.model, model.encoding).count
         first, waiting = [], {}
         for row in sorted(by_number.values(), key=lambda r: r["community"]):
             item = {"item_id": row["id"], "community": row["community"],
@@ -249,7 +255,9 @@ class CommunityReports(ItemStep):
             revision = previous.revision(item, row["level"]) if previous is not None else None
             if revision is not None:  # a hint, not part of what the item is (carry_identity leaves it out)
                 item["_revision"] = revision
-            item["_first_round"] = self._independent(item, row, revision, budget)
+            # an unchanged community is carried whichever round it is in: its tokens are not worth counting
+            changed = previous is not None and (revision is not None or row["community"] not in previous.communities)
+            item["_first_round"] = self._independent(item, row, revision, budget, count if changed else None)
             if item["_first_round"]:
                 first.append(item)
             else:
@@ -257,11 +265,12 @@ class CommunityReports(ItemStep):
         return by_number, first, waiting
 
     @staticmethod
-    def _independent(item: dict, row: dict, revision: dict | None, budget: int) -> bool:
-        """Whether the report can be written before its sub-communities' reports: it has none, its own rows surely
-        fit (UTF-8 bytes bound tokens), or it is revised from changes that surely fit."""
-        return not row["children"] or rows_surely_fit(item["entities"], item["relationships"], budget) \
-            or (revision is not None and at_most_tokens(changes_context(revision)) <= budget)
+    def _independent(item: dict, row: dict, revision: dict | None, budget: int, count) -> bool:
+        """Whether the report can be written before its sub-communities' reports: it has none, its own rows fit,
+        or it is revised from changes that fit. Without `count`, fitting is the UTF-8 bytes bound (a full build
+        does not count every large community's tokens in the driver)."""
+        return not row["children"] or rows_fit(item["entities"], item["relationships"], budget, count) \
+            or (revision is not None and fits(changes_context(revision), budget, count or (lambda text: budget + 1)))
 
     def _previous_reports(self, ctx: StepContext) -> PreviousReports | None:
         """The version an update revises from, read once per run (items() is called once per level)."""
