@@ -25,13 +25,18 @@ COMPARED = {
 
 
 def _diff(old: pl.DataFrame | None, new: pl.DataFrame, key: str, compared: tuple[str, ...]) -> dict[str, list]:
+    """Keys added, changed (a compared column differs: the rows' hashes) and removed - in polars, not row by row
+    (at 1M tokens, Python dicts of every row of six tables took a quarter of a second of an update)."""
     old = old if old is not None else new.clear()
-    columns = [key, *compared]
-    before = {r[key]: r for r in old.select(columns).iter_rows(named=True)}
-    after = {r[key]: r for r in new.select(columns).iter_rows(named=True)}
-    return {"added": sorted(k for k in after if k not in before),
-            "changed": sorted(k for k in after if k in before and after[k] != before[k]),
-            "removed": sorted(k for k in before if k not in after)}
+
+    def hashed(df: pl.DataFrame) -> pl.DataFrame:
+        return df.select(pl.col(key), pl.struct(list(compared)).hash(seed=0).alias("row"))
+
+    both = hashed(new).join(hashed(old), on=key, how="full", coalesce=True, suffix="_old")
+    return {"added": sorted(both.filter(pl.col("row_old").is_null())[key].to_list()),
+            "changed": sorted(both.filter(pl.col("row").is_not_null() & pl.col("row_old").is_not_null()
+                                          & (pl.col("row") != pl.col("row_old")))[key].to_list()),
+            "removed": sorted(both.filter(pl.col("row").is_null())[key].to_list())}
 
 
 def describe_changes(previous: Store, tables: dict[str, pl.DataFrame], ledger: UsageLedger) -> dict:
