@@ -36,9 +36,10 @@ from graphrag_ray.storage.tables import current_index, publish, read_table, writ
 from graphrag_ray.storage.vectors import VECTOR_TABLES, write_vector_batches
 
 INDEX_METHODS: dict[str, list[str]] = {
-    # embed_text_units runs in the background (beside extraction and what follows, until embed needs its vectors)
+    # background steps run beside the steps after them until one reads what they write: embed_text_units beside
+    # extraction and what follows (until embed needs its vectors), communities beside the summaries
     "standard": ["load_documents", "chunk", "embed_text_units", "extract_graph", "extract_claims", "merge_graph",
-                 "resolve_entities", "summarize_descriptions", "communities", "community_reports", "embed",
+                 "resolve_entities", "communities", "summarize_descriptions", "community_reports", "embed",
                  "finalize"],
     # no LLM at index time: NLP graph, joined descriptions, extractive reports (LazyGraphRAG / FastGraphRAG's idea)
     "fast": ["load_documents", "chunk", "embed_text_units", "nlp_graph", "merge_graph", "join_descriptions",

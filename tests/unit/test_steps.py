@@ -185,7 +185,7 @@ def test_each_community_lists_exactly_the_relationships_between_its_members(tmp_
                          "text_unit_ids": [[f"tu-{a[:2]}"] for a, _ in sorted(edges)]})
     docs = pl.DataFrame({"creation_date": ["2026-01-01"]})
     ctx = StepContext(Settings.model_validate({"cluster_graph": {"max_cluster_size": 8}}), tmp_path)
-    table = COMMUNITIES.run(ctx, {"entities_summarized": ents, "relationships_summarized": rels,
+    table = COMMUNITIES.run(ctx, {"resolved_entities": ents, "resolved_relationships": rels,
                                   "documents": docs})["communities"]
     assert table["level"].max() >= 1, "the clusters were split again: two levels to check"
     key_of = dict(zip(ents["id"], ents["key"]))

@@ -119,13 +119,16 @@ def previous_partition(previous: pl.DataFrame | None, ents: pl.DataFrame) -> dic
 
 class Communities(BatchStep):
     name = "communities"
-    reads = ("entities_summarized", "relationships_summarized", "documents")
+    # the graph's shape, not its descriptions: Leiden runs beside the description summaries (a background step;
+    # the reports step waits for it), off the path every run takes
+    reads = ("resolved_entities", "resolved_relationships", "documents")
     writes = ("communities",)
+    background = True
 
     def run(self, ctx: StepContext, tables: Tables) -> Tables:
         cfg = ctx.settings.cluster_graph
-        ents = tables["entities_summarized"]
-        rels = tables["relationships_summarized"]
+        ents = tables["resolved_entities"]
+        rels = tables["resolved_relationships"]
         pairs = (rels.select(pl.min_horizontal("skey", "tkey").alias("a"), pl.max_horizontal("skey", "tkey").alias("b"),
                              "weight")
                  .group_by("a", "b").agg(pl.col("weight").sum()).sort("a", "b"))

@@ -11,14 +11,16 @@ from graphrag_ray.index.steps.summarize_descriptions import STEP as SUMMARIZE
 class JoinDescriptions(BatchStep):
     name = "join_descriptions"
     reads = ("merged_entities", "merged_relationships")
-    writes = ("entities_summarized", "relationships_summarized")
+    # the resolved_* tables are the merged ones here (no resolution): what the communities step reads
+    writes = ("entities_summarized", "relationships_summarized", "resolved_entities", "resolved_relationships")
 
     def run(self, ctx: StepContext, tables: Tables) -> Tables:
         keep = ctx.settings.fast.max_description_sentences
         # the fast method has no resolution step: its merged tables are what summarize_descriptions reads
         trimmed = {f"resolved_{kind}": tables[f"merged_{kind}"].with_columns(pl.col("descriptions").list.head(keep))
                    for kind in ("entities", "relationships")}
-        return SUMMARIZE.finish(ctx, trimmed, {"summaries": pl.DataFrame(schema=SUMMARIZE.yields["summaries"])})
+        joined = SUMMARIZE.finish(ctx, trimmed, {"summaries": pl.DataFrame(schema=SUMMARIZE.yields["summaries"])})
+        return {**joined, **trimmed}
 
 
 STEP = JoinDescriptions()
