@@ -26,7 +26,7 @@ from graphrag_ray.index.changes import describe_changes
 from graphrag_ray.index.steps.embed import vector_batches
 from graphrag_ray.index.input import check_columns, discover
 from graphrag_ray.index.lock import RunLock
-from graphrag_ray.llm.concurrency import provider_limits, warm_start
+from graphrag_ray.llm.concurrency import limiter_snapshot, provider_limits, warm_start
 from graphrag_ray.llm.ledger import UsageLedger
 from graphrag_ray.llm.tokens import load_in_background
 from graphrag_ray.llm.preflight import check_endpoints
@@ -214,7 +214,7 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
             tables = executor.run_steps(steps, keep=PUBLISHED_TABLES)
         about = {"run_id": run_id, "input_id": input_id, "method": method,
                  "graph_fingerprint": graph_fingerprint(ctx, method), "executor": backend, "started_warm": warm,
-                 "provider_limits": provider_limits(limiter.snapshot(), settings.models),
+                 "provider_limits": provider_limits(limiter_snapshot(limiter), settings.models),
                  "kind": "update" if update else "retry" if retry_failures else "index",
                  **({"retried": retried} if retried is not None else {})}
         try:

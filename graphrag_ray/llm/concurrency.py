@@ -60,6 +60,15 @@ class AdaptiveConcurrency:
         self._successes = 0
 
 
+def limiter_snapshot(limiter) -> dict:
+    """The job limiter's stats, or none when it cannot be read: what a run learned is worth keeping, not worth
+    failing a finished run for."""
+    try:
+        return limiter.snapshot()
+    except Exception:  # noqa: BLE001
+        return {}
+
+
 def provider_limits(snapshot: dict, models: dict) -> dict:
     """What a run learned of each model's provider (`snapshot`: the job limiter's stats): that it answered, the
     limits it announced and how many 429s it sent - kept in the version's stats.json for the next run."""

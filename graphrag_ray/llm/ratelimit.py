@@ -26,6 +26,7 @@ import asyncio
 import itertools
 import threading
 import time
+import uuid
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -388,9 +389,13 @@ class _Client:
             self._send("answer_seen", key)
 
     async def job_has_answered(self, key: str) -> bool:
-        """Whether any worker of the job has had an answer from `key` (its limits, if announced, are known)."""
-        if key not in self._answered and await self._ask("has_answered", key):
-            self._answered.add(key)
+        """Whether any worker of the job has had an answer from `key` (its limits, if announced, are known); when
+        the limiter cannot say, no - the worker probes, as it would have."""
+        try:
+            if key not in self._answered and await self._ask("has_answered", key):
+                self._answered.add(key)
+        except Exception:  # noqa: BLE001 - a shortcut, never a reason for a call to fail
+            return False
         return key in self._answered
 
     def __getstate__(self):
@@ -467,10 +472,12 @@ class RayRateLimiter(_Client):
     def for_job(cls, job_name: str) -> "RayRateLimiter":
         import ray
 
-        # every waiting call of the job is one running actor call: room for many
+        # every waiting call of the job is one running actor call: room for many. The name is this job's alone: an
+        # earlier run of the same input in this process (or a killed driver's) left an actor of that name that
+        # dies with its owner's last reference, and a run handed it would lose its limiter mid-way
         actor_cls = ray.remote(num_cpus=0, max_restarts=-1, max_concurrency=100_000)(LimiterActor)
-        handle = actor_cls.options(name=f"limiter-{job_name}", namespace=LIMITER_NAMESPACE,
-                                   get_if_exists=True).remote()
+        handle = actor_cls.options(name=f"limiter-{job_name}-{uuid.uuid4().hex[:8]}",
+                                   namespace=LIMITER_NAMESPACE).remote()
         return cls(handle)
 
     async def _acquire(self, *args) -> int:
