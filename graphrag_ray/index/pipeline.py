@@ -234,7 +234,7 @@ def _published(output, command: str) -> tuple[Store, dict]:
     published = current_index(output)
     if published is None:
         raise IndexMissingError(f"{command}: no published index in {output} (run `graphrag-ray index` first)")
-    return published, json.loads(published.read_bytes("stats.json") or b"{}")
+    return published, _json(published, "stats.json") or {}
 
 
 def _failures_to_retry(published: Store, steps: list[Step]) -> int:

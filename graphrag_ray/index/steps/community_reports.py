@@ -107,7 +107,12 @@ def rows_fit(entities: list[dict], relationships: list[dict], budget: int, count
         chars += len(row["description"] or "")
         if chars > most:
             return False
-    return fits(local_context(entities, relationships), budget, count or (lambda text: budget + 1))
+    return fits_by(local_context(entities, relationships), budget, count)
+
+
+def fits_by(text: str, budget: int, count=None) -> bool:
+    """`fits` with `count`, or by the UTF-8 bytes bound alone when there is none (the driver of a full build)."""
+    return fits(text, budget, count or (lambda _: budget + 1))
 
 
 def changes_context(revision: dict) -> str:
@@ -270,10 +275,10 @@ class CommunityReports(ItemStep):
         or it is revised from changes that fit. Without `count`, fitting is the UTF-8 bytes bound (a full build
         does not count every large community's tokens in the driver)."""
         return not row["children"] or rows_fit(item["entities"], item["relationships"], budget, count) \
-            or (revision is not None and fits(changes_context(revision), budget, count or (lambda text: budget + 1)))
+            or (revision is not None and fits_by(changes_context(revision), budget, count))
 
     def _previous_reports(self, ctx: StepContext) -> PreviousReports | None:
-        """The version an update revises from, read once per run (items() is called once per level)."""
+        """The version an update revises from, read once per run."""
         if ctx.previous is None or not ctx.settings.community_reports.revise_on_update:
             return None
         if self._previous is None or self._previous[0] != ctx.previous.location:
