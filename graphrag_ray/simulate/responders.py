@@ -258,24 +258,30 @@ def community_report(prompt: str) -> str:
 
 
 def revised_report(prompt: str) -> str:
-    """A revision as a model writes one: the previous report's title, its summary and the findings that neither
-    name a removed entity nor are written again from a changed row, with what the changed rows say in front."""
+    """A revision as a model writes one, to the limits of a report written afresh: the previous report's title; its
+    summary rewritten with what the changed entities say in front; the findings the changed relationships bring,
+    then the previous findings that neither name a removed entity nor are written again from a changed row. A
+    change with no relationship adds no finding (a fresh report's fallback finding, which repeats its summary,
+    would make every revision longer than the report it revises)."""
     fresh = json.loads(community_report(prompt))
     previous = _section(prompt, "# Previous report", "\n# Changes").strip()
-    removed = {row.get("title", "") for row in _tables(prompt[prompt.rfind("Text:"):]).get("removed entities", [])}
+    changes = _tables(prompt[prompt.rfind("Text:"):])
+    removed = {row.get("title", "") for row in changes.get("removed entities", [])}
     blocks = previous.split("\n## ")
     head = blocks[0].splitlines()
     title = head[0].lstrip("# ").strip() if head else fresh["title"]
     summary = " ".join(line for line in head[1:] if line.strip())
-    kept, rewritten = [], {f["summary"] for f in fresh["findings"]}
+    new_findings = fresh["findings"] if changes.get("relationships") else []
+    kept, rewritten = [], {f["summary"] for f in new_findings}
     for block in blocks[1:]:
         name, _, explanation = block.partition("\n")
         if name.strip() not in rewritten and not any(t and t in block for t in removed):
             kept.append({"summary": name.strip(), "explanation": explanation.strip()})
-    findings = (fresh["findings"] + kept)[:6]  # as long as a report written afresh: the same limits hold
-    return json.dumps({**fresh, "title": title or fresh["title"],
-                       "summary": (fresh["summary"] + " " + summary).strip()[:700], "findings": findings},
-                      ensure_ascii=False)
+    findings = (new_findings + kept)[:6] or fresh["findings"]
+    said, _, cited = fresh["summary"].partition(" [Data: ")
+    rewritten_summary = (said + " " + summary).strip()[:600] + (f" [Data: {cited}" if cited else "")
+    return json.dumps({**fresh, "title": title or fresh["title"], "summary": rewritten_summary,
+                       "findings": findings}, ensure_ascii=False)
 
 
 # ----------------------------------------------------------------------------------------- generic
