@@ -13,8 +13,10 @@ Task = TypeVar("Task")
 
 
 def dispatch(pool: Pool, tasks: Iterable[Task], method: str, args: Callable[[Task], tuple],
-             on_result: Callable[[Task, Any], None], per_worker: int = 2) -> None:
-    """Run `method(*args(task))` for every task on the pool's workers; `on_result(task, value)` as each ends."""
+             on_result: Callable[[Task, Any], None], per_worker: int = 2,
+             started: Callable[[], None] | None = None) -> None:
+    """Run `method(*args(task))` for every task on the pool's workers; `on_result(task, value)` as each ends;
+    `started()` once the first tasks are in flight."""
     queue = deque(tasks)
     load = [0] * len(pool)
     in_flight: dict[Any, tuple[Task, int]] = {}
@@ -25,6 +27,9 @@ def dispatch(pool: Pool, tasks: Iterable[Task], method: str, args: Callable[[Tas
                 task = queue.popleft()
                 in_flight[pool.submit(worker, method, *args(task))] = (task, worker)
                 load[worker] += 1
+            if started is not None:
+                started, call = None, started
+                call()
             for handle in pool.wait_any(list(in_flight)):
                 task, worker = in_flight.pop(handle)
                 load[worker] -= 1

@@ -61,18 +61,25 @@ class Executor:
         self.node_ids: Counter = Counter()  # partitions run per Ray node (multi-node checks)
         self._pool: Pool | None = None
         self._lock = threading.Lock()  # the ledger and counters, shared by a background step's thread
+        # (gate, opened only by a step calling models): background work waiting for a step's first dispatch
+        self._gates: list[tuple[threading.Event, bool]] = []
+        self._waited_for: set[threading.Event] = set()  # gates of background steps the run now waits for
+        # step name -> (gate, future) of its prepare(), run beside the step before it
+        self._prepared: dict[str, tuple[threading.Event, Future]] = {}
 
     # -- steps -------------------------------------------------------------------------------------
     def run_steps(self, steps: list[Step], given: Tables | None = None, keep: set[str] | None = None) -> Tables:
         """Run `steps` in order (resuming what the run already finished); `given` are input tables no step
-        writes. A `background` step starts when its turn comes and runs beside the steps after it until one of
-        them reads what it writes (or the method ends): its calls go to another model, whose limits would
-        otherwise sit idle. Returns every table written, and all `failures` rows together. With `keep`, memory
-        holds between two steps only what the next one reads (the others are read back from the run when a later
-        step needs them: a large run does not hold every table from its step to the end), and the `keep` tables
-        are returned as RunTables, read back from the run one at a time."""
+        writes. A `background` step runs beside the steps after it until one of them reads what it writes (or the
+        method ends): its calls go to another model, whose limits would otherwise sit idle. It starts once the
+        next step has its first work in flight (or is done): its own driver work - reading the previous version,
+        Leiden, which holds the GIL for half a second at 1M tokens - would otherwise hold back that step's first
+        calls, which are on the run's critical path. Returns every table written, and all `failures` rows
+        together. With `keep`, memory holds between two steps only what the next one reads (the others are read
+        back from the run when a later step needs them: a large run does not hold every table from its step to
+        the end), and the `keep` tables are returned as RunTables, read back from the run one at a time."""
         tables: Tables = dict(given or {})
-        running: dict[str, tuple[Step, Future]] = {}
+        running: dict[str, tuple[Step, Future, threading.Event]] = {}
         lanes = ThreadPoolExecutor(max_workers=2, thread_name_prefix="graphrag-ray-steps") \
             if any(step.background for step in steps) else None
         try:
@@ -81,10 +88,18 @@ class Executor:
                     self._workers()  # one pool for both lanes, made before either uses it
                 for i, step in enumerate(steps):
                     self._join(running, tables, set(step.reads) | set(step.optional_reads))
+                    following = steps[i + 1] if i + 1 < len(steps) else None
+                    if following is not None and type(following).prepare is not Step.prepare \
+                            and not step.background and not self.run.step_done(following.name):
+                        # what the next step can do without this one's tables, it does while this one waits
+                        gate = self._gate(llm_only=False)
+                        self._prepared[following.name] = (gate, self._beside(gate, following.prepare, self.ctx))
                     if step.background:
-                        running[step.name] = (step, lanes.submit(self._run_step, step, dict(tables)))
+                        gate = self._gate(llm_only=False)
+                        running[step.name] = (step, lanes.submit(self._run_after, gate, self._run_step, step, dict(tables)), gate)
                     else:
                         tables.update(self._run_step(step, tables))
+                        self._open_gates(llm=False)
                     if keep is not None:
                         # every step's tables are in the run folder: memory holds only what the next step reads
                         # (a later one reads the rest back), and the caller reads `keep` back one at a time
@@ -94,6 +109,7 @@ class Executor:
                             del tables[name]
                 self._join(running, tables, None)
         finally:
+            self._open_gates(llm=True)  # background work that never started must not keep its thread waiting
             self.close()  # cancels what a background step still has in flight when the run stops early
             if lanes is not None:
                 lanes.shutdown(wait=True, cancel_futures=True)
@@ -106,16 +122,66 @@ class Executor:
             return RunTables(self.run, keep & written, {"failures": tables["failures"]})
         return tables
 
-    @staticmethod
-    def _join(running: dict[str, tuple[Step, Future]], tables: Tables, reads: set[str] | None) -> None:
+    def _join(self, running: dict[str, tuple[Step, Future, threading.Event]], tables: Tables,
+              reads: set[str] | None) -> None:
         """Wait for the background steps that write one of `reads` (None: all of them); their tables join."""
-        for name, (step, future) in list(running.items()):
+        for name, (step, future, gate) in list(running.items()):
             if reads is None or reads & set(step.writes):
+                with self._lock:
+                    self._waited_for.add(gate)
+                gate.set()  # waited for: it starts now if it has not, without settling first
                 tables.update(future.result())
                 del running[name]
 
+    def beside_first_calls(self, work) -> None:
+        """Run `work` in a thread once the first step calling models has its first calls out: to do slow work
+        that is needed later (imports) while the run waits on the network, not while it sends."""
+        self._beside(self._gate(llm_only=True), work)
+
+    def _beside(self, gate: threading.Event, work, *args) -> Future:
+        """`work(*args)` in a thread of its own once `gate` opens; its outcome in the future returned."""
+        done: Future = Future()
+
+        def run() -> None:
+            try:
+                done.set_result(self._run_after(gate, work, *args))
+            except BaseException as exc:  # noqa: BLE001 - handed to whoever waits for it
+                done.set_exception(exc)
+
+        threading.Thread(target=run, daemon=True, name="graphrag-ray-beside").start()
+        return done
+
+    def _gate(self, llm_only: bool) -> threading.Event:
+        gate = threading.Event()
+        with self._lock:
+            self._gates.append((gate, llm_only))
+        return gate
+
+    def _run_after(self, gate: threading.Event, work, *args):
+        gate.wait()
+        with self._lock:
+            waited_for = gate in self._waited_for
+        if self._pool is not None and not waited_for:  # in-process workers: until their requests are out (GIL)
+            self._pool.settle(most=2.0)
+        return work(*args)
+
+    def _open_gates(self, llm: bool) -> None:
+        """Let background work waiting for the step now running start (its first work is in flight, or it is
+        done); with `llm` false, not the work waiting for model calls."""
+        with self._lock:
+            opened = [gate for gate, llm_only in self._gates if llm or not llm_only]
+            self._gates = [(gate, llm_only) for gate, llm_only in self._gates if not (llm or not llm_only)]
+        for gate in opened:
+            gate.set()
+
     def _run_step(self, step: Step, tables: Tables) -> Tables:
         started = time.perf_counter()
+        if step.name in self._prepared:  # begun beside the step before (or, if that had no calls, now)
+            gate, prepared = self._prepared.pop(step.name)
+            with self._lock:
+                self._waited_for.add(gate)
+            gate.set()
+            prepared.result()
         if self.run.step_done(step.name):
             self.stats[step.name] = {**self.run.step_stats(step.name), "resumed": True}
             return {w: self.run.load_table(w) for w in step.writes}
@@ -250,9 +316,13 @@ class Executor:
                 self.node_ids[result["node_id"]] += 1
             keep(p, part, frames, result["stats"])
 
+        # the background work waiting for this step starts once its first partitions are out (or it has none)
+        in_flight = None if step.background else lambda: self._open_gates(llm=step.uses_llm)
         if todo:
             dispatch(self._workers(), todo, "run_partition", lambda entry: (step, entry[1]), finished,
-                     PARTITIONS_PER_WORKER)
+                     PARTITIONS_PER_WORKER, started=in_flight)
+        elif in_flight is not None:
+            in_flight()
         return frames_of
 
     def _check_failures(self, step: ItemStep, items: int, failures: list[pl.DataFrame], failed_parts: list) -> None:
@@ -293,6 +363,10 @@ class Executor:
             usage = self.ledger.total()
         self.progress.update(task, advance=n, calls=usage.calls, cost=usage.cost,
                              tokens=usage.prompt_tokens + usage.completion_tokens)
+
+    def start_workers(self) -> None:
+        """Start the pool's workers now (Ray actors take about a second), before the first step needs them."""
+        self._workers()
 
     def _workers(self) -> Pool:
         if self._pool is None:

@@ -67,6 +67,10 @@ class Pool(ABC):
     def close(self) -> None:
         """Cancel what runs, end the workers."""
 
+    def settle(self, most: float) -> None:
+        """Return once the work handed to the workers has started and waits (on the network, say), or after `most`
+        seconds. Workers in other processes (Ray's) need nothing from this one: at once."""
+
     def __enter__(self) -> "Pool":
         return self
 
@@ -111,6 +115,17 @@ class InProcessPool(Pool):
     async def call(self, method: str, *args) -> Any:
         return await getattr(self.workers[next(self._next)], method)(*args)
 
+    def settle(self, most: float) -> None:
+        """The workers share this process's GIL: work started beside them now (Leiden, reading a table, an
+        import) would hold back the requests they are about to send, each send waiting for the GIL. Return once a
+        turn of their event loop finds nothing else to run (they all wait on the network), or after `most`."""
+        if self._loop is None:
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(_quiet(), self._loop).result(timeout=most)
+        except concurrent.futures.TimeoutError:
+            pass
+
     def close(self) -> None:
         if self._loop is None:
             return
@@ -123,6 +138,19 @@ class InProcessPool(Pool):
             loop.call_soon_threadsafe(loop.stop)
             thread.join(timeout=30)
         loop.close()
+
+
+async def _quiet(turns: int = 2) -> None:
+    """Return after `turns` consecutive turns of the running loop that had nothing else to run (a turn that runs
+    other callbacks - requests being built and sent, answers read - takes longer than a millisecond)."""
+    loop = asyncio.get_running_loop()
+    quiet = 0
+    while quiet < turns:
+        began = loop.time()
+        await asyncio.sleep(0)
+        quiet = quiet + 1 if loop.time() - began < 0.001 else 0
+        if not quiet:
+            await asyncio.sleep(0.005)  # let the busy turns pass without spinning on them
 
 
 class RayPool(Pool):

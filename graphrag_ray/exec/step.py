@@ -86,6 +86,10 @@ class Step(ABC):
         section = getattr(settings, self.settings_section)
         return [section.model_id] if getattr(section, "enabled", True) else []
 
+    def prepare(self, ctx: StepContext) -> None:
+        """Driver work that needs none of the step's input tables (reading the version an update starts from): the
+        executor runs it beside the step before this one, while that step waits on its calls."""
+
     def stat_update(self, key: str, value: int = 1) -> None:
         """Count an event (a gleaning round, an unparsed record, a truncated answer) into this step's stats."""
         counts = _STATS.get()

@@ -9,6 +9,7 @@ import asyncio
 from graphrag_ray.exec.step import ItemStep, StepContext, collecting_stats
 from graphrag_ray.llm.ledger import UsageLedger, recording_into
 from graphrag_ray.llm.models import Models
+from graphrag_ray.llm.tokens import load_in_background
 
 
 class StepWorker:
@@ -16,6 +17,11 @@ class StepWorker:
         self.ctx = ctx
         self.models = Models.create(ctx.settings, ctx.root, limiter=limiter, cautious_start=True,
                                     retry_unusable=ctx.retry_unusable)
+        # every call counts its tokens first: a new worker process builds the tokenizers (a third of a second
+        # each) while the first steps run, not when its first call is about to go out
+        for model, encoding in sorted({(m.model, m.encoding or "") for m in ctx.settings.models.values()
+                                       if m.type != "local_embedding"}):
+            load_in_background(model, encoding or None)
 
     async def run_partition(self, step: ItemStep, items: list[dict]) -> dict:
         with recording_into(UsageLedger()) as ledger, collecting_stats() as stats:

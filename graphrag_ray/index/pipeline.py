@@ -6,7 +6,6 @@ import errno
 import hashlib
 import importlib
 import json
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +19,7 @@ from graphrag_ray.exec.carried import publish_carried
 from graphrag_ray.exec.executor import Executor
 from graphrag_ray.exec.progress import progress_bar
 from graphrag_ray.exec.run_state import RunState
-from graphrag_ray.exec.runtime import choose_backend, job_limiter
+from graphrag_ray.exec.runtime import choose_backend, job_limiter, ray_running
 from graphrag_ray.exec.step import Step, StepContext
 from graphrag_ray.index.changes import describe_changes
 from graphrag_ray.index.steps.embed import vector_batches
@@ -28,7 +27,6 @@ from graphrag_ray.index.input import check_columns, discover
 from graphrag_ray.index.lock import RunLock
 from graphrag_ray.llm.concurrency import limiter_snapshot, provider_limits, warm_start
 from graphrag_ray.llm.ledger import UsageLedger
-from graphrag_ray.llm.tokens import load_in_background
 from graphrag_ray.llm.preflight import check_endpoints
 from graphrag_ray.storage.location import FoundFile, Store, resolve
 from graphrag_ray.storage.schemas import REQUIRED_TABLES
@@ -157,15 +155,6 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
         ctx.previous, published_stats = _published(output, "update" if update else "--retry-failures")
         method = published_stats.get("method", method)
     steps = method_steps(method)
-    # lancedb and igraph (which imports matplotlib) are slow to import and needed only later: import them while
-    # the driver mostly waits (Ray start-up, LLM calls in flight)
-    slow = (["lancedb"] if settings.embed_text.enabled else []) + \
-        (["igraph", "leidenalg"] if any(step.name == "communities" for step in steps) else [])
-    if slow:
-        threading.Thread(target=lambda: [importlib.import_module(m) for m in slow], daemon=True).start()
-    if update and any(step.name == "community_reports" for step in steps):  # it counts changed reports' tokens
-        reports_model = settings.model(settings.community_reports.model_id)
-        load_in_background(reports_model.model, reports_model.encoding)
     for path in _prompt_paths(settings) + ([settings.community_reports.update_prompt] if update else []):
         ctx.prompt(path)  # a missing prompt file fails now, before any work
     if published_stats is not None and published_stats.get("graph_fingerprint") not in (
@@ -187,14 +176,11 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
         if not retried:
             return _published_result(output, published_stats, "nothing to retry")
         ctx.retry_unusable = True
-    # exactly the models the method's steps will call, each checked before anything is spent
-    try:
-        check_endpoints(settings, [m for step in steps for m in step.model_ids(settings)])
-    except GraphRagRayError as exc:
-        if method == "fast":  # the offline method needs no endpoint at all: say how
-            raise type(exc)(f"{exc}. The fast method can run with no endpoint: set the embedding model's "
-                            "`type: local_embedding` (vectors computed here)") from None
-        raise
+    # with Ray running, the workers start while the endpoints are checked (below); otherwise a bad key is said
+    # before anything starts
+    workers_first = ray_running()
+    if not workers_first:
+        _check_models(settings, steps, method)
     with RunLock(root):
         run_id = run_id_for(ctx, method, files, input_id)
         run = RunState(Store(resolve(root, settings.output.runs_dir)).child(run_id))
@@ -211,6 +197,20 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
         started = time.perf_counter()
         with progress_bar(show_progress) as progress:
             executor = Executor(ctx, run, limiter, progress, backend, settings.output.max_failure_ratio)
+            if workers_first:
+                try:  # Ray's actors start (about a second) while the endpoints answer; nothing is sent before
+                    executor.start_workers()
+                    _check_models(settings, steps, method)
+                except BaseException:
+                    executor.close()
+                    raise
+            # lancedb (1.1 s) and igraph (0.4 s) are slow to import and needed only later: imported while the run
+            # waits on its first model calls - not at the start, where they held the GIL the run's first steps
+            # and first requests needed
+            slow = (["lancedb"] if settings.embed_text.enabled else []) + \
+                (["igraph", "leidenalg"] if any(step.name == "communities" for step in steps) else [])
+            if slow:
+                executor.beside_first_calls(lambda: [importlib.import_module(m) for m in slow])
             tables = executor.run_steps(steps, keep=PUBLISHED_TABLES)
         about = {"run_id": run_id, "input_id": input_id, "method": method,
                  "graph_fingerprint": graph_fingerprint(ctx, method), "executor": backend, "started_warm": warm,
@@ -228,6 +228,17 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
                                    f"published index is unchanged and the run resumes once there is room") from None
         run.reset()
         return IndexResult(output, run_id, stats, executor.ledger, dict(executor.node_ids), version)
+
+
+def _check_models(settings: Settings, steps: list[Step], method: str) -> None:
+    """Exactly the models the method's steps will call, each checked before anything is spent."""
+    try:
+        check_endpoints(settings, [m for step in steps for m in step.model_ids(settings)])
+    except GraphRagRayError as exc:
+        if method == "fast":  # the offline method needs no endpoint at all: say how
+            raise type(exc)(f"{exc}. The fast method can run with no endpoint: set the embedding model's "
+                            "`type: local_embedding` (vectors computed here)") from None
+        raise
 
 
 def _published(output, command: str) -> tuple[Store, dict]:

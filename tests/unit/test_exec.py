@@ -4,6 +4,7 @@ resume, error unwrapping with cancellation, and actor lifetime."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import polars as pl
@@ -256,6 +257,66 @@ def test_a_failing_background_step_stops_the_run_with_its_own_error(tmp_path, ba
                            given={"numbers": NUMBERS})
     assert executor._pool is None
     assert not RunState(tmp_path / "run").step_done("both")
+
+
+class NotesWhetherSquaresStarted(BatchStep):
+    """A background step's driver work (Leiden, say): it notes whether the step after it had work running."""
+
+    name = "notes"
+    background = True
+    reads = ("numbers",)
+    writes = ("notes",)
+
+    def __init__(self, flag: str):
+        self.flag = flag
+
+    def run(self, ctx, tables):
+        return {"notes": pl.DataFrame({"squares_started": [Path(self.flag).exists()]})}
+
+
+class CallingSquares(FlagsSquares):
+    uses_llm = True  # its items stand for model calls (no model is named: none is checked)
+
+    def items(self, ctx, tables, round_index, earlier):
+        time.sleep(0.5)  # the driver's own work before the first items go out
+        return super().items(ctx, tables, round_index, earlier)
+
+
+class PreparedTotal(Total):
+    """A step whose prepare() needs none of its input tables: it runs beside the step before."""
+
+    def __init__(self, flag: str):
+        self.flag = flag
+        self.seen: list[str] = []
+
+    def prepare(self, ctx):
+        time.sleep(0.2)  # it is waited for: the run does not go on without it
+        self.seen.append("prepared while squares ran" if Path(self.flag).exists() else "prepared")
+
+    def run(self, ctx, tables):
+        self.seen.append("ran")
+        return super().run(ctx, tables)
+
+
+def test_work_beside_a_step_starts_once_that_step_has_work_running(tmp_path):
+    """In this process the workers share the GIL with the driver: a background step's driver work, the next step's
+    prepare() and slow imports start only once the running step's first items are out (the requests they send are
+    on the run's critical path), and a step waits for its prepare()."""
+    flag = str(tmp_path / "squares-started")
+    executor = _executor(tmp_path, "local")
+    imported: list[bool] = []
+    executor.beside_first_calls(lambda: imported.append(Path(flag).exists()))
+    total = PreparedTotal(flag)
+    tables = executor.run_steps([NotesWhetherSquaresStarted(flag), CallingSquares(flag), total],
+                                given={"numbers": NUMBERS})
+    assert tables["notes"]["squares_started"].to_list() == [True]
+    assert total.seen == ["prepared while squares ran", "ran"]
+    assert tables["total"]["sum"].to_list() == [sum(n * n for n in range(23))]
+    for _ in range(100):
+        if imported:
+            break
+        time.sleep(0.05)
+    assert imported == [True], "work waiting for the first model calls ran once they were out"
 
 
 def test_a_dead_ray_start_record_starts_a_local_cluster_and_a_live_one_is_joined(tmp_path, monkeypatch):

@@ -277,6 +277,13 @@ class CommunityReports(ItemStep):
         return not row["children"] or rows_fit(item["entities"], item["relationships"], budget, count) \
             or (revision is not None and fits_by(changes_context(revision), budget, count))
 
+    def prepare(self, ctx: StepContext) -> None:
+        """An update reads the version it revises from, and builds the tokenizer that counts the changed
+        communities' tokens, while the summaries are being written."""
+        if self._previous_reports(ctx) is not None:
+            model = ctx.settings.model(ctx.settings.community_reports.model_id)
+            tokenizer_for(model.model, model.encoding)
+
     def _previous_reports(self, ctx: StepContext) -> PreviousReports | None:
         """The version an update revises from, read once per run."""
         if ctx.previous is None or not ctx.settings.community_reports.revise_on_update:
