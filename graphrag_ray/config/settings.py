@@ -184,7 +184,8 @@ class WorkersConfig(Section):
     executor: Literal["auto", "ray", "local"] = doc(
         "auto", "ray: Ray actors (the cluster, or a Ray started for the run); local: in this process, no Ray "
         "start-up; auto: ray when a cluster is there to join (a submitted job, RAY_ADDRESS, Ray already running "
-        "here) or the input exceeds local_max_input_mb, else local")
+        "here) or the input exceeds local_max_input_mb, else local - and an update whose new or changed input is "
+        "within local_max_input_mb runs locally, cluster or not")
     local_max_input_mb: float = doc(1.0, "auto: inputs up to this size (~250k tokens) run in this process", ge=0)
     num_actors: int = doc(2, "async Ray actors doing LLM work (they share the job's rate limiter); local: "
                              "workers on one event loop", gt=0)

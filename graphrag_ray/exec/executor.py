@@ -18,6 +18,7 @@ from typing import Any
 import polars as pl
 
 from graphrag_ray.errors import GraphRagRayError, StepFailedError
+from graphrag_ray.exec.beside import Beside
 from graphrag_ray.exec.carried import KEY_COLUMN, ItemKeys
 from graphrag_ray.exec.dispatch import dispatch
 from graphrag_ray.exec.pools import Pool, WorkerSpec, open_pool
@@ -61,9 +62,7 @@ class Executor:
         self.node_ids: Counter = Counter()  # partitions run per Ray node (multi-node checks)
         self._pool: Pool | None = None
         self._lock = threading.Lock()  # the ledger and counters, shared by a background step's thread
-        # (gate, opened only by a step calling models): background work waiting for a step's first dispatch
-        self._gates: list[tuple[threading.Event, bool]] = []
-        self._waited_for: set[threading.Event] = set()  # gates of background steps the run now waits for
+        self.beside = Beside(lambda: self._pool)  # work waiting for a step's first dispatch (beside.py)
         # step name -> (gate, future) of its prepare(), run beside the step before it
         self._prepared: dict[str, tuple[threading.Event, Future]] = {}
 
@@ -92,14 +91,15 @@ class Executor:
                     if following is not None and type(following).prepare is not Step.prepare \
                             and not step.background and not self.run.step_done(following.name):
                         # what the next step can do without this one's tables, it does while this one waits
-                        gate = self._gate(llm_only=False)
-                        self._prepared[following.name] = (gate, self._beside(gate, following.prepare, self.ctx))
+                        gate = self.beside.gate()
+                        self._prepared[following.name] = (gate, self.beside.thread(gate, following.prepare, self.ctx))
                     if step.background:
-                        gate = self._gate(llm_only=False)
-                        running[step.name] = (step, lanes.submit(self._run_after, gate, self._run_step, step, dict(tables)), gate)
+                        gate = self.beside.gate()
+                        running[step.name] = (step, lanes.submit(self.beside.run_after, gate, self._run_step, step,
+                                                                 dict(tables)), gate)
                     else:
                         tables.update(self._run_step(step, tables))
-                        self._open_gates(llm=False)
+                        self.beside.open(llm=False)
                     if keep is not None:
                         # every step's tables are in the run folder: memory holds only what the next step reads
                         # (a later one reads the rest back), and the caller reads `keep` back one at a time
@@ -109,7 +109,7 @@ class Executor:
                             del tables[name]
                 self._join(running, tables, None)
         finally:
-            self._open_gates(llm=True)  # background work that never started must not keep its thread waiting
+            self.beside.open(llm=True)  # work that never started must not keep its thread waiting
             self.close()  # cancels what a background step still has in flight when the run stops early
             if lanes is not None:
                 lanes.shutdown(wait=True, cancel_futures=True)
@@ -127,60 +127,20 @@ class Executor:
         """Wait for the background steps that write one of `reads` (None: all of them); their tables join."""
         for name, (step, future, gate) in list(running.items()):
             if reads is None or reads & set(step.writes):
-                with self._lock:
-                    self._waited_for.add(gate)
-                gate.set()  # waited for: it starts now if it has not, without settling first
+                self.beside.hurry(gate)
                 tables.update(future.result())
                 del running[name]
 
     def beside_first_calls(self, work) -> None:
         """Run `work` in a thread once the first step calling models has its first calls out: to do slow work
         that is needed later (imports) while the run waits on the network, not while it sends."""
-        self._beside(self._gate(llm_only=True), work)
-
-    def _beside(self, gate: threading.Event, work, *args) -> Future:
-        """`work(*args)` in a thread of its own once `gate` opens; its outcome in the future returned."""
-        done: Future = Future()
-
-        def run() -> None:
-            try:
-                done.set_result(self._run_after(gate, work, *args))
-            except BaseException as exc:  # noqa: BLE001 - handed to whoever waits for it
-                done.set_exception(exc)
-
-        threading.Thread(target=run, daemon=True, name="graphrag-ray-beside").start()
-        return done
-
-    def _gate(self, llm_only: bool) -> threading.Event:
-        gate = threading.Event()
-        with self._lock:
-            self._gates.append((gate, llm_only))
-        return gate
-
-    def _run_after(self, gate: threading.Event, work, *args):
-        gate.wait()
-        with self._lock:
-            waited_for = gate in self._waited_for
-        if self._pool is not None and not waited_for:  # in-process workers: until their requests are out (GIL)
-            self._pool.settle(most=2.0)
-        return work(*args)
-
-    def _open_gates(self, llm: bool) -> None:
-        """Let background work waiting for the step now running start (its first work is in flight, or it is
-        done); with `llm` false, not the work waiting for model calls."""
-        with self._lock:
-            opened = [gate for gate, llm_only in self._gates if llm or not llm_only]
-            self._gates = [(gate, llm_only) for gate, llm_only in self._gates if not (llm or not llm_only)]
-        for gate in opened:
-            gate.set()
+        self.beside.thread(self.beside.gate(llm_only=True), work)
 
     def _run_step(self, step: Step, tables: Tables) -> Tables:
         started = time.perf_counter()
         if step.name in self._prepared:  # begun beside the step before (or, if that had no calls, now)
             gate, prepared = self._prepared.pop(step.name)
-            with self._lock:
-                self._waited_for.add(gate)
-            gate.set()
+            self.beside.hurry(gate)
             prepared.result()
         if self.run.step_done(step.name):
             self.stats[step.name] = {**self.run.step_stats(step.name), "resumed": True}
@@ -317,7 +277,7 @@ class Executor:
             keep(p, part, frames, result["stats"])
 
         # the background work waiting for this step starts once its first partitions are out (or it has none)
-        in_flight = None if step.background else lambda: self._open_gates(llm=step.uses_llm)
+        in_flight = None if step.background else lambda: self.beside.open(llm=step.uses_llm)
         if todo:
             dispatch(self._workers(), todo, "run_partition", lambda entry: (step, entry[1]), finished,
                      PARTITIONS_PER_WORKER, started=in_flight)

@@ -55,12 +55,15 @@ def ensure_ray(verbose: bool = False) -> None:
                  logging_level=logging.INFO if verbose else logging.ERROR)
 
 
-def choose_backend(setting: str, input_bytes: int = 0, local_max_input_mb: float = float("inf")) -> str:
+def choose_backend(setting: str, input_bytes: int = 0, local_max_input_mb: float = float("inf"),
+                   join_cluster: bool = True) -> str:
     """`auto`: Ray when there is a cluster to join (a submitted job, RAY_ADDRESS, Ray already running here) or
-    the input is big enough to pay for Ray's start-up (seconds) with parallel actors; in this process otherwise."""
+    the input is big enough to pay for Ray's start-up (seconds) with parallel actors; in this process otherwise.
+    With `join_cluster` false (an update of a few documents), a cluster is not reason enough: the actors' start-up
+    (about a second) is most of what the job would wait on."""
     if setting != "auto":
         return setting
-    if ray_running() or os.environ.get("RAY_ADDRESS"):
+    if join_cluster and (ray_running() or os.environ.get("RAY_ADDRESS")):
         return "ray"
     return "ray" if input_bytes > local_max_input_mb * 2**20 else "local"
 

@@ -187,10 +187,11 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
         if not resume:
             run.reset()
         workers = settings.workers
-        # what the run reads anew decides whether Ray's start-up pays: an update of a few documents runs here
+        # what the run reads anew decides whether Ray's start-up pays: an update of a few documents runs here,
+        # cluster or not
         work_bytes = changed_input_bytes(manifest, _json(ctx.previous, "inputs.json")) if update \
             else sum(f.size for f in files)
-        backend = choose_backend(workers.executor, work_bytes, workers.local_max_input_mb)
+        backend = choose_backend(workers.executor, work_bytes, workers.local_max_input_mb, join_cluster=not update)
         limiter = job_limiter(backend, run_id, verbose)
         warm = warm_start(limiter, published_stats.get("provider_limits") or {}, settings.models) \
             if update else []

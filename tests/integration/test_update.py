@@ -305,10 +305,13 @@ def test_an_update_starts_where_the_previous_run_left_off_with_the_provider(tmp_
     assert warm_start(LocalRateLimiter(), refused, models) == [], "429s and no announced limits: probe again"
 
 
-def test_a_small_update_runs_in_this_process_when_the_whole_corpus_would_go_to_ray(tmp_path):
+def test_a_small_update_runs_in_this_process_when_the_whole_corpus_would_go_to_ray(tmp_path, monkeypatch):
     """`workers.executor: auto` weighs what a run reads anew: a full index of a corpus above local_max_input_mb
     starts Ray, an update that adds one short document to it runs in the command's own process (Ray's start-up
-    would cost more than the work). Each version keeps its input manifest (inputs.json) for the next update."""
+    would cost more than the work) - and so it does with a cluster to join, where a full index would use the
+    cluster (the actors' start-up is most of what it would wait on). Each version keeps its input manifest
+    (inputs.json) for the next update."""
+    from graphrag_ray.exec.runtime import choose_backend
     from graphrag_ray.index.pipeline import changed_input_bytes
 
     with SimulatorProcess() as sim:
@@ -329,8 +332,14 @@ def test_a_small_update_runs_in_this_process_when_the_whole_corpus_would_go_to_r
         write(root, "a9.txt", "Kevin Moore met Alice Martin in Lyon.")
         done = cli("update", "--root", str(root))
         assert done.returncode == 0, done.stderr[-2000:]
-    stats = json.loads((published_index(root).local_path() / "stats.json").read_text())
-    assert stats["kind"] == "update" and stats["executor"] == "local", stats.get("executor")
-    now = json.loads((published_index(root).local_path() / "inputs.json").read_text())
-    assert changed_input_bytes(now, manifest) == len("Kevin Moore met Alice Martin in Lyon.".encode())
-    assert changed_input_bytes(manifest, now) == 0, "a file that left reads nothing anew"
+        stats = json.loads((published_index(root).local_path() / "stats.json").read_text())
+        assert stats["kind"] == "update" and stats["executor"] == "local", stats.get("executor")
+        now = json.loads((published_index(root).local_path() / "inputs.json").read_text())
+        assert changed_input_bytes(now, manifest) == len("Kevin Moore met Alice Martin in Lyon.".encode())
+        assert changed_input_bytes(manifest, now) == 0, "a file that left reads nothing anew"
+        monkeypatch.setattr("graphrag_ray.exec.runtime.ray_running", lambda: True)  # a cluster to join
+        assert choose_backend("auto", corpus, 0.001) == "ray", "a full index joins the cluster"
+        write(root, "a10.txt", "Alice Martin left Lyon for Oslo.")
+        again = api.update_index(root=root)
+    assert again.stats["kind"] == "update" and again.stats["executor"] == "local", again.stats.get("executor")
+    assert "input/a10.txt" in {m[0] for m in json.loads((again.index.local_path() / "inputs.json").read_text())}
