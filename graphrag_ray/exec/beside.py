@@ -16,7 +16,9 @@ from typing import Any, Callable
 
 from graphrag_ray.exec.pools import Pool
 
-SETTLE_AT_MOST_S = 2.0
+# in-process workers send a partition's requests within tens of milliseconds; a loop still busy after this is
+# busy with answers (a fast provider, or the step's own CPU work), and waiting longer would only delay the work
+SETTLE_AT_MOST_S = 0.5
 
 
 class Beside:
