@@ -200,14 +200,15 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
             executor = Executor(ctx, run, limiter, progress, backend, settings.output.max_failure_ratio)
             if workers_first:
                 try:  # Ray's actors start (about a second) while the endpoints answer; nothing is sent before
-                    executor.start_workers()
+                    if backend == "ray":
+                        executor.start_workers()
                     _check_models(settings, steps, method)
                 except BaseException:
                     executor.close()
                     raise
-            # lancedb (1.1 s) and igraph (0.4 s) are slow to import and needed only later: imported while the run
-            # waits on its first model calls - not at the start, where they held the GIL the run's first steps
-            # and first requests needed
+            # lancedb (1.1 s), igraph and leidenalg (0.8 s) are slow to import and needed only later: imported
+            # while the run waits on its first model calls - not at the start, where they held the GIL the run's
+            # first steps and first requests needed
             slow = (["lancedb"] if settings.embed_text.enabled else []) + \
                 (["igraph", "leidenalg"] if any(step.name == "communities" for step in steps) else [])
             if slow:
