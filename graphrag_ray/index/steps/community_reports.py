@@ -262,20 +262,16 @@ class CommunityReports(ItemStep):
                 item["_revision"] = revision
             # an unchanged community is carried whichever round it is in: its tokens are not worth counting
             changed = previous is not None and (revision is not None or row["community"] not in previous.communities)
-            item["_first_round"] = self._independent(item, row, revision, budget, count if changed else None)
+            # whether the rows surely fit: by their tokens for a changed community of an update, else by the bytes
+            # bound (a hint the worker trusts when true: it does not count them again)
+            item["_rows_fit"] = rows_fit(item["entities"], item["relationships"], budget, count if changed else None)
+            item["_first_round"] = not row["children"] or item["_rows_fit"] or (
+                revision is not None and fits_by(changes_context(revision), budget, count if changed else None))
             if item["_first_round"]:
                 first.append(item)
             else:
                 waiting.setdefault(row["level"], []).append(item)
         return by_number, first, waiting
-
-    @staticmethod
-    def _independent(item: dict, row: dict, revision: dict | None, budget: int, count) -> bool:
-        """Whether the report can be written before its sub-communities' reports: it has none, its own rows fit,
-        or it is revised from changes that fit. Without `count`, fitting is the UTF-8 bytes bound (a full build
-        does not count every large community's tokens in the driver)."""
-        return not row["children"] or rows_fit(item["entities"], item["relationships"], budget, count) \
-            or (revision is not None and fits_by(changes_context(revision), budget, count))
 
     def prepare(self, ctx: StepContext) -> None:
         """An update reads the version it revises from, and builds the tokenizer that counts the changed
@@ -329,7 +325,7 @@ class CommunityReports(ItemStep):
             return local(entities, relationships) if entities or relationships else ""
 
         full = local(item["entities"], item["relationships"])
-        if fits(full, budget, count):  # most communities: their members' rows fit
+        if item.get("_rows_fit") or fits(full, budget, count):  # most communities: their members' rows fit
             return full
         children = item["children"]
         for k in range(1, len(children) + 1):  # the largest sub-communities' reports replace their members
@@ -361,8 +357,9 @@ class CommunityReports(ItemStep):
             if fits(changes, budget, chat.tokenizer.count):
                 revised = fill(ctx.prompt(cfg.update_prompt), previous_report=revision["report"],
                                input_text=changes, max_report_length=cfg.max_length)
-        if revised is not None and item.get("_first_round") and item.get("descendants") and not fits(
-                local_context(item["entities"], item["relationships"]), budget, chat.tokenizer.count):
+        if revised is not None and item.get("_first_round") and item.get("descendants") and not (
+                item.get("_rows_fit") or fits(local_context(item["entities"], item["relationships"]), budget,
+                                              chat.tokenizer.count)):
             prompt = revised  # written afresh, it would need the sub-reports it did not wait for
         else:
             text = self.context(item, budget, chat.tokenizer.count)
