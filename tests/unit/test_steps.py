@@ -326,6 +326,16 @@ def test_reports_that_need_no_sub_report_are_written_in_the_first_round_whatever
     rows = [entity(i, "long " * 400) for i in range(4, 8)]
     assert not rows_fit(rows, [], 1500) and not rows_fit(rows, [], 1500, count=lambda text: len(text) // 4)
     assert rows_fit(rows, [], 2500, count=lambda text: len(text) // 4), "8 KB of text, about 2,000 tokens"
+    # what the driver established travels with the item: the worker does not count those rows again
+    assert first[0]["_rows_fit"] and not last[0]["_rows_fit"]
+
+    def no_count(text):
+        raise AssertionError("the worker counted rows the driver already found to fit")
+
+    counted = {**first[0], "entities": rows, "_rows_fit": True}  # 8 KB: over the bytes bound of 1,500
+    assert REPORTS.context(counted, 1500, no_count).count("long") == 1600
+    assert REPORTS.context({**counted, "_rows_fit": False}, 1500, lambda text: 10**6) != \
+        REPORTS.context(counted, 1500, no_count), "not established: counted, and cut"
 
 
 def test_a_step_travels_to_its_workers_without_what_the_driver_keeps_on_it():
