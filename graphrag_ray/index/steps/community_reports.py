@@ -262,13 +262,14 @@ class CommunityReports(ItemStep):
                 item["_revision"] = revision
             # an unchanged community is carried whichever round it is in: its tokens are not worth counting
             changed = previous is not None and (revision is not None or row["community"] not in previous.communities)
+            counted = count if changed else None
             # whether the rows surely fit - by their tokens for a changed community of an update, else by the
             # bytes bound - where the round needs it or the tokens are counted: a hint the worker trusts when true
             # (it does not count them again); a leaf of a full build is left to the worker's own bytes bound
             item["_rows_fit"] = (bool(row["children"]) or changed) and rows_fit(
-                item["entities"], item["relationships"], budget, count if changed else None)
+                item["entities"], item["relationships"], budget, counted)
             item["_first_round"] = not row["children"] or item["_rows_fit"] or (
-                revision is not None and fits_by(changes_context(revision), budget, count if changed else None))
+                revision is not None and fits_by(changes_context(revision), budget, counted))
             if item["_first_round"]:
                 first.append(item)
             else:
