@@ -3,7 +3,9 @@
 Rows are matched by id (ids are content hashes, so for most tables an id that exists in both is the same row). A
 document is matched by where it comes from - its input id, or its file and row - so an edited document is
 "changed", not one removed and one added. Entities and relationships keep their ids (their names) while their
-descriptions, links or degrees change; reports keep theirs while their text changes."""
+descriptions, links or degrees change. Communities and their reports are matched by number: a community that
+gained or lost a few members keeps its number (carry.py) and is "changed", though its id (a hash of its members)
+is new."""
 
 from __future__ import annotations
 
@@ -14,13 +16,13 @@ from graphrag_ray.llm.ledger import UsageLedger
 from graphrag_ray.storage.location import Store
 from graphrag_ray.storage.tables import read_table
 
-# the columns whose change makes a row "changed" (ids and human-readable numbers aside)
+# each table's key, and the columns whose change makes a row "changed" (ids and human-readable numbers aside)
 COMPARED = {
-    "text_units": ("text",),
-    "entities": ("title", "type", "description", "text_unit_ids", "degree"),
-    "relationships": ("source", "target", "description", "weight", "text_unit_ids"),
-    "communities": ("level", "parent", "entity_ids", "relationship_ids"),
-    "community_reports": ("full_content",),
+    "text_units": ("id", ("text",)),
+    "entities": ("id", ("title", "type", "description", "text_unit_ids", "degree")),
+    "relationships": ("id", ("source", "target", "description", "weight", "text_unit_ids")),
+    "communities": ("community", ("level", "parent", "entity_ids", "relationship_ids")),
+    "community_reports": ("community", ("full_content",)),
 }
 
 
@@ -49,8 +51,8 @@ def describe_changes(previous: Store, tables: dict[str, pl.DataFrame], ledger: U
     result = {"from_version": previous.location.rsplit("/", 1)[-1],
               "tables": {"documents": _diff(with_source(read_table(previous, "documents")),
                                             with_source(tables["documents"]), "source", ("id",))}}
-    for name, compared in COMPARED.items():
-        result["tables"][name] = _diff(read_table(previous, name), tables[name], "id", compared)
+    for name, (key, compared) in COMPARED.items():
+        result["tables"][name] = _diff(read_table(previous, name), tables[name], key, compared)
     total = ledger.total()
     result["spent"] = {"calls": total.calls, "prompt_tokens": total.prompt_tokens,
                        "completion_tokens": total.completion_tokens, "cache_hits": total.cache_hits,

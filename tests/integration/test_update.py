@@ -136,6 +136,17 @@ def test_adding_a_document_to_one_topic_pays_for_that_topic_only(project):
     assert served["embedding_inputs"] == len(embedded_texts(after) - old_texts)
     changes = json.loads((after.local_path() / "changes.json").read_text())
     assert changes["tables"]["documents"] == {"added": ["input/a9.txt#0"], "changed": [], "removed": []}
+    # the community Kevin Moore joined is the one Alice Martin was in, changed: same number, a revised report
+    alice = read_table(before, "entities").filter(pl.col("title") == "ALICE MARTIN")["id"].item()
+
+    def holding(index, entity_id):
+        table = read_table(index, "communities").filter(pl.col("level") == 0)
+        return table.filter(pl.col("entity_ids").list.contains(entity_id))["community"].item()
+
+    kevin = ents.filter(pl.col("title") == "KEVIN MOORE")["id"].item()
+    assert holding(after, kevin) == holding(after, alice) == holding(before, alice)
+    assert holding(before, alice) in changes["tables"]["communities"]["changed"]
+    assert holding(before, alice) in changes["tables"]["community_reports"]["changed"]
     assert "KEVIN MOORE" in set(ents["title"]) and changes["spent"]["calls"] == served["ok"]
     assert published_version(root) != before.location.rsplit("/", 1)[-1]
 

@@ -122,6 +122,31 @@ def test_a_change_in_one_component_leaves_the_communities_of_the_others_as_they_
     assert before != after
 
 
+def test_a_community_that_gained_or_lost_a_few_members_keeps_its_number_and_a_new_one_follows_the_last():
+    """An update's communities: the same members keep the number; most of both's members shared (a member gone, one
+    joined) keep it too - it is that community, changed; a split-off minority, a merger of two and anything new are
+    numbered after the previous ones, in order."""
+    import polars as pl
+
+    from graphrag_ray.index.carry import carried_community_numbers
+    from graphrag_ray.ids import content_id
+
+    def cid(level, members):
+        return content_id("community", level, *sorted(members))
+
+    before = [(0, 0, "abcd"), (1, 0, "ef"), (2, 0, "ghi"), (5, 0, "pq"), (6, 0, "rs"), (3, 1, "ab"), (4, 1, "ghi")]
+    previous = pl.DataFrame({"id": [cid(level, m) for _, level, m in before], "community": [n for n, _, _ in before],
+                             "level": [level for _, level, _ in before],
+                             "entity_ids": [list(m) for _, _, m in before]})
+    after = [(0, "abc"), (0, "ef"), (0, "gx"), (0, "hi"), (0, "pqrs"), (1, "abc"), (1, "hiy")]
+    numbers = carried_community_numbers([cid(level, m) for level, m in after], [level for level, _ in after],
+                                        [list(m) for _, m in after], previous)
+    assert numbers == [0, 1, 7, 2, 8, 3, 4], (
+        "abc lost d: 0; ef as it was: 1; g split off with a newcomer: new; hi kept most of ghi: 2; pq and rs merged: "
+        "new; abc at level 1 gained c: 3; hiy kept most of ghi at level 1: 4")
+    assert carried_community_numbers(["x", "y"], [0, 0], [["a"], ["b"]], None) == [0, 1], "a full build counts"
+
+
 def test_text_repeated_across_text_units_is_embedded_once_and_every_unit_gets_its_vector(tmp_path):
     """Two documents filed twice give text units with the same text: one embedding item per distinct text,
     and finish hands that vector to every unit with the text (a failed text leaves its units out, as its

@@ -9,8 +9,9 @@ are small enough, cannot be split, or `max_levels` is reached. Entities with no 
 index is updated, each level's search starts from the previous version's partition (leidenalg's
 `initial_membership`) and the entities the change did not reach (same neighbours, same weights) keep their community
 (`is_membership_fixed`): only what changed moves, so the rest keeps its communities and reports; a community that
-exists in the previous version (same level and members) keeps its number, new ones are numbered after the previous
-ones.
+exists in the previous version (same level and members) keeps its number, and so does one that shares most of its
+members with a previous community of its level and most of that one's (it changed: a deleted document took a member
+away); new ones are numbered after the previous ones.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import polars as pl
 
 from graphrag_ray.exec.step import BatchStep, StepContext, Tables
 from graphrag_ray.ids import content_id
-from graphrag_ray.index.carry import carried_numbers
+from graphrag_ray.index.carry import carried_community_numbers
 
 if TYPE_CHECKING:
     import igraph
@@ -149,9 +150,10 @@ class Communities(BatchStep):
 
     def _table(self, tree, ents, rels, docs, previous: pl.DataFrame | None) -> pl.DataFrame:
         ids = [content_id("community", c["level"], *sorted(c["members"])) for c in tree]
-        numbers = carried_numbers(ids, previous, "community")
-        number_of = {id(c): n for c, n in zip(tree, numbers)}
         key_to_id = dict(zip(ents["key"].to_list(), ents["id"].to_list()))
+        numbers = carried_community_numbers(ids, [c["level"] for c in tree],
+                                            [[key_to_id[m] for m in c["members"]] for c in tree], previous)
+        number_of = {id(c): n for c, n in zip(tree, numbers)}
         key_units = dict(zip(ents["key"].to_list(), ents["text_unit_ids"].to_list()))
         rel_rows = list(zip(rels["skey"].to_list(), rels["tkey"].to_list(), rels["id"].to_list(),
                             rels["text_unit_ids"].to_list()))

@@ -149,8 +149,9 @@ class PreviousReports:
             "relationships", "id", "human_readable_id", "source", "target", "description").iter_rows(named=True)}
 
     def predecessor(self, item: dict, level: int) -> int | None:
-        """The community this one was: the same number (same members), else the previous community of its level
-        holding most of its members - a community that gained or lost members has a new number."""
+        """The community this one was: the same number (the same community, or one that gained or lost a few
+        members: carry.py), else the previous community of its level holding most of its members (a new number: it
+        split off, or merged what were several)."""
         if item["community"] in self.communities:
             return item["community"]
         overlap: dict[int, int] = {}
