@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 _SENTENCE_END = re.compile(r"[。！？!?；;]+|\.(?=\s)|\n+")
 _CJK = re.compile(r"[\u3400-\u9fff]")
-_EN_PHRASE = re.compile(r"\b[A-Z][\w'’&-]*(?:\s+(?:of|the|and|de|la|van|von|for)?\s*[A-Z][\w'’&-]*)*")
+_EN_JOINERS = ("of", "the", "and", "de", "la", "van", "von", "for")  # lower-case words inside a name
+_EN_PHRASE = re.compile(r"\b[A-Z][\w'’&-]*(?:\s+(?:" + "|".join(_EN_JOINERS) + r")?\s*[A-Z][\w'’&-]*)*")
 _EN_STOP = {"The", "A", "An", "In", "On", "At", "He", "She", "It", "They", "We", "I", "This", "That", "These",
             "Those", "His", "Her", "Their", "Our", "But", "And", "Or", "If", "When", "After", "Before", "As",
             "For", "From", "To", "By", "With", "While", "Then", "There", "Here", "Its", "Also", "However",
@@ -22,6 +23,28 @@ _ZH_TYPES = {"nr": "PERSON", "nrfg": "PERSON", "nrt": "PERSON", "ns": "GEO", "nt
 _EN_TITLES = ("Mr", "Mrs", "Ms", "Dr", "Prof", "Sir", "Madam", "President", "Professor", "Captain", "General")
 _TITLE_BEFORE = re.compile(r"\b(?:" + "|".join(_EN_TITLES) + r")\.?\s+$")
 _NAME_WORD = re.compile(r"[A-Z][a-z'’-]+$")  # Ada, O'Neil: a capitalised word, not an acronym or ALL-CAPS markup
+# A word alone that is capitalised because it opens something, not because it is a name. A date is no entity: a
+# calendar word alone is never one. The common words of prose and technical writing that open a sentence or a list
+# item ("Add support for ...", "Some users ...", "Don't ...") are not either; other words are judged by the text
+# (`_opening_word`).
+_CALENDAR = frozenset("""Mon Tue Tues Wed Thu Thur Thurs Fri Sat Sun Monday Tuesday Wednesday Thursday Friday Saturday
+Sunday Jan Feb Mar Apr Jun Jul Aug Sep Sept Oct Nov Dec January February March April May June July August September
+October November December""".split())
+_EN_COMMON = frozenset("""Add Added Adds Adding Fix Fixed Fixes Fixing Remove Removed Removes Update Updated Updates Use Used
+Uses Using Make Makes Made Do Does Don't Don’t Doesn't Set Move Moved Revert Reverted Change Changed Changes Allow Allowed
+Allows Support Supported Close Closes Closed Build Built Check Checked Run Runs Apply Applied Drop Dropped Bump Bumped Include Included
+Includes Adjust Adjusted Regenerate Regenerated Improve Improved Install Installed Document Documented Note Notes See Some
+All Any Each Every Many More Most Much New Now Not Only Please Thanks Thank Likewise So You Your Is Are Was Were Be Can
+Cannot Should Will Would Could Must Let Get Got Avoid Enable Enabled Disable Disabled Rename Renamed Replace Replaced
+Merge Merged Handle Call Return Create Created Delete Deleted Ensure Try Keep Pass Split Clean Refresh Rebuild Rewrite
+Simplify Prefer Correct Corrected Convert Other Both Such Same Several Few Since Because Although Until Unless Yet Still
+Just Even Instead Otherwise Perhaps First Second Third Last Next Previous Default Initial Minor Major Small Large Various
+General Generic Common Possible""".split())
+# what a word that opens a sentence, a line or a list item follows
+# (what precedes it, in the 12 characters before; a window of blanks alone is inside a line's indentation)
+_OPENS_LINE = r"(?:^|\n)[ \t]*(?:[*•+>#-]+[ \t]*)?|[(\[][ \t]*"  # a line, a list item, a bracket
+_LINE_OPENING = re.compile(f"(?:{_OPENS_LINE})$")
+_SENTENCE_OPENING = re.compile(rf"(?:[.!?;:]\s+|{_OPENS_LINE})$")
 # Chinese common nouns every technical or everyday text uses: never distinctive enough to be an entity
 ZH_GENERIC = frozenset("""选项 文件 命令 用户 信息 系统 参数 程序 数据 内容 方法 问题 时间 情况 部分 方式 结果 功能 类型
 名称 目录 格式 设置 配置 默认 输出 输入 错误 说明 模式 对象 文本 行为 操作 条件 作用 地方 东西 事情 工作 过程 例子 例如
@@ -91,6 +114,8 @@ def _en_mentions(text: str) -> list[Mention]:
         words = m.group().split()
         while words and words[0] in _EN_STOP:
             words = words[1:]
+        while len(words) > 2 and words[0] in _EN_COMMON and words[1] in _EN_JOINERS:
+            words = words[2:]  # "Consider the Readline changes", "Support for Unicode": the name is what follows
         if not words:
             continue
         name = " ".join(words)
@@ -99,6 +124,8 @@ def _en_mentions(text: str) -> list[Mention]:
         if len(words) >= 2 and all(w.isupper() for w in words):
             continue  # an ALL-CAPS phrase is markup or boilerplate ("MAIN CONTENT STARTS HERE"), not a name
         start = m.start() + m.group().index(words[0])
+        if len(words) == 1 and (name in _CALENDAR or _opening_word(text, name, start)):
+            continue
         if any(w.rstrip(".") in _ORG_WORDS for w in words):
             kind = "ORGANIZATION"
         elif _GEO_PREP.search(text[max(0, start - 8):start]):
@@ -110,3 +137,19 @@ def _en_mentions(text: str) -> list[Mention]:
             kind = "OTHER"
         out.append(Mention(name, kind, start))
     return out
+
+
+def _opening_word(text: str, word: str, start: int) -> bool:
+    """Whether `word`, alone at `start`, is capitalised only because it opens a sentence or a line: a common word
+    there ("Add ...", "Some ..."), one the text also writes in lower case ("Consider ..." / "to consider"), or one
+    that opens several lines or list items and never stands inside one (a changelog's "* Regenerate ..."). A name
+    that opens two sentences of prose stays a name, and so does a common word inside a sentence ("bought Apple")."""
+    def opens(at: int, opening: re.Pattern) -> bool:
+        return opening.search(text[max(0, at - 12):at]) is not None
+
+    if not opens(start, _SENTENCE_OPENING):
+        return False
+    if word in _EN_COMMON or re.search(r"(?<![\w'’&-])" + re.escape(word.lower()) + r"(?![\w'’&-])", text):
+        return True
+    found = [m.start() for m in re.finditer(r"(?<![\w'’&-])" + re.escape(word) + r"(?![\w'’&-])", text)]
+    return len(found) >= 2 and all(opens(at, _LINE_OPENING) for at in found)

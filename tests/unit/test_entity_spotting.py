@@ -1,0 +1,52 @@
+"""English entity spotting (the offline `fast` method's, and the simulator's stand-in for a model's extraction): a
+word capitalised only because it opens a sentence, a line or a list item, or a date, is not an entity; names are."""
+
+from __future__ import annotations
+
+from graphrag_ray.nlp.entities import mentions
+from graphrag_ray.simulate.responders import graph_of
+
+CHANGELOG = """bash (5.2.15-2) unstable; urgency=medium
+
+  * Add support for the loong64 architecture.
+  * Add a patch from upstream to fix the build with GCC 13.
+  * Regenerate the configure script. Thanks to Helmut Grohne.
+  * Some tests now run in Readline mode (Closes: #1029385).
+  * Don't install the bashbug manual page.
+
+ -- Matthias Klose <doko@debian.org>  Tue, 07 Mar 2023 11:20:54 +0100
+
+bash (5.2.15-1) unstable; urgency=medium
+
+  * New upstream release. Consider the Readline changes in Bash before you add new bindings.
+
+ -- Matthias Klose <doko@debian.org>  Wed, 01 Feb 2023 09:10:11 +0100
+"""
+
+
+def names(text: str) -> set[str]:
+    return {m.name for m in mentions(text)}
+
+
+def test_sentence_openers_and_dates_are_not_entities_and_names_are():
+    found = names(CHANGELOG)
+    assert {"Matthias Klose", "Helmut Grohne", "Readline", "Bash", "GCC"} <= found, found
+    # common openers ("Add", "Some", "Don't", "New", "Thanks"), a word the text also writes in lower case ("Add" /
+    # "add", "Consider"), one that opens several lines and never stands inside one ("Regenerate" would, with two),
+    # a weekday and a month
+    assert not found & {"Add", "Some", "Don't", "New", "Thanks", "Consider", "Tue", "Wed", "Mar", "Feb", "Closes"}, \
+        found
+
+
+def test_a_name_that_opens_sentences_of_prose_stays_a_name():
+    text = "Alice met Bob in Paris. Alice later called Carol. Bob stayed."
+    assert names(text) >= {"Alice", "Bob", "Carol", "Paris"}
+    assert "Regenerate" not in names("* Regenerate the docs.\n* Regenerate the tests.\n")
+    assert {"Regenerate", "Regenerate Labs"} <= names("Regenerate Labs hired Dana. It bought Regenerate in May.")
+    assert "May" not in names("Regenerate Labs hired Dana. It bought Regenerate in May.")
+
+
+def test_the_simulated_model_extracts_what_a_model_would_from_a_changelog():
+    entities, relationships = graph_of(CHANGELOG, ["ORGANIZATION", "PERSON", "GEO", "EVENT"])
+    assert {"MATTHIAS KLOSE", "HELMUT GROHNE", "READLINE"} <= set(entities), entities
+    assert not set(entities) & {"ADD", "TUE", "WED", "SOME", "NEW", "CLOSES", "DON'T"}, entities
