@@ -26,7 +26,7 @@ _NAME_WORD = re.compile(r"[A-Z][a-z'’-]+$")  # Ada, O'Neil: a capitalised word
 # A word alone that is capitalised because it opens something, not because it is a name. A date is no entity: a
 # calendar word alone is never one. The common words of prose and technical writing that open a sentence or a list
 # item ("Add support for ...", "Some users ...", "Don't ...") are not either; other words are judged by the text
-# (`_opening_word`).
+# (`_OpeningWords`).
 _CALENDAR = frozenset("""Mon Tue Tues Wed Thu Thur Thurs Fri Sat Sun Monday Tuesday Wednesday Thursday Friday Saturday
 Sunday Jan Feb Mar Apr Jun Jul Aug Sep Sept Oct Nov Dec January February March April May June July August September
 October November December""".split())
@@ -44,6 +44,7 @@ General Generic Common Possible""".split())
 # (what precedes it, in the 12 characters before; a window of blanks alone is inside a line's indentation)
 _OPENS_LINE = r"(?:^|\n)[ \t]*(?:[*•+>#-]+[ \t]*)?|[(\[][ \t]*"  # a line, a list item, a bracket
 _LINE_OPENING = re.compile(f"(?:{_OPENS_LINE})$")
+_EN_WORD = re.compile(r"[\w'’&-]+")  # a word as the name pattern sees one (Don't, AT&T, Build-Depends)
 _SENTENCE_OPENING = re.compile(rf"(?:[.!?;:]\s+|{_OPENS_LINE})$")
 # Chinese common nouns every technical or everyday text uses: never distinctive enough to be an entity
 ZH_GENERIC = frozenset("""选项 文件 命令 用户 信息 系统 参数 程序 数据 内容 方法 问题 时间 情况 部分 方式 结果 功能 类型
@@ -109,7 +110,8 @@ def _zh_mentions(text: str, concept_min_count: int) -> list[Mention]:
 
 
 def _en_mentions(text: str) -> list[Mention]:
-    out = []
+    out: list[Mention] = []
+    opening: _OpeningWords | None = None
     for m in _EN_PHRASE.finditer(text):
         words = m.group().split()
         while words and words[0] in _EN_STOP:
@@ -124,8 +126,13 @@ def _en_mentions(text: str) -> list[Mention]:
         if len(words) >= 2 and all(w.isupper() for w in words):
             continue  # an ALL-CAPS phrase is markup or boilerplate ("MAIN CONTENT STARTS HERE"), not a name
         start = m.start() + m.group().index(words[0])
-        if len(words) == 1 and (name in _CALENDAR or _opening_word(text, name, start)):
+        if len(words) == 1 and name in _CALENDAR:
             continue
+        if len(words) == 1:
+            if opening is None:  # once per text, and only for a text with a word alone to judge
+                opening = _OpeningWords(text)
+            if opening(name, start):
+                continue
         if any(w.rstrip(".") in _ORG_WORDS for w in words):
             kind = "ORGANIZATION"
         elif _GEO_PREP.search(text[max(0, start - 8):start]):
@@ -139,17 +146,41 @@ def _en_mentions(text: str) -> list[Mention]:
     return out
 
 
-def _opening_word(text: str, word: str, start: int) -> bool:
-    """Whether `word`, alone at `start`, is capitalised only because it opens a sentence or a line: a common word
-    there ("Add ...", "Some ..."), one the text also writes in lower case ("Consider ..." / "to consider"), or one
-    that opens several lines or list items and never stands inside one (a changelog's "* Regenerate ..."). A name
-    that opens two sentences of prose stays a name, and so does a common word inside a sentence ("bought Apple")."""
-    def opens(at: int, opening: re.Pattern) -> bool:
-        return opening.search(text[max(0, at - 12):at]) is not None
+class _OpeningWords:
+    """Which words of one text are capitalised only because they open a sentence or a line: a common word there
+    ("Add ...", "Some ..."), one the text also writes in lower case ("Consider ..." / "to consider"), or one that
+    opens several lines or list items and never stands inside one (a changelog's "* Regenerate ..."). A name that
+    opens two sentences of prose stays a name, and so does a common word inside a sentence ("bought Apple"). The
+    text's words are gathered once, and each word is judged once."""
 
-    if not opens(start, _SENTENCE_OPENING):
-        return False
-    if word in _EN_COMMON or re.search(r"(?<![\w'’&-])" + re.escape(word.lower()) + r"(?![\w'’&-])", text):
-        return True
-    found = [m.start() for m in re.finditer(r"(?<![\w'’&-])" + re.escape(word) + r"(?![\w'’&-])", text)]
-    return len(found) >= 2 and all(opens(at, _LINE_OPENING) for at in found)
+    def __init__(self, text: str):
+        self.text = text
+        self.words = set(_EN_WORD.findall(text))
+        self.judged: dict[str, bool] = {}
+
+    def opens(self, at: int, opening: re.Pattern = _SENTENCE_OPENING) -> bool:
+        return opening.search(self.text[max(0, at - 12):at]) is not None
+
+    def __call__(self, word: str, start: int) -> bool:
+        """Whether `word`, alone at `start`, is such a word."""
+        if not self.opens(start):
+            return False
+        if word not in self.judged:
+            self.judged[word] = word in _EN_COMMON or word.lower() in self.words or self._opens_lines_only(word)
+        return self.judged[word]
+
+    def _opens_lines_only(self, word: str) -> bool:
+        text, seen = self.text, 0
+        at = text.find(word)
+        while at != -1:  # each whole-word occurrence (str.find: a regex per word costs more than the search)
+            end = at + len(word)
+            if not (at and _in_word(text[at - 1]) or end < len(text) and _in_word(text[end])):
+                if not self.opens(at, _LINE_OPENING):
+                    return False
+                seen += 1
+            at = text.find(word, at + 1)
+        return seen >= 2
+
+
+def _in_word(char: str) -> bool:
+    return char.isalnum() or char in "_'’&-"
