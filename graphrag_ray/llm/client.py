@@ -71,12 +71,16 @@ _OPEN_CLIENTS: dict[int, list["OpenAIClient"]] = {}
 
 async def close_loop_clients() -> None:
     """Close every SDK client opened on the running loop. Each leaves the list once closed: a close cancelled
-    half-way (the loop shutting down) leaves the rest for the exit hook below."""
+    half-way (the loop shutting down) leaves the rest for the exit hook below. Two closes may run at once (Ctrl-C
+    ends an API call and `run()` together): a client the other took off the list while this one waited is not
+    taken twice."""
     loop = id(asyncio.get_running_loop())
     clients = _OPEN_CLIENTS.get(loop, [])
     while clients:
-        await clients[0].close()
-        clients.pop(0)
+        client = clients[0]
+        await client.close()
+        if client in clients:
+            clients.remove(client)
     _OPEN_CLIENTS.pop(loop, None)
 
 

@@ -180,3 +180,23 @@ def test_the_same_request_sent_twice_at_once_is_paid_once(tmp_path, simulator):
     assert len({a.content for a in answers}) == 1 and sum(not a.cached for a in answers) == 1
     usage = models.ledger.total("dup")
     assert (usage.calls, usage.cache_hits) == (1, 2) and simulator.stats()["ok"] == 1
+
+
+def test_two_closes_of_a_loops_clients_at_once_both_end_cleanly():
+    """Ctrl-C ends an API call's own close and `client.run()`'s together: both walk the loop's list of SDK clients;
+    neither takes a client the other already took (it was `IndexError: pop from empty list`, exit 1, not 130)."""
+    from graphrag_ray.llm import client as client_module
+
+    class Client:
+        closes = 0
+
+        async def close(self):
+            await asyncio.sleep(0)  # the other close runs meanwhile
+            Client.closes += 1
+
+    async def main():
+        client_module._OPEN_CLIENTS[id(asyncio.get_running_loop())] = [Client(), Client()]
+        await asyncio.gather(client_module.close_loop_clients(), client_module.close_loop_clients())
+        return client_module._OPEN_CLIENTS.get(id(asyncio.get_running_loop()))
+
+    assert asyncio.run(main()) is None and Client.closes >= 2
