@@ -30,18 +30,19 @@ _NAME_WORD = re.compile(r"[A-Z][a-z'’-]+$")  # Ada, O'Neil: a capitalised word
 _CALENDAR = frozenset("""Mon Tue Tues Wed Thu Thur Thurs Fri Sat Sun Monday Tuesday Wednesday Thursday Friday Saturday
 Sunday Jan Feb Mar Apr Jun Jul Aug Sep Sept Oct Nov Dec January February March April May June July August September
 October November December""".split())
-_EN_COMMON = frozenset("""Add Added Adds Adding Fix Fixed Fixes Fixing Remove Removed Removes Update Updated Updates Use Used
-Uses Using Make Makes Made Do Does Don't Don’t Doesn't Set Move Moved Revert Reverted Change Changed Changes Allow Allowed
-Allows Support Supported Close Closes Closed Build Built Check Checked Run Runs Apply Applied Drop Dropped Bump Bumped Include Included
-Includes Adjust Adjusted Regenerate Regenerated Improve Improved Install Installed Document Documented Note Notes See Some
-All Any Each Every Many More Most Much New Now Not Only Please Thanks Thank Likewise So You Your Is Are Was Were Be Can
-Cannot Should Will Would Could Must Let Get Got Avoid Enable Enabled Disable Disabled Rename Renamed Replace Replaced
-Merge Merged Handle Call Return Create Created Delete Deleted Ensure Try Keep Pass Split Clean Refresh Rebuild Rewrite
-Simplify Prefer Correct Corrected Convert Other Both Such Same Several Few Since Because Although Until Unless Yet Still
-Just Even Instead Otherwise Perhaps First Second Third Last Next Previous Default Initial Minor Major Small Large Various
-General Generic Common Possible""".split())
-# what a word that opens a sentence, a line or a list item follows
-# (what precedes it, in the 12 characters before; a window of blanks alone is inside a line's indentation)
+_EN_COMMON = frozenset("""
+Add Added Adds Adding Fix Fixed Fixes Fixing Remove Removed Removes Update Updated Updates Use Used Uses Using Make
+Makes Made Do Does Don't Don’t Doesn't Set Move Moved Revert Reverted Change Changed Changes Allow Allowed Allows
+Support Supported Close Closes Closed Build Built Check Checked Run Runs Apply Applied Drop Dropped Bump Bumped
+Include Included Includes Adjust Adjusted Regenerate Regenerated Improve Improved Install Installed Document
+Documented Note Notes See Some All Any Each Every Many More Most Much New Now Not Only Please Thanks Thank Likewise
+So You Your Is Are Was Were Be Can Cannot Should Will Would Could Must Let Get Got Avoid Enable Enabled Disable
+Disabled Rename Renamed Replace Replaced Merge Merged Handle Call Return Create Created Delete Deleted Ensure Try
+Keep Pass Split Clean Refresh Rebuild Rewrite Simplify Prefer Correct Corrected Convert Other Both Such Same Several
+Few Since Because Although Until Unless Yet Still Just Even Instead Otherwise Perhaps First Second Third Last Next
+Previous Default Initial Minor Major Small Large Various General Generic Common Possible""".split())
+# what comes just before a word that opens a line, a list item or a bracket - or a sentence - in the 12 characters
+# before it (a window of blanks alone is inside a line's indentation)
 _OPENS_LINE = r"(?:^|\n)[ \t]*(?:[*•+>#-]+[ \t]*)?|[(\[][ \t]*"  # a line, a list item, a bracket
 _LINE_OPENING = re.compile(f"(?:{_OPENS_LINE})$")
 _EN_WORD = re.compile(r"[\w'’&-]+")  # a word as the name pattern sees one (Don't, AT&T, Build-Depends)
@@ -126,12 +127,10 @@ def _en_mentions(text: str) -> list[Mention]:
         if len(words) >= 2 and all(w.isupper() for w in words):
             continue  # an ALL-CAPS phrase is markup or boilerplate ("MAIN CONTENT STARTS HERE"), not a name
         start = m.start() + m.group().index(words[0])
-        if len(words) == 1 and name in _CALENDAR:
-            continue
         if len(words) == 1:
             if opening is None:  # once per text, and only for a text with a word alone to judge
                 opening = _OpeningWords(text)
-            if opening(name, start):
+            if name in _CALENDAR or opening(name, start):
                 continue
         if any(w.rstrip(".") in _ORG_WORDS for w in words):
             kind = "ORGANIZATION"
