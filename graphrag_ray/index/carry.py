@@ -9,23 +9,27 @@ identical, so their reports are cache hits. A community that gained or lost a fe
 from __future__ import annotations
 
 from collections import Counter
+from typing import Callable
 
 import polars as pl
 
 
-def carried_numbers(ids: list[str], previous: pl.DataFrame | None, column: str = "human_readable_id") -> list[int]:
-    """The number of each id, in `ids` order: the previous one where the id existed, else the next free one."""
+def carried_numbers(ids: list[str], previous: pl.DataFrame | None, column: str = "human_readable_id",
+                    successor: Callable[[int], int | None] | None = None) -> list[int]:
+    """The number of each id, in `ids` order: the previous one where the id existed, else the one `successor(i)`
+    finds for the i-th (a row that changed but is still the same one), else the next free one."""
     if previous is None or not previous.height:
         return list(range(len(ids)))
     known = dict(zip(previous["id"].to_list(), previous[column].to_list()))
     following = max(known.values(), default=-1) + 1
     numbers = []
-    for row_id in ids:
-        if row_id in known:
-            numbers.append(known[row_id])
-        else:
-            numbers.append(following)
-            following += 1
+    for i, row_id in enumerate(ids):
+        number = known.get(row_id)
+        if number is None and successor is not None:
+            number = successor(i)
+        if number is None:
+            number, following = following, following + 1
+        numbers.append(number)
     return numbers
 
 
@@ -44,22 +48,15 @@ def carried_community_numbers(ids: list[str], levels: list[int], members: list[l
     to one: the communities of a level are disjoint, in either version."""
     if previous is None or not previous.height:
         return list(range(len(ids)))
-    known = dict(zip(previous["id"].to_list(), previous["community"].to_list()))
     where: dict[tuple[int, str], int] = {}
     size: dict[int, int] = {}
     for level, number, entity_ids in previous.select("level", "community", "entity_ids").iter_rows():
         size[number] = len(entity_ids)
         where.update(((level, e), number) for e in entity_ids)
-    following = max(known.values(), default=-1) + 1
-    numbers = []
-    for row_id, level, member_ids in zip(ids, levels, members):
-        number = known.get(row_id)
-        if number is None:
-            shared = Counter(where[(level, e)] for e in member_ids if (level, e) in where)
-            best = min(shared, key=lambda c: (-shared[c], c), default=None)
-            if best is not None and 2 * shared[best] > max(len(member_ids), size[best]):
-                number = best
-        if number is None:
-            number, following = following, following + 1
-        numbers.append(number)
-    return numbers
+
+    def successor(i: int) -> int | None:
+        shared = Counter(where[(levels[i], e)] for e in members[i] if (levels[i], e) in where)
+        best = min(shared, key=lambda c: (-shared[c], c), default=None)
+        return best if best is not None and 2 * shared[best] > max(len(members[i]), size[best]) else None
+
+    return carried_numbers(ids, previous, "community", successor)
