@@ -1,18 +1,39 @@
-"""Tolerant parsers for LLM output. They never raise: what they cannot use is counted and returned."""
+"""Tolerant parsers for LLM output. They never raise: what they cannot use is counted and returned.
+
+Real models answer the tuple format in many shapes (seen in public Microsoft GraphRAG caches of gpt-4o, deepseek-r1,
+mistral, gemma and llama answers): records separated by the record delimiter or only by new lines, numbered or
+bulleted; closed with `)`, `>`, `)<|>` or `){N}` (the strength after the bracket); curly quotes; notes before the
+first record or after the last. A record runs from its opening `("entity"<|>` / `("relationship"<|>` to the next
+opening, so one record can never swallow another, whatever separates them.
+"""
 
 from __future__ import annotations
 
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 TUPLE_DELIMITER = "<|>"
 RECORD_DELIMITER = "##"
 COMPLETION_DELIMITER = "<|COMPLETE|>"
 
-_RECORD = re.compile(r"\(\s*[\"']?(entity|relationship)[\"']?\s*" + re.escape(TUPLE_DELIMITER) + r"(.*?)\)\s*$",
-                     re.S | re.I)
+_CURLY = str.maketrans({"“": '"', "”": '"', "„": '"', "‘": "'", "’": "'", "＂": '"'})
+_THINK = re.compile(r"<think>.*?(?:</think>|$)", re.S | re.I)
+_TUPLE = re.escape(TUPLE_DELIMITER)
+# a record's opening: ( "entity" <|>   (quotes optional, any case)
+_OPENING = re.compile(r"\(\s*[\"']?(entity|relationship)[\"']?\s*" + _TUPLE, re.I)
+# what closes a record at the end of its span: ) or > , perhaps a stray tuple delimiter, perhaps {strength}
+_CLOSE = r"(?:\)|(?<!\|)>)"  # ) or >, but not the > of a tuple delimiter
+_CLOSING = re.compile(_CLOSE + r"\s*(?:" + _TUPLE + r")?\s*(?:\{\s*(-?\d+(?:\.\d+)?)\s*\})?\s*(?:" + _TUPLE + r")?\s*$")
+# the same, followed by a line break: a record closed there, with prose after it
+_CLOSING_IN_LINE = re.compile(_CLOSE + r"\s*(?:" + _TUPLE + r")?\s*(?:\{\s*(-?\d+(?:\.\d+)?)\s*\})?\s*(?:" + _TUPLE
+                              + r")?[ \t]*\n")
+_NEXT_MARKER = re.compile(r"(?:(?<=[)\"'])|(?<=[^|]>)|\n)\s*(?:\d+\s*[.)]|[-*•])\s*$")
+# a field separator: the tuple delimiter, or one missing its "<" after a closing quote ("...trademark."|>9)
+_FIELD_SPLIT = re.compile(_TUPLE + r"|(?<=[\"'])\s*\|>")
+_OPENING_INSIDE = re.compile(r"\(\s*[\"']?(?:entity|relationship)\b", re.I)  # an opening whose delimiter was lost
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
 @dataclass
@@ -28,65 +49,143 @@ class Extraction:
         self.unparsed += other.unparsed
         self.unparsed_samples += other.unparsed_samples[: max(0, 3 - len(self.unparsed_samples))]
 
+    @property
+    def records(self) -> int:
+        return len(self.entities) + len(self.relationships)
+
 
 _SPACES = re.compile(r"\s+")
 
 
 def _clean(value: str) -> str:
+    inside = _OPENING_INSIDE.search(value)
+    if inside:  # another record's opening, its delimiter lost: never part of this record's text
+        value = value[:inside.start()]
     value = value.strip().strip("\"'").strip()
     return _SPACES.sub(" ", value)
 
 
-def looks_complete(output: str) -> bool:
-    """A whole answer ends with the completion marker or a closed record; a truncated one does not."""
-    tail = output.rstrip()
-    return tail.endswith(COMPLETION_DELIMITER) or tail.endswith(")") or tail == ""
+def visible_answer(output: str) -> str:
+    """The answer without reasoning text: `<think>...</think>` blocks removed (one cut off runs to the end), and
+    everything before a lone `</think>` (servers that drop the opening tag)."""
+    lower = output.lower()
+    if "think>" not in lower:
+        return output
+    text = _THINK.sub("", output)
+    end = text.lower().rfind("</think>")
+    return (text[end + len("</think>"):] if end >= 0 else text).strip()
 
 
-def usable_extraction(output: str) -> bool:
-    """An extraction answer worth keeping: whole, or holding at least one record (a model that drops the
-    completion marker or adds a sentence after its records still gave them)."""
-    return looks_complete(output) or bool(_RECORD.search(output.split(RECORD_DELIMITER)[0].strip())) or \
-        any(_RECORD.search(part.strip()) for part in output.split(RECORD_DELIMITER)[1:])
+@dataclass
+class _Record:
+    kind: str
+    fields: list[str]
+    closed: bool            # it ended with a closing or a delimiter, not where a cut answer stopped
+    strength: str | None    # a strength written after the closing bracket: ){10}
+    sample: str
+
+
+def _records(output: str) -> Iterator[_Record]:
+    """Every record of a tuple-format answer, from its opening to the next record's opening (or the end)."""
+    text = visible_answer(output).translate(_CURLY)
+    openings = list(_OPENING.finditer(text))
+    for i, opening in enumerate(openings):
+        followed = i + 1 < len(openings)
+        span = text[opening.end(): openings[i + 1].start() if followed else len(text)]
+        for marker in (COMPLETION_DELIMITER, RECORD_DELIMITER):
+            at = span.find(marker)
+            if at >= 0:
+                span, followed = span[:at], True
+        span = _NEXT_MARKER.sub("", span).rstrip() if followed else span.rstrip()
+        closing = _CLOSING.search(span) or _CLOSING_IN_LINE.search(span)
+        body = span[:closing.start()] if closing else span
+        yield _Record(opening.group(1).lower(), [_clean(f) for f in _FIELD_SPLIT.split(body)],
+                      closing is not None or followed, closing.group(1) if closing else None,
+                      text[opening.start(): opening.start() + 120])
 
 
 def parse_tuples(output: str) -> Extraction:
-    """Parse `("entity"<|>NAME<|>TYPE<|>DESC)` / `("relationship"<|>S<|>T<|>DESC<|>STRENGTH)` records."""
+    """Parse `("entity"<|>NAME<|>TYPE<|>DESC)` / `("relationship"<|>S<|>T<|>DESC<|>STRENGTH)` records, in any of
+    the shapes real models write them (see the module's docstring). The same record given twice counts once."""
     result = Extraction()
-    text = output.replace(COMPLETION_DELIMITER, "")
-    for raw in re.split(re.escape(RECORD_DELIMITER) + r"|\n(?=\s*\()", text):
-        record = raw.strip()
-        if not record:
+    seen: set[tuple] = set()
+    for record in _records(output):
+        fields, kind = record.fields, record.kind
+        if (kind, *fields) in seen:
             continue
-        match = _RECORD.search(record)
-        fields = [_clean(f) for f in match.group(2).split(TUPLE_DELIMITER)] if match else []
-        kind = match.group(1).lower() if match else ""
-        if any("<|" in f or "|>" in f for f in fields[:2]):  # a name carrying delimiters is not a name
-            fields = []
-        if kind == "entity" and len(fields) >= 3 and fields[0]:
+        seen.add((kind, *fields))
+        named = record.closed and all(f and "<|" not in f and "|>" not in f for f in fields[:2])
+        if kind == "entity" and named and len(fields) >= 3:
             result.entities.append({"title": fields[0], "type": fields[1].upper(),
                                     "description": " ".join(fields[2:]).strip()})
-        elif kind == "relationship" and len(fields) >= 3 and fields[0] and fields[1] and fields[0] != fields[1]:
-            strength = 1.0
-            description = fields[2]
-            if len(fields) >= 4:
-                try:
-                    strength = float(re.findall(r"-?\d+(?:\.\d+)?", fields[-1])[0])
-                    description = " ".join(fields[2:-1]).strip()
-                except IndexError:
-                    description = " ".join(fields[2:]).strip()
+        elif kind == "relationship" and named and len(fields) >= 3 and fields[0] != fields[1]:
+            strength, description = record.strength, " ".join(fields[2:]).strip()
+            if len(fields) >= 4 and _NUMBER.search(fields[-1]) and len(fields[-1]) <= 12:
+                strength, description = fields[-1], " ".join(fields[2:-1]).strip()
+            weight = float(_NUMBER.search(strength).group()) if strength and _NUMBER.search(strength) else 1.0
             result.relationships.append({"source": fields[0], "target": fields[1], "description": description,
-                                         "weight": strength})
+                                         "weight": weight})
         else:
             result.unparsed += 1
             if len(result.unparsed_samples) < 3:
-                result.unparsed_samples.append(record[:120])
+                result.unparsed_samples.append(record.sample)
     return result
 
 
+def says_none(output: str) -> bool:
+    """The answer says there is nothing (more) to add: the completion marker, and no record opened."""
+    text = visible_answer(output)
+    return COMPLETION_DELIMITER in text and not _OPENING.search(text.translate(_CURLY))
+
+
+def usable_extraction(output: str) -> bool:
+    """An extraction answer worth keeping: at least one record parses (cut or not: its complete records stand), or
+    it says there are none. The one definition, for the re-ask decision and the parser alike."""
+    return parse_tuples(output).records > 0 or says_none(output)
+
+
+def looks_complete(output: str) -> bool:
+    """A whole answer ends with the completion marker, or with a record's closing after at least one record; a
+    truncated one does not (and neither does prose that happens to end in `)`)."""
+    text = visible_answer(output).translate(_CURLY).rstrip()
+    if text.endswith(COMPLETION_DELIMITER):
+        return True
+    return bool(_CLOSING.search(text)) and bool(_OPENING.search(text))
+
+
+# ----------------------------------------------------------------------------------------- claims
+_CLAIM_SPLIT = re.compile(re.escape(RECORD_DELIMITER) + r"|\n(?=\s*(?:\d+\s*[.)]|[-*•])?\s*\()")
+_LEADING_MARKER = re.compile(r"^\s*(?:\d+\s*[.)]|[-*•])?\s*\(")
+
+
+def claim_records(output: str) -> tuple[list[list[str]], int]:
+    """The fields of every `(SUBJECT<|>OBJECT<|>TYPE<|>...)` record, and how many opened records did not parse
+    (prose around the records is ignored). Split on the record delimiter or on new lines that open a record."""
+    text = visible_answer(output).translate(_CURLY).replace(COMPLETION_DELIMITER, "")
+    records, unparsed = [], 0
+    for raw in _CLAIM_SPLIT.split(text):
+        opened = _LEADING_MARKER.match(raw)
+        if not opened:
+            continue
+        body = raw[opened.end():].rstrip()
+        closing = _CLOSING.search(body) or _CLOSING_IN_LINE.search(body)
+        body = body[:closing.start()] if closing else body
+        fields = [f.strip().strip("\"'").strip() for f in _FIELD_SPLIT.split(body)]
+        if len(fields) < 7 or not fields[0]:
+            unparsed += 1
+            continue
+        records.append(fields)
+    return records, unparsed
+
+
+def claims_say_none(output: str) -> bool:
+    text = visible_answer(output)
+    return COMPLETION_DELIMITER in text and not claim_records(output)[0] and TUPLE_DELIMITER not in text
+
+
 def parse_json_object(output: str) -> dict[str, Any] | None:
-    """The first JSON object in the output (tolerates code fences and leading prose), or None."""
-    text = output.strip()
+    """The first JSON object in the output (tolerates reasoning text, code fences and leading prose), or None."""
+    text = visible_answer(output).strip()
     if text.startswith("```"):
         text = re.sub(r"^```(?:json)?|```$", "", text, flags=re.M).strip()
     try:

@@ -22,8 +22,10 @@ def test_counts_what_it_cannot_parse_and_keeps_the_rest():
         '("relationship"<|>A<|>A<|>self loop<|>3)'
     out = parse_tuples(messy)
     assert len(out.entities) == 2 and len(out.relationships) == 1
-    assert out.unparsed == 3
+    assert out.unparsed == 2  # the broken record and the self loop; prose between records is not a record
     assert not looks_complete('("entity"<|>A<|>PERSON<|>cut mid')
+    assert not looks_complete("Prose that happens to end in a bracket (like this)")
+    assert not looks_complete("")
     assert looks_complete(GOOD)
 
 

@@ -7,13 +7,13 @@ listed in `failures`, unparseable records are counted and logged."""
 from __future__ import annotations
 
 import logging
-import re
 
 import polars as pl
 
 from graphrag_ray.errors import LLMUnavailableError
 from graphrag_ray.ids import content_id
-from graphrag_ray.parsing.llm_output import COMPLETION_DELIMITER, RECORD_DELIMITER, TUPLE_DELIMITER, looks_complete
+from graphrag_ray.parsing.llm_output import (COMPLETION_DELIMITER, RECORD_DELIMITER, TUPLE_DELIMITER, claim_records,
+                                             claims_say_none)
 from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
 from graphrag_ray.config.prompts import fill
 
@@ -27,17 +27,10 @@ CLAIM_SCHEMAS = {"claims": {"subject_id": pl.String, "object_id": pl.String, "ty
 
 
 def parse_claims(output: str) -> tuple[list[dict], int]:
-    claims, unparsed = [], 0
-    for raw in re.split(re.escape(RECORD_DELIMITER), output.replace(COMPLETION_DELIMITER, "")):
-        record = raw.strip().strip("()").strip()
-        if not record:
-            continue
-        fields = [f.strip().strip("\"'") for f in record.split(TUPLE_DELIMITER)]
-        if len(fields) < 7 or not fields[0]:
-            unparsed += 1
-            continue
-        fields = (fields + [""])[:8]
-        claim = dict(zip(CLAIM_FIELDS, fields))
+    records, unparsed = claim_records(output)
+    claims = []
+    for fields in records:
+        claim = dict(zip(CLAIM_FIELDS, (fields + [""])[:8]))
         for key in ("object_id", "start_date", "end_date"):
             if claim[key].upper() == "NONE":
                 claim[key] = None
@@ -46,8 +39,8 @@ def parse_claims(output: str) -> tuple[list[dict], int]:
 
 
 def usable_claims(output: str) -> bool:
-    """Whole, or holding at least one claim."""
-    return looks_complete(output) or bool(parse_claims(output)[0])
+    """At least one claim parses, or the answer says there are none."""
+    return bool(parse_claims(output)[0]) or claims_say_none(output)
 
 
 class ExtractClaims(ItemStep):
