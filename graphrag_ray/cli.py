@@ -375,6 +375,14 @@ def simulate_llm(
     stream_stall: float = typer.Option(0.0, help="seconds a streamed answer stalls after its first piece"),
     fail_containing: str = typer.Option("", help="chat requests holding this text always get a 500 "
                                         "(a permanent fault)"),
+    refuse_containing: str = typer.Option("", help="chat requests holding this text always get a 400 that names "
+                                          "no parameter (a fatal refusal)"),
+    model_family: str = typer.Option("plain", help="plain | openai-reasoning | deepseek-reasoner | think-tags "
+                                     "(how reasoning models' servers answer)"),
+    answer_shape: str = typer.Option("clean", help="how answers are written: clean | closed-gt | "
+                                     "strength-braces | numbered | numbered-one-line | bulleted | curly | "
+                                     "broken-delimiter | prose-around | twice | fenced-json | prose-gleaning"),
+    reasoning_tokens: int = typer.Option(200, help="about how many tokens a reasoning family thinks per request"),
 ) -> None:
     """Run the OpenAI-compatible simulator (for tests, benchmarks and rehearsals; costs nothing)."""
     from graphrag_ray.simulate.faults import FaultRates
@@ -387,7 +395,9 @@ def simulate_llm(
                              embedding_dim=embedding_dim, faults=faults, answer_mode=answer_mode,
                              limits_after=parse_limit_changes(limits_after or ""), no_usage=no_usage,
                              stream_stall=stream_stall, fail_containing=fail_containing,
-                             float_embeddings=float_embeddings)
+                             float_embeddings=float_embeddings, model_family=model_family,
+                             answer_shape=answer_shape, reasoning_tokens=reasoning_tokens,
+                             refuse_containing=refuse_containing)
     serve(config, host, port)
 
 

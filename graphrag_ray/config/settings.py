@@ -52,7 +52,20 @@ class ModelConfig(Section):
     model: str = doc("gpt-4o-mini", "model name (Azure: the deployment name)")
     encoding: str | None = doc(None, "tiktoken encoding for counting tokens (null: chosen from the model name)")
     max_tokens: int = doc(4000, "max completion tokens per call (reserved against the TPM limit)", gt=0)
-    temperature: float = doc(0.0, "sampling temperature", ge=0, le=2)
+    temperature: float | None = doc(0.0, "sampling temperature (null: not sent; reasoning models that take only "
+                                         "their default are never sent one)", ge=0, le=2)
+    reasoning: bool | None = doc(None, "a reasoning model, whose reasoning counts in its answer budget (null: from "
+                                       "the model name: o1/o3/o4, gpt-5, deepseek-reasoner/-r1, qwq, ...)")
+    reasoning_max_tokens: int = doc(16000, "answer budget per call of a reasoning model, reasoning included "
+                                           "(used instead of max_tokens when larger)", gt=0)
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = doc(
+        None, "reasoning_effort sent to a reasoning model (null: the provider's default)")
+    max_tokens_param: Literal["max_tokens", "max_completion_tokens"] | None = doc(
+        None, "the name the endpoint takes for the answer budget (null: from the model name, and learned from a "
+              "400 that names it)")
+    response_format: Literal["json_schema", "json_object", "none"] | None = doc(
+        None, "the richest structured output the endpoint takes (null: from the model name, and learned from a "
+              "400: json_schema -> json_object -> none, JSON then asked for in the prompt)")
     http_client: Literal["aiohttp", "httpx"] = doc(
         "aiohttp", "the HTTP client every request goes out on: aiohttp (less CPU per call) or httpx (httpx2); "
         "azure: the openai SDK's client on that transport")

@@ -89,6 +89,8 @@ class InProcessPool(Pool):
         self._next = itertools.cycle(range(size))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._submitted: set[concurrent.futures.Future] = set()  # not yet done: cancelled by close()
+        self._closed = False
 
     def _background_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
@@ -98,8 +100,13 @@ class InProcessPool(Pool):
         return self._loop
 
     def submit(self, worker: int, method: str, *args) -> concurrent.futures.Future:
+        if self._closed:  # a background step handing out work after the run stopped: it stops too
+            raise concurrent.futures.CancelledError()
         coro = getattr(self.workers[worker], method)(*args)
-        return asyncio.run_coroutine_threadsafe(coro, self._background_loop())
+        future = asyncio.run_coroutine_threadsafe(coro, self._background_loop())
+        self._submitted.add(future)
+        future.add_done_callback(self._submitted.discard)
+        return future
 
     def wait_any(self, handles: list) -> list:
         done, _ = concurrent.futures.wait(handles, return_when=concurrent.futures.FIRST_COMPLETED)
@@ -127,9 +134,14 @@ class InProcessPool(Pool):
             pass
 
     def close(self) -> None:
+        self._closed = True
         if self._loop is None:
             return
         loop, thread, self._loop = self._loop, self._thread, None
+        # whoever still waits on this pool's futures (a background step's dispatch, in another thread) is woken:
+        # once the loop stops, a future it was running would never complete
+        for future in list(self._submitted):
+            future.cancel()
         if thread.is_alive():
             from graphrag_ray.llm.client import close_loop_clients
 

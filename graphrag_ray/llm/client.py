@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import logging
 import base64
 import binascii
 import contextlib
@@ -23,14 +24,29 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 from graphrag_ray.config.settings import ModelConfig
 from graphrag_ray.errors import EndpointError, LLMFatalError
 from graphrag_ray.llm.http import NoAnswer, encode, open_session, server_sent_events, ssl_context
+from graphrag_ray.llm.request_shape import RequestShape, shape_for
+from graphrag_ray.parsing.llm_output import visible_answer
 from graphrag_ray.secrets import redact
 
 if TYPE_CHECKING:
     import numpy as np
 
+log = logging.getLogger(__name__)
+
 
 class TransientLLMError(Exception):
     """5xx, timeout or dropped connection: worth retrying."""
+
+
+class RequestRejected(LLMFatalError):
+    """400/422: the endpoint refused the request itself; `param` is the parameter it named, if any."""
+
+    def __init__(self, message: str, param: str | None, detail: str):
+        super().__init__(message)
+        self.param, self.detail = param, detail
+
+    def __reduce__(self):  # raised in a Ray worker, re-raised in the driver
+        return type(self), (str(self), self.param, self.detail)
 
 
 class RateLimitedError(TransientLLMError):
@@ -48,6 +64,69 @@ class Completion:
     completion_tokens: int
     finish_reason: str | None = None  # "length": cut at max_tokens
     raw: dict[str, Any] = field(default_factory=dict)
+    reasoning_tokens: int = 0  # as the server reports them (inside completion_tokens, as providers bill them)
+    reasoning: str = ""        # reasoning text (reasoning_content, or <think> blocks): never part of `content`
+
+
+def _reasoning_tokens(usage: dict) -> int:
+    details = usage.get("completion_tokens_details") or {}
+    return int(details.get("reasoning_tokens") or usage.get("reasoning_tokens") or 0)
+
+
+def split_reasoning(content: str, message: dict) -> tuple[str, str]:
+    """(the answer, its reasoning): reasoning_content / reasoning fields (DeepSeek, vLLM, OpenRouter) and <think>
+    blocks inside the content (Ollama, llama.cpp, QwQ) are taken out of the answer."""
+    reasoning = str(message.get("reasoning_content") or message.get("reasoning") or "")
+    if "think>" in content.lower():
+        answer = visible_answer(content)
+        return answer, reasoning + content[: max(0, len(content) - len(answer))]
+    return content, reasoning
+
+
+class ThinkFilter:
+    """Removes <think>...</think> from a streamed answer whose pieces may split the tags."""
+
+    OPEN, CLOSE = "<think>", "</think>"
+
+    def __init__(self):
+        self.pending, self.thinking, self.reasoning = "", False, []
+        self.closed, self.started = False, False  # a reasoning block ended / the answer's text has begun
+
+    def feed(self, piece: str) -> str:
+        return self._begun(self._feed(piece))
+
+    def _begun(self, text: str) -> str:
+        """The answer without the blank lines that follow a reasoning block."""
+        if not self.started and self.closed:
+            text = text.lstrip()
+        self.started = self.started or bool(text)
+        return text
+
+    def _feed(self, piece: str) -> str:
+        self.pending += piece
+        shown = []
+        while self.pending:
+            tag = self.CLOSE if self.thinking else self.OPEN
+            at = self.pending.lower().find(tag)
+            if at >= 0:
+                (self.reasoning if self.thinking else shown).append(self.pending[:at])
+                self.pending, self.thinking = self.pending[at + len(tag):], not self.thinking
+                self.closed = self.closed or not self.thinking
+                continue
+            keep = next((k for k in range(min(len(tag) - 1, len(self.pending)), 0, -1)
+                         if tag.startswith(self.pending[-k:].lower())), 0)  # a tag's beginning: wait for more
+            cut = len(self.pending) - keep
+            (self.reasoning if self.thinking else shown).append(self.pending[:cut])
+            self.pending = self.pending[cut:]
+            break
+        return "".join(shown)
+
+    def flush(self) -> str:
+        rest, self.pending = self.pending, ""
+        if self.thinking:
+            self.reasoning.append(rest)
+            return ""
+        return self._begun(rest)
 
 
 def retry_after_seconds(headers: Any) -> float | None:
@@ -161,6 +240,7 @@ class OpenAIClient:
         self.config = config
         self.closed = False
         self.announced_limits: tuple[int | None, int | None] = (None, None)
+        self.shape: RequestShape = shape_for(config)
         key = config.api_key.get_secret_value() if config.api_key else ""
         if not key:
             raise LLMFatalError(f"models.{model_id}.api_key is empty: set it (e.g. api_key: ${{GRAPHRAG_API_KEY}} "
@@ -192,13 +272,32 @@ class OpenAIClient:
         return {"model": self.config.model, "messages": messages, **params, **more}
 
     async def chat(self, messages: list[dict], params: dict[str, Any]) -> Completion:
-        """POST /chat/completions with the body as we built it, read as plain JSON."""
-        data = await self._post_json("/chat/completions", self._body(messages, params))
-        choices = data.get("choices") or [{}]
-        content = ((choices[0] or {}).get("message") or {}).get("content") or ""
+        """POST /chat/completions in the shape this endpoint takes, read as plain JSON."""
+        data = await self._shaped(lambda wire: self._post_json("/chat/completions", self._body(messages, wire)),
+                                  params)
+        choice = (data.get("choices") or [{}])[0] or {}
+        message = choice.get("message") or {}
+        content, reasoning = split_reasoning(str(message.get("content") or ""), message)
         usage = data.get("usage") or {}
         return Completion(content, usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0,
-                          (choices[0] or {}).get("finish_reason"))
+                          choice.get("finish_reason"), reasoning_tokens=_reasoning_tokens(usage), reasoning=reasoning)
+
+    async def _shaped(self, send, params: dict[str, Any]):
+        """`send(wire params)`, and again at once each time a 400 names a parameter the shape can drop or rename
+        (learned for every later request of this model)."""
+        for _ in range(len(params) + 4):
+            wire = self.shape.wire(params)
+            try:
+                return await send(wire)
+            except RequestRejected as exc:
+                if self.shape.wire(params) != wire:
+                    continue  # another request, refused the same way meanwhile, has taught the shape already
+                if not self.shape.learn(exc.param, exc.detail, wire):
+                    raise
+                log.warning("%s refused %s; learned: %s", self.where, exc.param or "a parameter",
+                            self.shape.learned[-1])
+        raise LLMFatalError(f"{self.where}: the request was refused in every shape tried "
+                            f"({'; '.join(self.shape.learned)})")
 
     async def _post_json(self, path: str, body: dict[str, Any]) -> dict:
         """One POST of a JSON body; the answer's JSON object."""
@@ -211,7 +310,7 @@ class OpenAIClient:
             else:
                 reply = await self._http.request("POST", self._base + path, self._headers, encode(body))
                 if reply.status >= 400:
-                    raise self._from_status(reply.status, reply.headers, reply.error_text())
+                    raise self._from_status(reply.status, reply.headers, reply.error_text(), reply.error_param())
                 headers, data = reply.headers, reply.json()
             self._note_limits(headers)
         except ValueError:
@@ -225,11 +324,13 @@ class OpenAIClient:
         return data
 
     async def chat_stream(self, messages: list[dict], params: dict[str, Any],
-                          usage_out: dict[str, int]) -> AsyncIterator[str]:
-        """Yield text deltas; fills usage_out with prompt/completion tokens from the final chunk."""
-        body = self._body(messages, params, stream=True, stream_options={"include_usage": True})
+                          usage_out: dict[str, Any]) -> AsyncIterator[str]:
+        """Yield the answer's text deltas (reasoning left out); fills usage_out with prompt / completion / reasoning
+        tokens from the final chunk."""
+        thinking = ThinkFilter()
         try:
-            chunks = self._sdk_stream(body) if self._sdk is not None else self._direct_stream(body)
+            chunks = await self._shaped(lambda wire: self._opened_stream(self._body(messages, wire, stream=True)),
+                                        {**params, "stream_options": {"include_usage": True}})
             async for chunk in chunks:
                 if chunk.get("error"):  # an error sent inside the stream, after its 200
                     raise TransientLLMError(f"the stream from {self.where} ended with an error: "
@@ -237,9 +338,18 @@ class OpenAIClient:
                 if usage := chunk.get("usage"):
                     usage_out["prompt_tokens"] = usage.get("prompt_tokens") or 0
                     usage_out["completion_tokens"] = usage.get("completion_tokens") or 0
+                    usage_out["reasoning_tokens"] = _reasoning_tokens(usage)
                 for choice in chunk.get("choices") or []:
-                    if text := (choice.get("delta") or {}).get("content"):
+                    if choice.get("finish_reason"):
+                        usage_out["finish_reason"] = choice["finish_reason"]
+                    delta = choice.get("delta") or {}
+                    if reasoning := delta.get("reasoning_content") or delta.get("reasoning"):
+                        thinking.reasoning.append(str(reasoning))
+                    if text := thinking.feed(str(delta.get("content") or "")):
                         yield text
+            if rest := thinking.flush():
+                yield rest
+            usage_out["reasoning"] = "".join(thinking.reasoning)
         except (TransientLLMError, LLMFatalError):
             raise
         except ValueError:
@@ -247,11 +357,26 @@ class OpenAIClient:
         except Exception as exc:
             raise self._translate(exc) from None
 
+    async def _opened_stream(self, body: dict[str, Any]) -> AsyncIterator[dict]:
+        """The stream's events, its first one already read: a refusal (400) is raised here, before any text."""
+        events = self._sdk_stream(body) if self._sdk is not None else self._direct_stream(body)
+        try:
+            first = await events.__anext__()
+        except StopAsyncIteration:
+            first = None
+
+        async def rest() -> AsyncIterator[dict]:
+            if first is not None:
+                yield first
+                async for event in events:
+                    yield event
+        return rest()
+
     async def _direct_stream(self, body: dict[str, Any]) -> AsyncIterator[dict]:
         async with self._http.stream(self._base + "/chat/completions", self._headers, encode(body)) as (reply,
                                                                                                        lines):
             if reply.status >= 400:
-                raise self._from_status(reply.status, reply.headers, reply.error_text())
+                raise self._from_status(reply.status, reply.headers, reply.error_text(), reply.error_param())
             self._note_limits(reply.headers)
             async for event in server_sent_events(lines):
                 yield event
@@ -272,10 +397,11 @@ class OpenAIClient:
         float32 (as the SDK does) and decoded straight into the matrix: no Python float per number."""
         import numpy as np
 
-        body: dict[str, Any] = {"model": self.config.model, "input": texts, "encoding_format": "base64"}
+        params: dict[str, Any] = {"encoding_format": "base64"}
         if self.config.dimensions:
-            body["dimensions"] = self.config.dimensions
-        data = await self._post_json("/embeddings", body)
+            params["dimensions"] = self.config.dimensions
+        data = await self._shaped(lambda wire: self._post_json("/embeddings", {"model": self.config.model,
+                                                                              "input": texts, **wire}), params)
         try:
             items = sorted(data["data"], key=lambda d: d.get("index", 0))
             rows = [np.frombuffer(base64.b64decode(item["embedding"]), dtype=np.float32)
@@ -298,7 +424,8 @@ class OpenAIClient:
         RateLimitedError) or fatal (LLMFatalError); anything else is returned as it is."""
         openai = sys.modules.get("openai")  # only Azure clients load the SDK
         if openai is not None and isinstance(exc, openai.APIStatusError):
-            return self._from_status(exc.status_code, exc.response.headers, str(getattr(exc, "message", exc)))
+            return self._from_status(exc.status_code, exc.response.headers, str(getattr(exc, "message", exc)),
+                                     getattr(exc, "param", None))
         sdk_timeout = openai is not None and isinstance(exc, openai.APITimeoutError)
         sdk_failed = openai is not None and isinstance(exc, openai.APIConnectionError)
         if isinstance(exc, NoAnswer) or sdk_timeout or sdk_failed:
@@ -312,7 +439,7 @@ class OpenAIClient:
             return TransientLLMError(f"{type(exc).__name__} from {self.where}")
         return exc
 
-    def _from_status(self, status: int, headers: Any, message: str) -> Exception:
+    def _from_status(self, status: int, headers: Any, message: str, param: str | None = None) -> Exception:
         """An HTTP error status as ours."""
         if status == 429:
             self._note_limits(headers)
@@ -325,7 +452,7 @@ class OpenAIClient:
             return LLMFatalError(f"{self.where}: not found (404) - check the model name and api_base")
         if status in (400, 422):
             short = message if len(message) <= 200 else message[:200] + "..."
-            return LLMFatalError(f"{self.where}: request rejected ({status}): {redact(short)}")
+            return RequestRejected(f"{self.where}: request rejected ({status}): {redact(short)}", param, message)
         wait = retry_after_seconds(headers)
         if status == 503 and wait is not None:  # overloaded, come back later: waited out like a 429
             return RateLimitedError(f"503 with Retry-After from {self.where}", wait)
@@ -340,7 +467,7 @@ class OpenAIClient:
                 return [m.id for m in (await self._sdk.models.list()).data]
             reply = await self._http.request("GET", self._base + "/models", self._headers)
             if reply.status >= 400:
-                raise self._from_status(reply.status, reply.headers, reply.error_text())
+                raise self._from_status(reply.status, reply.headers, reply.error_text(), reply.error_param())
             return [str(m.get("id")) for m in reply.json().get("data") or [] if isinstance(m, dict)]
         except (TransientLLMError, LLMFatalError):
             raise

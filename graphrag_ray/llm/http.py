@@ -47,6 +47,14 @@ class Reply:
         except Exception:  # noqa: BLE001 - any other body is shown as it is
             return self.body.decode("utf-8", "replace")
 
+    def error_param(self) -> str | None:
+        """The parameter an OpenAI-style error names ({"error": {"param": ...}}), if any."""
+        try:
+            param = self.json()["error"].get("param")
+        except Exception:  # noqa: BLE001 - no such field
+            return None
+        return str(param) if param else None
+
 
 def encode(body: dict) -> bytes:
     """JSON as UTF-8 (not \\u escapes: a Chinese prompt stays a third of the size)."""

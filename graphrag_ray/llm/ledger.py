@@ -12,7 +12,8 @@ from pathlib import Path
 class Usage:
     calls: int = 0              # responses paid for, usable or not
     prompt_tokens: int = 0
-    completion_tokens: int = 0
+    completion_tokens: int = 0  # reasoning included, as providers bill it
+    reasoning_tokens: int = 0   # of completion_tokens: the reasoning of reasoning models
     cache_hits: int = 0         # answers served from the cache (free)
     retries: int = 0
     rate_limited: int = 0       # 429s received
@@ -34,11 +35,12 @@ class UsageLedger:
         return self.entries.setdefault((stage, model), Usage())
 
     def record_call(self, stage: str, model: str, prompt_tokens: int, completion_tokens: int,
-                    price_in: float, price_out: float) -> None:
+                    price_in: float, price_out: float, reasoning_tokens: int = 0) -> None:
         u = self.usage(stage, model)
         u.calls += 1
         u.prompt_tokens += prompt_tokens
         u.completion_tokens += completion_tokens
+        u.reasoning_tokens += reasoning_tokens
         u.cost += (prompt_tokens * price_in + completion_tokens * price_out) / 1_000_000
 
     def record(self, stage: str, model: str, **counts: int) -> None:
@@ -92,9 +94,14 @@ class UsageLedger:
                           f"{u.cache_hits:,}", f"{u.retries:,}", f"{u.rate_limited:,}", f"{u.unusable:,}",
                           f"{u.failures:,}",
                           f"{u.cost:.4f}")
+        notes = []
+        if (reasoning := self.total().reasoning_tokens):
+            notes.append(f"{reasoning:,} of the completion tokens were reasoning (billed as output)")
         if (counted := self.total().counted_here):
-            table.caption = (f"{counted:,} answers came with no usage from the server: their tokens were counted "
-                             "here with the model's tokenizer")
+            notes.append(f"{counted:,} answers came with no usage from the server: their tokens were counted "
+                         "here with the model's tokenizer")
+        if notes:
+            table.caption = "\n".join(notes)
         return table
 
 

@@ -24,7 +24,9 @@ from graphrag_ray.llm.client import Completion, OpenAIClient, RateLimitedError, 
 from graphrag_ray.llm.ledger import UsageLedger, active_ledger
 from graphrag_ray.llm.concurrency import AdaptiveConcurrency
 from graphrag_ray.llm.retry import retrying
+from graphrag_ray.llm.request_shape import is_reasoning_model
 from graphrag_ray.llm.tokens import tokenizer_for
+from graphrag_ray.parsing.llm_output import parse_json_object
 
 DEFAULT_429_PAUSE = 1.0  # seconds, when a 429 carries no Retry-After
 Send = Callable[[], Awaitable[tuple[dict, int, int]]]  # one request: (entry to cache, prompt tokens, completion tokens)
@@ -46,6 +48,7 @@ class ChatResult:
 
 
 CUT_OFF = "cut off at max_tokens"
+CUT_BEFORE_ANSWER = "cut off at max_tokens before any answer (the budget went to reasoning)"
 REPAIR = ("Your previous answer could not be used: it was {problem} (it began: {sample}). Answer again, completely "
           "and exactly in the format the instructions ask for, with nothing before or after it.")
 
@@ -125,7 +128,7 @@ class _ModelBase:
         entry = None
         try:
             entry, prompt_tokens, completion_tokens = await self._paid_call(reserve, stage, send)
-            self._record_paid(stage, prompt_tokens, completion_tokens)
+            self._record_paid(stage, prompt_tokens, completion_tokens, entry.get("reasoning_tokens", 0))
             # an unusable answer is recorded and cached too: paid once, and a deterministic model would repeat it
             self.usage.record(stage, self.config.model, unusable=int(bool(entry.get("unusable"))),
                               counted_here=int(bool(entry.get("counted_here"))))
@@ -192,10 +195,10 @@ class _ModelBase:
                 with contextlib.suppress(BaseException):
                     await task
 
-    def _record_paid(self, stage: str, prompt_tokens: int, completion_tokens: int) -> None:
+    def _record_paid(self, stage: str, prompt_tokens: int, completion_tokens: int, reasoning_tokens: int = 0) -> None:
         price = self.config.price
         self.usage.record_call(stage, self.config.model, prompt_tokens, completion_tokens, price.input_per_1m,
-                               price.output_per_1m)
+                               price.output_per_1m, reasoning_tokens)
 
     async def _limited(self, reserve: Reserve, stage: str, send: Send) -> tuple[dict, int, int]:
         """One attempt under this process's adaptive in-flight cap and the job-wide limiter. What an attempt
@@ -240,8 +243,15 @@ class ChatModel(_ModelBase):
 
     def _params(self, json_mode: bool, response_format: dict | None, max_tokens: int | None,
                 temperature: float | None, extra: dict[str, Any]) -> dict[str, Any]:
-        params: dict[str, Any] = {"max_tokens": max_tokens or self.config.max_tokens,
-                                  "temperature": self.config.temperature if temperature is None else temperature}
+        """The request's logical parameters (the cache key is made of these; the client sends them in the shape the
+        endpoint takes). A reasoning model's budget holds its reasoning too: never less than reasoning_max_tokens."""
+        budget = max_tokens or self.config.max_tokens
+        if is_reasoning_model(self.config):
+            budget = max(budget, self.config.reasoning_max_tokens)
+        params: dict[str, Any] = {"max_tokens": budget}
+        temperature = self.config.temperature if temperature is None else temperature
+        if temperature is not None:
+            params["temperature"] = temperature
         if response_format is not None:
             params["response_format"] = response_format
         elif json_mode:
@@ -267,7 +277,9 @@ class ChatModel(_ModelBase):
                    **extra: Any) -> ChatResult:
         """One completion. An answer that is not JSON where JSON was asked for, or that `validate(content)`
         rejects, is unusable: it is paid for once (recorded, and cached - a deterministic model would only repeat
-        it) and asked again once, with a changed request (what was wrong, a higher temperature). With
+        it) and asked again once, the request changed by a repair instruction (never by a temperature: reasoning
+        models refuse any but their default). An answer cut at max_tokens before any of it was written (the budget
+        went to reasoning) is asked again once with twice the budget. With
         `partial_ok`, an answer cut at max_tokens is returned as it is (`problem` says so: the caller keeps its
         complete records) instead of being asked again - it would be cut again. A second unusable answer raises
         UnusableAnswerError, naming the problem and how the answer began. With `retry_unusable` (a retry of the
@@ -280,9 +292,12 @@ class ChatModel(_ModelBase):
         first = await ask(messages, params)
         if first.complete or (partial_ok and first.problem == CUT_OFF):
             return first
-        sample = json.dumps(_sample(first.content), ensure_ascii=False)
-        repaired = messages + [{"role": "user", "content": REPAIR.format(problem=first.problem, sample=sample)}]
-        warmer = {**params, "temperature": min(1.0, params["temperature"] + 0.5)}
+        if first.problem == CUT_BEFORE_ANSWER:
+            repaired, warmer = messages, {**params, "max_tokens": 2 * params["max_tokens"]}
+        else:
+            sample = json.dumps(_sample(first.content), ensure_ascii=False)
+            repaired = messages + [{"role": "user", "content": REPAIR.format(problem=first.problem, sample=sample)}]
+            warmer = params
         second = await ask(repaired, warmer)
         anew = 0
         while second.cached and not (second.complete or (partial_ok and second.problem == CUT_OFF)):
@@ -311,10 +326,13 @@ class ChatModel(_ModelBase):
         async def send() -> tuple[dict, int, int]:
             completion: Completion = await self.client.chat(messages, params)
             entry = self._paid_entry(messages, completion.content, completion.prompt_tokens,
-                                     completion.completion_tokens)
+                                     completion.completion_tokens, completion.reasoning,
+                                     completion.reasoning_tokens)
             if completion.finish_reason == "length":
                 entry["cut"] = True
-            if wants_json and not _is_json(completion.content):
+            if completion.finish_reason == "length" and not completion.content.strip():
+                entry["unusable"] = CUT_BEFORE_ANSWER  # never an empty success
+            elif wants_json and parse_json_object(completion.content) is None:
                 entry["unusable"] = "not valid JSON"
             elif validate is not None and not validate(completion.content):
                 entry["unusable"] = CUT_OFF if completion.finish_reason == "length" else \
@@ -326,13 +344,20 @@ class ChatModel(_ModelBase):
         return ChatResult(entry["content"], entry.get("prompt_tokens", 0), entry.get("completion_tokens", 0), cached,
                           entry.get("unusable"), bool(entry.get("cut")))
 
-    def _paid_entry(self, messages: list[dict], content: str, prompt_tokens: int, completion_tokens: int) -> dict:
-        """The entry to cache for a paid answer. A server that reports no usage (llama.cpp's in streaming mode,
-        some proxies) is counted with the tokenizer here, and the entry says so."""
+    def _paid_entry(self, messages: list[dict], content: str, prompt_tokens: int, completion_tokens: int,
+                    reasoning: str = "", reasoning_tokens: int = 0) -> dict:
+        """The entry to cache for a paid answer (its reasoning text is not kept: only its tokens). A server that
+        reports no usage (llama.cpp's in streaming mode, some proxies) is counted with the tokenizer here, and the
+        entry says so; reasoning a server sends but does not count is counted here too (it is billed as output)."""
         entry = _entry(content, prompt_tokens, completion_tokens)
         if not prompt_tokens and not completion_tokens:
-            entry.update(prompt_tokens=self.count(messages), completion_tokens=self.tokenizer.count(content),
-                         counted_here=True)
+            reasoning_tokens = self.tokenizer.count(reasoning) if reasoning else 0
+            entry.update(prompt_tokens=self.count(messages), counted_here=True,
+                         completion_tokens=self.tokenizer.count(content) + reasoning_tokens)
+        elif reasoning and not reasoning_tokens:
+            reasoning_tokens = self.tokenizer.count(reasoning)
+        if reasoning_tokens:
+            entry["reasoning_tokens"] = reasoning_tokens
         return entry
 
     async def stream(self, messages: list[dict], *, stage: str, max_tokens: int | None = None,
@@ -346,13 +371,23 @@ class ChatModel(_ModelBase):
         key = cache_key("chat", self.config.model, {"messages": messages, "params": params})
         deltas: asyncio.Queue = asyncio.Queue()
 
-        async def send() -> tuple[dict, int, int]:
-            usage: dict[str, int] = {}
+        async def send(budget: int = params["max_tokens"]) -> tuple[dict, int, int]:
+            usage: dict[str, Any] = {}
             parts: list[str] = []
             try:
-                async for delta in self.client.chat_stream(messages, params, usage):
+                async for delta in self.client.chat_stream(messages, {**params, "max_tokens": budget}, usage):
                     parts.append(delta)
                     deltas.put_nowait(delta)
+                if not "".join(parts).strip() and usage.get("finish_reason") == "length" \
+                        and budget == params["max_tokens"]:
+                    # the budget went to reasoning and nothing was shown: paid for, and asked once with twice it
+                    entry = self._paid_entry(messages, "", usage.get("prompt_tokens", 0),
+                                             usage.get("completion_tokens", 0), usage.get("reasoning", ""),
+                                             usage.get("reasoning_tokens", 0))
+                    self._record_paid(stage, entry["prompt_tokens"], entry["completion_tokens"],
+                                      entry.get("reasoning_tokens", 0))
+                    self.usage.record(stage, self.config.model, unusable=1)
+                    return await send(2 * budget)
             except TransientLLMError as exc:
                 if parts:  # text already shown: a retry would repeat it. What was generated was paid for
                     self._record_paid(stage, self.count(messages), self.tokenizer.count("".join(parts)))
@@ -360,7 +395,8 @@ class ChatModel(_ModelBase):
                     raise LLMUnavailableError(f"stream from {self.client.where} broke: {exc}") from None
                 raise
             entry = self._paid_entry(messages, "".join(parts), usage.get("prompt_tokens", 0),
-                                     usage.get("completion_tokens", 0))
+                                     usage.get("completion_tokens", 0), usage.get("reasoning", ""),
+                                     usage.get("reasoning_tokens", 0))
             return entry, entry["prompt_tokens"], entry["completion_tokens"]
 
         reserve = functools.partial(self._reservation, messages, params["max_tokens"])
@@ -393,14 +429,6 @@ def _entry(content: str, prompt_tokens: int, completion_tokens: int) -> dict:
 def _sample(content: str, size: int = 80) -> str:
     text = " ".join(content.split())
     return text if len(text) <= size else text[:size] + "..."
-
-
-def _is_json(content: str) -> bool:
-    try:
-        json.loads(content)
-    except ValueError:
-        return False
-    return True
 
 
 def _pieces(text: str, size: int = 24) -> list[str]:

@@ -18,7 +18,13 @@ TUPLE_DELIMITER = "<|>"
 RECORD_DELIMITER = "##"
 COMPLETION_DELIMITER = "<|COMPLETE|>"
 
-_CURLY = str.maketrans({"“": '"', "”": '"', "„": '"', "‘": "'", "’": "'", "＂": '"'})
+# curly quotes used as a field's quotes (next to a bracket or a delimiter); those inside a text are its own
+_CURLY_EDGE = re.compile(r"(?:(?<=[(>])\s*[“”„‘’＂])|(?:[“”„‘’＂](?=\s*(?:<\||\|>|\)|>|$)))", re.M)
+
+
+def _straight(text: str) -> str:
+    return _CURLY_EDGE.sub('"', text) if any(q in text for q in "“”„‘’＂") else text
+
 _THINK = re.compile(r"<think>.*?(?:</think>|$)", re.S | re.I)
 _TUPLE = re.escape(TUPLE_DELIMITER)
 # a record's opening: ( "entity" <|>   (quotes optional, any case)
@@ -87,7 +93,7 @@ class _Record:
 
 def _records(output: str) -> Iterator[_Record]:
     """Every record of a tuple-format answer, from its opening to the next record's opening (or the end)."""
-    text = visible_answer(output).translate(_CURLY)
+    text = _straight(visible_answer(output))
     openings = list(_OPENING.finditer(text))
     for i, opening in enumerate(openings):
         followed = i + 1 < len(openings)
@@ -135,7 +141,7 @@ def parse_tuples(output: str) -> Extraction:
 def says_none(output: str) -> bool:
     """The answer says there is nothing (more) to add: the completion marker, and no record opened."""
     text = visible_answer(output)
-    return COMPLETION_DELIMITER in text and not _OPENING.search(text.translate(_CURLY))
+    return COMPLETION_DELIMITER in text and not _OPENING.search(_straight(text))
 
 
 def usable_extraction(output: str) -> bool:
@@ -147,21 +153,22 @@ def usable_extraction(output: str) -> bool:
 def looks_complete(output: str) -> bool:
     """A whole answer ends with the completion marker, or with a record's closing after at least one record; a
     truncated one does not (and neither does prose that happens to end in `)`)."""
-    text = visible_answer(output).translate(_CURLY).rstrip()
+    text = _straight(visible_answer(output)).rstrip()
     if text.endswith(COMPLETION_DELIMITER):
         return True
     return bool(_CLOSING.search(text)) and bool(_OPENING.search(text))
 
 
 # ----------------------------------------------------------------------------------------- claims
-_CLAIM_SPLIT = re.compile(re.escape(RECORD_DELIMITER) + r"|\n(?=\s*(?:\d+\s*[.)]|[-*•])?\s*\()")
+_CLAIM_SPLIT = re.compile(re.escape(RECORD_DELIMITER) + r"|\n(?=\s*(?:\d+\s*[.)]|[-*•])?\s*\()"
+                          r"|(?<=[)>])\s+(?=\d+\s*[.)]\s*\()")
 _LEADING_MARKER = re.compile(r"^\s*(?:\d+\s*[.)]|[-*•])?\s*\(")
 
 
 def claim_records(output: str) -> tuple[list[list[str]], int]:
     """The fields of every `(SUBJECT<|>OBJECT<|>TYPE<|>...)` record, and how many opened records did not parse
     (prose around the records is ignored). Split on the record delimiter or on new lines that open a record."""
-    text = visible_answer(output).translate(_CURLY).replace(COMPLETION_DELIMITER, "")
+    text = _straight(visible_answer(output)).replace(COMPLETION_DELIMITER, "")
     records, unparsed = [], 0
     for raw in _CLAIM_SPLIT.split(text):
         opened = _LEADING_MARKER.match(raw)

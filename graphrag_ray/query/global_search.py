@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import os
 import pickle
 
@@ -27,6 +28,7 @@ from graphrag_ray.query.context.history import ConversationHistory
 from graphrag_ray.query.engine import Prepared, QueryEngine, system_and_user
 from graphrag_ray.query.result import Accounting, SearchResult
 
+log = logging.getLogger(__name__)
 NO_DATA_ANSWER = "I am sorry but I am unable to answer this question given the provided data."
 REPORT_COLUMNS = ["id", "title", "occurrence weight", "content", "rank"]
 
@@ -64,15 +66,17 @@ def parse_ratings(content: str) -> dict[int, float] | None:
     return out
 
 
-async def map_call(chat, messages: list[dict], max_tokens: int, stage: str) -> tuple[list[dict], bool]:
-    """One map call. An answer without a list of points is asked again once, changed (ChatModel.chat); a second
-    one scores the batch 0 and is counted - one batch never fails the question."""
+async def map_call(chat, messages: list[dict], max_tokens: int, stage: str) -> tuple[list[dict], str | None]:
+    """One map call: (its points, why it was unusable or None). An answer without a list of points is asked again
+    once, changed (ChatModel.chat); a second one scores the batch 0 and is counted - one batch never fails the
+    question (all of them do: see GlobalSearch.prepare)."""
     try:
         answer = await chat.chat(messages, stage=stage, max_tokens=max_tokens, json_mode=True,
                                  validate=lambda content: parse_points(content) is not None)
-    except UnusableAnswerError:
-        return [], True
-    return parse_points(answer.content) or [], False
+    except UnusableAnswerError as exc:
+        log.info("a global search map answer was unusable: %s", exc)
+        return [], str(exc)
+    return parse_points(answer.content) or [], None
 
 
 class MapWorker:
@@ -240,7 +244,8 @@ class GlobalSearch(QueryEngine):
         top = max(counts.values(), default=1) or 1
         return {c: round(n / top, 3) for c, n in counts.items()}
 
-    async def run_maps(self, query: str, batches: list[tuple[str, list[dict]]]) -> tuple[list[list[dict]], int]:
+    async def run_maps(self, query: str, batches: list[tuple[str, list[dict]]]) -> tuple[list[list[dict]], list[str]]:
+        """Every batch's points, and why each unusable map answer was unusable."""
         template = self.prompt(self.cfg.map_prompt)
         messages = [system_and_user(fill(template, context_data=text), query) for text, _ in batches]
         pool = self._map_pool()
@@ -249,7 +254,7 @@ class GlobalSearch(QueryEngine):
         ledger = active_ledger(self.models.ledger)
         for _, _, spent in outcomes:
             ledger.merge(spent)
-        return [p for p, _, _ in outcomes], sum(1 for _, failed, _ in outcomes if failed)
+        return [p for p, _, _ in outcomes], [why for _, why, _ in outcomes if why]
 
     def _map_pool(self) -> Pool:
         """In this process: a worker over this engine's models. On Ray (a cluster to join, or executor: ray): a
@@ -297,11 +302,18 @@ class GlobalSearch(QueryEngine):
     async def prepare(self, query: str, history: ConversationHistory | None) -> Prepared:
         reports, selection = await self.select_reports(query)
         batches = self.batches(reports)
-        points, unparsed = await self.run_maps(query, batches) if batches else ([], 0)
+        points, unusable = await self.run_maps(query, batches) if batches else ([], [])
+        if batches and len(unusable) == len(batches):
+            raise UnusableAnswerError(f"global search: none of the {len(batches)} map answers was usable, so there "
+                                      f"is nothing to answer from (e.g. {unusable[0]})")
+        if unusable:
+            log.info("global search: %d of %d map answers unusable (e.g. %s)", len(unusable), len(batches),
+                        unusable[0])
         report_data, kept = self.reduce_context(points)
         records = {"reports": [{"id": r["human_readable_id"], "title": r["title"]} for _, rows in batches
                                for r in rows], "points": kept}
-        details = {"map_calls": len(batches), "map_unparsed": unparsed, "reports_used": reports.height, **selection}
+        details = {"map_calls": len(batches), "map_unparsed": len(unusable), "reports_used": reports.height,
+                   **selection}
         result = SearchResult("", records, report_data, method=self.method, details=details)
         if not kept:
             return Prepared(result, answer=NO_DATA_ANSWER)

@@ -27,8 +27,11 @@ class SearchResult:
         paid = self.details.get("paid_calls", self.llm_calls)
         cached = self.llm_calls - paid
         calls = f"{paid} LLM call{'s' if paid != 1 else ''}" + (f" + {cached} from the cache" if cached else "")
-        return (f"[{self.method}] {self.completion_time:.2f}s, {calls}, {self.prompt_tokens:,} "
+        line = (f"[{self.method}] {self.completion_time:.2f}s, {calls}, {self.prompt_tokens:,} "
                 f"prompt + {self.output_tokens:,} output tokens, ${self.cost:.5f}")
+        if unusable := self.details.get("map_unparsed"):
+            line += f"; {unusable} of {self.details.get('map_calls', unusable)} map answers unusable (-v: a sample)"
+        return line
 
 
 class Accounting:

@@ -41,11 +41,11 @@ def respond(body: dict[str, Any]) -> tuple[str, str]:
         return "extract_loop", "N"
     if "-Goal-" in everything and "-Real Data-" in everything and "Entity_types:" in everything:
         source = next(t for t in texts if "-Real Data-" in t)
-        first_round = "entities and relationships were missed" not in last
+        first_round = "entities and relationships were missed" not in everything
         return ("extract_graph" if first_round else "extract_glean"), extract_graph(source, first_round)
     if "-Target activity-" in everything and "Claim description:" in everything:
         source = next(t for t in texts if "Claim description:" in t)
-        first_round = "claims were missed" not in last
+        first_round = "claims were missed" not in everything
         return ("extract_claims" if first_round else "extract_claims_glean"), claims(source, first_round)
     if "-Pairs to decide-" in everything:
         return "resolve_entities", resolve_entities(last)

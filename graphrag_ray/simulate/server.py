@@ -27,6 +27,7 @@ from graphrag_ray.llm.local_embedding import ngram_vector
 from graphrag_ray.llm.tokens import count_chat_tokens, tokenizer_for
 from graphrag_ray.simulate.faults import FaultRates
 from graphrag_ray.simulate.responders import COMPLETE as COMPLETION_DELIMITER, respond
+from graphrag_ray.simulate.shapes import reasoning_text, refusal, reshape
 
 
 @dataclass
@@ -46,6 +47,10 @@ class SimulatorConfig:
     float_embeddings: bool = False  # embeddings always as JSON floats, whatever encoding_format asks for
     stream_stall: float = 0.0       # seconds a streamed answer stops after its first piece (a stalled stream)
     fail_containing: str = ""       # chat requests holding this text always get a 500 (a permanent fault)
+    refuse_containing: str = ""     # chat requests holding this text always get a 400 naming no parameter
+    model_family: str = "plain"     # plain | openai-reasoning | deepseek-reasoner | think-tags (shapes.py)
+    answer_shape: str = "clean"     # how answers are written (shapes.py: SHAPES)
+    reasoning_tokens: int = 200     # about how long a reasoning family thinks per request
 
 
 class SlidingWindow:
@@ -215,7 +220,7 @@ class Simulator:
             return kind, f"I am not sure what you mean. {digest[:12]} ... maybe try again?"
         if self.config.answer_mode == "no-delimiter":
             content = content.replace(COMPLETION_DELIMITER, "").rstrip()
-        return kind, content
+        return kind, reshape(kind, content, self.config.answer_shape)
 
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
         body, denied = await self._accepted(request)
@@ -224,18 +229,32 @@ class Simulator:
         if self.config.fail_containing and self.config.fail_containing in json.dumps(body, ensure_ascii=False):
             self.counts["fault_permanent"] += 1
             return _error(500, "The server had an error while processing your request.", "server_error")
+        if self.config.refuse_containing and self.config.refuse_containing in json.dumps(body, ensure_ascii=False):
+            self.counts["400_refused"] += 1
+            return _error(400, "Invalid request: the request could not be processed.", "invalid_request_error")
+        family = self.config.model_family
+        if (refused := refusal(family, body)) is not None:
+            self.counts["400_refused"] += 1
+            return _error(400, refused[0], refused[2], param=refused[1])
         model = body.get("model", "")
         self._arrived(model)
         tokenizer = tokenizer_for(model)
         kind, content = self._answer(body)
         prompt_tokens = count_chat_tokens(tokenizer, body.get("messages") or [])
+        reasoning = reasoning_text(family, body, self.config.reasoning_tokens)
+        if family == "think-tags":
+            content, reasoning = f"<think>\n{reasoning}\n</think>\n\n{content}", ""
+        thought = tokenizer.encode(reasoning)
         finish = "stop"
         tokens = tokenizer.encode(content)
         limit = body.get("max_completion_tokens") or body.get("max_tokens")
-        if limit and len(tokens) > int(limit):  # as every provider does: the answer stops at max_tokens
-            content, finish = tokenizer.decode(tokens[:int(limit)]), "length"
-            tokens = tokens[:int(limit)]
-        completion_tokens = len(tokens)
+        if limit and len(thought) >= int(limit):  # the budget ran out inside the reasoning: no answer at all
+            reasoning, thought, content, tokens, finish = tokenizer.decode(thought[:int(limit)]), \
+                thought[:int(limit)], "", [], "length"
+        elif limit and len(thought) + len(tokens) > int(limit):  # as every provider does: it stops at max_tokens
+            tokens = tokens[:int(limit) - len(thought)]
+            content, finish = tokenizer.decode(tokens), "length"
+        completion_tokens = len(thought) + len(tokens)
         if (denied := self._admit(model, prompt_tokens + completion_tokens)) is not None:
             return denied
         if (faulty := await self._fault(request, body)) is not None:
@@ -250,16 +269,22 @@ class Simulator:
         self.answered.add(model)
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                  "total_tokens": prompt_tokens + completion_tokens}
+        if thought:
+            usage["completion_tokens_details"] = {"reasoning_tokens": len(thought)}
+            self.counts["reasoning_tokens"] += len(thought)
         cid = f"chatcmpl-{uuid.uuid4().hex[:12]}"
         if body.get("stream"):
-            return await self._stream(request, cid, model, content, usage, body, finish)
+            return await self._stream(request, cid, model, content, usage, body, finish, reasoning)
+        message = {"role": "assistant", "content": content}
+        if family == "deepseek-reasoner":
+            message["reasoning_content"] = reasoning
         return web.json_response(headers=self.rate_headers(model), data={
             "id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "finish_reason": finish,
-                         "message": {"role": "assistant", "content": content}}],
+            "choices": [{"index": 0, "finish_reason": finish, "message": message}],
             **({} if self.config.no_usage else {"usage": usage})})
 
-    async def _stream(self, request, cid, model, content, usage, body, finish: str = "stop") -> web.StreamResponse:
+    async def _stream(self, request, cid, model, content, usage, body, finish: str = "stop",
+                      reasoning: str = "") -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
                                                **self.rate_headers(model)})
         await response.prepare(request)
@@ -272,6 +297,9 @@ class Simulator:
             return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n".encode()
 
         await response.write(chunk({"role": "assistant", "content": ""}))
+        if reasoning and self.config.model_family == "deepseek-reasoner":
+            for i in range(0, len(reasoning), 16):
+                await response.write(chunk({"reasoning_content": reasoning[i:i + 16], "content": None}))
         for i in range(0, len(content), 8):
             await response.write(chunk({"content": content[i:i + 8]}))
             if i == 0 and self.config.stream_stall:
@@ -364,9 +392,10 @@ def parse_limit_changes(text: str) -> list[tuple[float, int | None, int | None]]
     return changes
 
 
-def _error(status: int, message: str, code: str, headers: dict | None = None) -> web.Response:
-    return web.json_response({"error": {"message": message, "type": code, "code": code}}, status=status,
-                             headers=headers)
+def _error(status: int, message: str, code: str, headers: dict | None = None, param: str | None = None) -> web.Response:
+    kind = "invalid_request_error" if status == 400 else code
+    return web.json_response({"error": {"message": message, "type": kind, "param": param, "code": code}},
+                             status=status, headers=headers)
 
 
 def serve(config: SimulatorConfig, host: str = "127.0.0.1", port: int = 8765, ready=None) -> None:

@@ -10,7 +10,7 @@ import logging
 
 import polars as pl
 
-from graphrag_ray.errors import LLMUnavailableError
+from graphrag_ray.errors import LLMUnavailableError, UnusableAnswerError
 from graphrag_ray.ids import content_id
 from graphrag_ray.parsing.llm_output import (COMPLETION_DELIMITER, RECORD_DELIMITER, TUPLE_DELIMITER, claim_records,
                                              claims_say_none)
@@ -70,7 +70,11 @@ class ExtractClaims(ItemStep):
             for _ in range(cfg.max_gleanings):
                 more = [{"role": "user", "content": "MANY claims were missed in the last extraction. Add only the "
                          f"missed ones below using the same format, then {COMPLETION_DELIMITER}."}]
-                glean = await chat.chat(first + more, stage=STAGE, validate=usable_claims, partial_ok=True)
+                try:
+                    glean = await chat.chat(first + more, stage=STAGE, validate=usable_claims, partial_ok=True)
+                except UnusableAnswerError:  # gleaning ends; the claims found so far stand
+                    self.stat_update("gleanings_unusable")
+                    break
                 extra, bad = parse_claims(glean.content)
                 claims, unparsed = claims + extra, unparsed + bad
                 if not extra:

@@ -12,7 +12,7 @@ import logging
 
 import polars as pl
 
-from graphrag_ray.errors import LLMUnavailableError
+from graphrag_ray.errors import LLMUnavailableError, UnusableAnswerError
 from graphrag_ray.parsing.llm_output import (COMPLETION_DELIMITER, RECORD_DELIMITER, TUPLE_DELIMITER, Extraction,
                                         parse_tuples, usable_extraction)
 from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
@@ -59,29 +59,43 @@ class ExtractGraph(ItemStep):
         try:
             # an answer cut at max_tokens keeps its complete records (gleaning asks for the rest)
             answer = await chat.chat(first, stage=STAGE, validate=usable_extraction, partial_ok=True)
-            self.stat_update("cut_answers", int(answer.cut))
-            found = parse_tuples(answer.content)
-            for round_index in range(cfg.max_gleanings):
-                names = sorted({e["title"] for e in found.entities})
-                more = [{"role": "user", "content": fill(ctx.prompt(cfg.continue_prompt),
-                                                         extracted_names=", ".join(names) or "(none)",
-                                                         completion_delimiter=COMPLETION_DELIMITER)}]
-                glean = await chat.chat(first + more, stage=STAGE, validate=usable_extraction, partial_ok=True)
-                self.stat_update("cut_answers", int(glean.cut))
-                self.stat_update("gleaning_rounds")
-                extra = parse_tuples(glean.content)
-                found.add(extra)
-                if not (extra.entities or extra.relationships) or round_index == cfg.max_gleanings - 1:
-                    break
-                check = await chat.chat(first + more + [{"role": "assistant", "content": glean.content},
-                                                        {"role": "user", "content": LOOP_PROMPT}],
-                                        stage=STAGE, max_tokens=1)
-                if not check.content.strip().upper().startswith("Y"):
-                    break
         except LLMUnavailableError as exc:
             return {"failures": [{"step": self.name, "item_id": item["item_id"], "source": item["document_id"],
                                   "reason": str(exc)}]}
+        self.stat_update("cut_answers", int(answer.cut))
+        found = parse_tuples(answer.content)
+        try:
+            await self._glean(ctx, chat, first, found)
+        except UnusableAnswerError as exc:
+            # a gleaning answered twice in prose ("I apologize for the oversight...") ends gleaning for this unit;
+            # what the first answer and earlier gleanings found stands
+            self.stat_update("gleanings_unusable")
+            log.info("text unit %s: gleaning ended by an unusable answer (%s)", item["item_id"], exc)
+        except LLMUnavailableError as exc:  # the endpoint failed mid-gleaning: the unit is retried whole
+            return {"failures": [{"step": self.name, "item_id": item["item_id"], "source": item["document_id"],
+                                  "reason": str(exc)}]}
         return self._rows(item, found)
+
+    async def _glean(self, ctx: StepContext, chat, first: list[dict], found: Extraction) -> None:
+        """Ask for what the answers so far missed, up to max_gleanings rounds, adding to `found`."""
+        cfg = ctx.settings.extract_graph
+        for round_index in range(cfg.max_gleanings):
+            names = sorted({e["title"] for e in found.entities})
+            more = [{"role": "user", "content": fill(ctx.prompt(cfg.continue_prompt),
+                                                     extracted_names=", ".join(names) or "(none)",
+                                                     completion_delimiter=COMPLETION_DELIMITER)}]
+            glean = await chat.chat(first + more, stage=STAGE, validate=usable_extraction, partial_ok=True)
+            self.stat_update("cut_answers", int(glean.cut))
+            self.stat_update("gleaning_rounds")
+            extra = parse_tuples(glean.content)
+            found.add(extra)
+            if not (extra.entities or extra.relationships) or round_index == cfg.max_gleanings - 1:
+                return
+            check = await chat.chat(first + more + [{"role": "assistant", "content": glean.content},
+                                                    {"role": "user", "content": LOOP_PROMPT}],
+                                    stage=STAGE, max_tokens=1)
+            if not check.content.strip().upper().startswith("Y"):
+                return
 
     def _rows(self, item: dict, found: Extraction) -> Rows:
         rows: Rows = {"extracted_entities": [], "extracted_relationships": [], "failures": []}
