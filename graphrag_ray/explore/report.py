@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 
 from graphrag_ray.explore.graph import IndexGraph
-from graphrag_ray.explore.markdown import markdown_table
+from graphrag_ray.explore.markdown import inert, markdown_table
 from graphrag_ray.storage.schemas import REQUIRED_TABLES
 from graphrag_ray.storage.tables import read_table
 
@@ -136,7 +136,7 @@ def write_index_report(graph: IndexGraph, out: Path, versions: list[dict]) -> Pa
             df = read_table(graph.folder, name)
             rows[name] = df.height if df is not None else 0
     total = stats.get("total") or {}
-    parts = [f"# Index report: {graph.name}", "",
+    parts = [f"# Index report: {inert(graph.name)}", "",
              f"Method **{stats.get('method', 'not recorded')}**, built by `{stats.get('kind', 'index')}` in "
              f"{stats.get('wall_s', 0):,.1f} s: {total.get('calls', 0):,} LLM calls "
              f"(+{total.get('cache_hits', 0):,} from the cache), {total.get('prompt_tokens', 0):,} prompt + "

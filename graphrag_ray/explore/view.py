@@ -86,9 +86,14 @@ def view_data(graph: IndexGraph, level: int | None = None, max_nodes: int = 1500
 
 
 def _inline_json(data: dict) -> str:
-    """JSON that cannot end its <script> element early."""
+    """JSON that cannot end or change its <script> element: every <, > and & as a \\u escape (a `</script>` would
+    end it, and a `<!--<script>` puts the HTML parser in the double-escaped state, where the real `</script>` no
+    longer ends it and the page never draws)."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return text.replace("</", "<\\/").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    for char, escape in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"),
+                         ("\u2029", "\\u2029")):
+        text = text.replace(char, escape)
+    return text
 
 
 def write_view(graph: IndexGraph, out: Path, level: int | None = None, max_nodes: int = 1500) -> Path:

@@ -187,3 +187,78 @@ def test_mistakes_print_one_line(coffee, tmp_path):
     api.init_project(empty)  # a project that was never indexed
     done = cli("view", "--root", str(empty))
     assert done.returncode == 1 and "no index at" in done.stderr and "Traceback" not in done.stderr
+
+
+HOSTILE_NAME = "EVIL<script>document.body.setAttribute('data-pwned','1')</script><!--"
+HOSTILE_TEXT = ('a page about <!--<script> tags</script> and <img src=x '
+                'onerror="document.body.setAttribute(\'data-pwned\',\'2\')"> & more')
+
+
+@pytest.fixture(scope="module")
+def hostile(coffee, tmp_path_factory):
+    """The coffee index with one entity named, and one description and report written, as a model might copy them
+    from a corpus about web pages."""
+    from graphrag_ray.storage.tables import write_table
+
+    root = tmp_path_factory.mktemp("hostile") / "root"
+    shutil.copytree(coffee[0], root)
+    index = current_index(root / "output")
+    entities, relationships = read_table(index, "entities"), read_table(index, "relationships")
+    victim = entities.sort("degree", descending=True)["title"][0]
+    rename = pl.when(pl.col("title") == victim).then(pl.lit(HOSTILE_NAME)).otherwise(pl.col("title"))
+    write_table(entities.with_columns(rename.alias("title"), pl.lit(HOSTILE_TEXT).alias("description")), index,
+                "entities")
+    write_table(relationships.with_columns(
+        *(pl.when(pl.col(c) == victim).then(pl.lit(HOSTILE_NAME)).otherwise(pl.col(c)).alias(c)
+          for c in ("source", "target"))), index, "relationships")
+    reports = read_table(index, "community_reports")
+    write_table(reports.with_columns(pl.lit(HOSTILE_NAME).alias("title"), pl.lit(HOSTILE_TEXT).alias("summary")),
+                index, "community_reports")
+    return root
+
+
+def test_hostile_text_renders_inert_in_the_report(hostile, tmp_path):
+    import markdown  # python-markdown, as a reader's tool renders report.md
+
+    report = api.write_index_report(hostile, tmp_path / "rep")
+    text = (report if report.suffix == ".md" else report / "report.md").read_text(encoding="utf-8")
+    rendered = markdown.markdown(text, extensions=["tables"])
+    tags = Tags()
+    tags.feed(rendered)
+    assert "script" not in tags.seen and not tags.comments, tags.seen
+    assert tags.handlers == [] and all(src.endswith(".png") for src in tags.images)  # only the report's charts
+    assert "EVIL&lt;script&gt;" in rendered  # shown as text, not dropped
+
+
+def test_hostile_text_leaves_the_view_drawable(hostile, tmp_path):
+    html = api.write_graph_view(hostile, tmp_path / "g.html").read_text(encoding="utf-8")
+    page = References()
+    page.feed(html)
+    data = json.loads(next(text for kind, text in page.scripts if kind == "application/json"))
+    assert HOSTILE_NAME in {e["title"] for e in data["entities"]}  # the data reaches the page whole
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("headless Chromium is not installed (scripts/setup.sh installs it where apt-get works)")
+    done = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                           "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                           "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000",
+                           "--dump-dom", (tmp_path / "g.html").as_uri()], capture_output=True, text=True,
+                          timeout=120)
+    dom = done.stdout
+    assert 'id="status">loading…<' not in dom and "entities" in dom.split('id="status"', 1)[1][:300], dom[-2000:]
+    assert not re.search(r"<body[^>]*data-pwned", dom), "a script from the data ran"
+
+
+class Tags(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.seen, self.comments, self.images, self.handlers = set(), [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.seen.add(tag)
+        self.handlers += [name for name, _ in attrs if name.startswith("on")]
+        if tag == "img":
+            self.images.append(dict(attrs).get("src", ""))
+
+    def handle_comment(self, data):
+        self.comments.append(data)
