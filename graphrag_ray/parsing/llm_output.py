@@ -138,6 +138,28 @@ def parse_tuples(output: str) -> Extraction:
     return result
 
 
+def example_names(prompt: str) -> frozenset[str]:
+    """The names in a prompt's worked examples (its own records, with no input text filled in), upper-cased: a
+    small model that re-prints the prompt copies them (MARTIN SMITH, CENTRAL INSTITUTION)."""
+    found = parse_tuples(prompt)
+    return frozenset(n.upper() for n in [e["title"] for e in found.entities]
+                     + [r[end] for r in found.relationships for end in ("source", "target")])
+
+
+def without_copies(found: Extraction, examples: frozenset[str], text: str) -> tuple[Extraction, int]:
+    """`found` without the records that name an example's entity the text unit never mentions, and how many were
+    dropped."""
+    lowered = text.lower()
+    copied = {name for name in examples if name.lower() not in lowered}
+    if not copied:
+        return found, 0
+    entities = [e for e in found.entities if e["title"].upper() not in copied]
+    relationships = [r for r in found.relationships
+                     if r["source"].upper() not in copied and r["target"].upper() not in copied]
+    dropped = found.records - len(entities) - len(relationships)
+    return Extraction(entities, relationships, found.unparsed, found.unparsed_samples), dropped
+
+
 def says_none(output: str) -> bool:
     """The answer says there is nothing (more) to add: the completion marker, and no record opened."""
     text = visible_answer(output)

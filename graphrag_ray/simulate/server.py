@@ -220,7 +220,10 @@ class Simulator:
             return kind, f"I am not sure what you mean. {digest[:12]} ... maybe try again?"
         if self.config.answer_mode == "no-delimiter":
             content = content.replace(COMPLETION_DELIMITER, "").rstrip()
-        return kind, reshape(kind, content, self.config.answer_shape)
+        if self.config.answer_shape == "clean":
+            return kind, content
+        prompt = "\n".join(str(m.get("content") or "") for m in body.get("messages") or [])
+        return kind, reshape(kind, content, self.config.answer_shape, prompt)
 
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
         body, denied = await self._accepted(request)

@@ -13,7 +13,8 @@ Model families (`--model-family`), as their servers behave:
 Answer shapes (`--answer-shape`), each one seen in recorded answers of real models; they reshape the simulator's
 clean tuple-format answers (graph and claims extraction) or its JSON answers:
 closed-gt, strength-braces, numbered, numbered-one-line, bulleted, curly, broken-delimiter, prose-around, twice,
-fenced-json, prose-gleaning.
+fenced-json, prose-gleaning; and from small local models: copy-example (the prompt's worked example re-printed
+before the answer), only-example (the example and nothing else).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ import re
 
 FAMILIES = ("plain", "openai-reasoning", "deepseek-reasoner", "think-tags")
 SHAPES = ("clean", "closed-gt", "strength-braces", "numbered", "numbered-one-line", "bulleted", "curly",
-          "broken-delimiter", "prose-around", "twice", "fenced-json", "prose-gleaning")
+          "broken-delimiter", "prose-around", "twice", "fenced-json", "prose-gleaning", "copy-example",
+          "only-example")
 TUPLE, RECORD, COMPLETE = "<|>", "##", "<|COMPLETE|>"
 _TUPLE_KINDS = ("extract_graph", "extract_glean", "extract_claims", "extract_claims_glean")
 _JSON_KINDS = ("community_report", "community_report_revision", "resolve_entities", "json_schema", "json",
@@ -55,10 +57,16 @@ def reasoning_text(family: str, body: dict, tokens: int) -> str:
     return "Let me think" + " think" * max(0, words - 3)
 
 
-def reshape(kind: str, content: str, shape: str) -> str:
-    """The clean answer `content` of a `kind` request, as a model of `shape` writes it."""
+def reshape(kind: str, content: str, shape: str, prompt: str = "") -> str:
+    """The clean answer `content` of a `kind` request (whose prompt is `prompt`), as a model of `shape` writes
+    it."""
     if shape == "clean":
         return content
+    if shape in ("copy-example", "only-example"):
+        if kind not in ("extract_graph", "extract_glean"):
+            return content
+        example = prompt.split("-Real Data-")[0].rsplit("Output:", 1)[-1].strip().strip("#").strip()
+        return example if shape == "only-example" else f"{example.replace(COMPLETE, '').strip()}\n{RECORD}\n{content}"
     if shape == "fenced-json":
         return f"Here is the report in JSON:\n```json\n{content}\n```" if kind in _JSON_KINDS else content
     if kind not in _TUPLE_KINDS:

@@ -179,3 +179,25 @@ def test_global_search_names_its_unusable_map_answers(tmp_path):
     assert done.returncode == 1, done.stdout + done.stderr
     assert "none of the" in done.stderr and "map answers was usable" in done.stderr
     assert "I am sorry" not in done.stdout
+
+
+def test_records_copied_from_the_prompts_example_are_dropped(clean, tmp_path):
+    """A small model re-prints the prompt's worked example before its answer: MARTIN SMITH and CENTRAL
+    INSTITUTION occur nowhere in the corpus and must not enter the graph."""
+    with SimulatorProcess(answer_shape="copy-example") as sim:
+        root = project(tmp_path / "p", sim.base_url)
+        result = api.build_index(root=root)
+        entities, pairs, failures = graph(root)
+    assert failures == 0
+    assert not {"MARTIN SMITH", "CENTRAL INSTITUTION"} & set(entities["title"].to_list())
+    assert entities.equals(clean[0][0]) and pairs.equals(clean[0][1])
+    assert result.stats["steps"]["extract_graph"]["events"]["example_copies_dropped"] > 0
+
+
+def test_a_run_whose_every_answer_is_the_example_does_not_publish(tmp_path):
+    with SimulatorProcess(answer_shape="only-example") as sim:
+        root = project(tmp_path / "p", sim.base_url)
+        done = subprocess.run([sys.executable, "-m", "graphrag_ray.cli", "index", "--root", str(root)],
+                              capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and "extract_graph" in done.stderr, done.stderr[-1500:]
+    assert published_version(root) is None

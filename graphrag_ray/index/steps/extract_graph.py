@@ -14,7 +14,7 @@ import polars as pl
 
 from graphrag_ray.errors import LLMUnavailableError, UnusableAnswerError
 from graphrag_ray.parsing.llm_output import (COMPLETION_DELIMITER, RECORD_DELIMITER, TUPLE_DELIMITER, Extraction,
-                                        parse_tuples, usable_extraction)
+                                             example_names, parse_tuples, says_none, without_copies)
 from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
 from graphrag_ray.config.prompts import fill
 
@@ -56,16 +56,28 @@ class ExtractGraph(ItemStep):
         cfg = ctx.settings.extract_graph
         chat = models.chat(cfg.model_id)
         first = [{"role": "user", "content": extraction_prompt(ctx, item["text"])}]
+        examples = example_names(extraction_prompt(ctx, ""))
+
+        def own(content: str) -> Extraction:
+            """The answer's records, less those copied from the prompt's example (counted)."""
+            kept, copied = without_copies(parse_tuples(content), examples, item["text"])
+            self.stat_update("example_copies_dropped", copied)
+            return kept
+
+        def usable(content: str) -> bool:  # an answer that only re-prints the example is unusable
+            return bool(without_copies(parse_tuples(content), examples, item["text"])[0].records) or \
+                says_none(content)
+
         try:
             # an answer cut at max_tokens keeps its complete records (gleaning asks for the rest)
-            answer = await chat.chat(first, stage=STAGE, validate=usable_extraction, partial_ok=True)
+            answer = await chat.chat(first, stage=STAGE, validate=usable, partial_ok=True)
         except LLMUnavailableError as exc:
             return {"failures": [{"step": self.name, "item_id": item["item_id"], "source": item["document_id"],
                                   "reason": str(exc)}]}
         self.stat_update("cut_answers", int(answer.cut))
-        found = parse_tuples(answer.content)
+        found = own(answer.content)
         try:
-            await self._glean(ctx, chat, first, found)
+            await self._glean(ctx, chat, first, found, usable, own)
         except UnusableAnswerError as exc:
             # a gleaning answered twice in prose ("I apologize for the oversight...") ends gleaning for this unit;
             # what the first answer and earlier gleanings found stands
@@ -76,7 +88,7 @@ class ExtractGraph(ItemStep):
                                   "reason": str(exc)}]}
         return self._rows(item, found)
 
-    async def _glean(self, ctx: StepContext, chat, first: list[dict], found: Extraction) -> None:
+    async def _glean(self, ctx: StepContext, chat, first: list[dict], found: Extraction, usable, own) -> None:
         """Ask for what the answers so far missed, up to max_gleanings rounds, adding to `found`."""
         cfg = ctx.settings.extract_graph
         for round_index in range(cfg.max_gleanings):
@@ -84,10 +96,10 @@ class ExtractGraph(ItemStep):
             more = [{"role": "user", "content": fill(ctx.prompt(cfg.continue_prompt),
                                                      extracted_names=", ".join(names) or "(none)",
                                                      completion_delimiter=COMPLETION_DELIMITER)}]
-            glean = await chat.chat(first + more, stage=STAGE, validate=usable_extraction, partial_ok=True)
+            glean = await chat.chat(first + more, stage=STAGE, validate=usable, partial_ok=True)
             self.stat_update("cut_answers", int(glean.cut))
             self.stat_update("gleaning_rounds")
-            extra = parse_tuples(glean.content)
+            extra = own(glean.content)
             found.add(extra)
             if not (extra.entities or extra.relationships) or round_index == cfg.max_gleanings - 1:
                 return
