@@ -85,6 +85,17 @@ def update_index(root: str | Path = ".", config_file: str | Path | None = None, 
     return run(root, config_file, resume=resume, show_progress=show_progress, verbose=verbose, update=True)
 
 
+def clear_cache(root: str | Path = ".", config_file: str | Path | None = None, stage: str = "") -> tuple[int, int]:
+    """Drop one stage's cached LLM answers (the rest stay): (dropped, kept). Refused while a run holds the root."""
+    from graphrag_ray.index.lock import RunLock
+    from graphrag_ray.llm.cache import open_cache
+    from graphrag_ray.storage.location import resolve_if_rooted
+
+    settings = load_settings(root, config_file)
+    with RunLock(Path(root).resolve()):
+        return open_cache(resolve_if_rooted(root, settings.cache.base_dir)).clear_stage(stage)
+
+
 def list_versions(root: str | Path = ".", config_file: str | Path | None = None) -> list[dict]:
     """The published versions, newest first: {version, path, current, and its stats.json (kind, rows, changes...)}."""
     from graphrag_ray.storage.tables import published_versions

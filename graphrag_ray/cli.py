@@ -21,6 +21,8 @@ app = typer.Typer(name="graphrag-ray", no_args_is_help=True, add_completion=Fals
                   help="GraphRAG as a distributed, resumable batch engine on Ray.")
 tokenizers_app = typer.Typer(help="Offline tokenizer files for tiktoken.", no_args_is_help=True)
 app.add_typer(tokenizers_app, name="tokenizers")
+cache_app = typer.Typer(help="The LLM response cache.", no_args_is_help=True)
+app.add_typer(cache_app, name="cache")
 
 _STATE = {"verbose": False}
 
@@ -43,6 +45,13 @@ def root(verbose: bool = typer.Option(False, "--verbose", "-v", help="log detail
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     install_log_redaction()
+
+
+def _use_cache(cache: bool) -> None:
+    """--no-cache: every settings file this command reads has the LLM response cache off."""
+    from graphrag_ray.config.load import set_command_overrides
+
+    set_command_overrides({} if cache else {"cache": {"enabled": False}})
 
 
 @app.command()
@@ -70,6 +79,8 @@ def check(root: Path = RootOpt, config: Optional[Path] = ConfigOpt) -> None:
 def index(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
           method: str = typer.Option("standard", help="index method: standard (LLM graph) | fast (no LLM)"),
           resume: bool = typer.Option(True, "--resume/--no-resume", help="continue an interrupted run"),
+          cache: bool = typer.Option(True, "--cache/--no-cache", help="use the LLM response cache (--no-cache: "
+                                     "ask the model for everything; nothing is read from or written to it)"),
           dry_run: bool = typer.Option(False, "--dry-run", help="count and price the work; call nothing"),
           rehearse: bool = typer.Option(False, "--rehearse", help="run against a simulator that enforces the "
                                         "configured RPM/TPM, and report what the real run would cost and take"),
@@ -79,10 +90,11 @@ def index(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
                                               "(transient causes), and publish a new version"),
           ) -> None:
     """Build the index: documents -> text units -> graph -> communities -> reports -> embeddings."""
+    _use_cache(cache)
     if dry_run:
         return estimate(root=root, config=config)
     console = _console()
-    progress = sys.stderr.isatty()
+    progress = True if sys.stderr.isatty() else "plain"  # plain lines for a log (ray job submit, CI)
     if rehearse:
         from graphrag_ray.rehearse import rehearse as run_rehearsal
 
@@ -126,12 +138,17 @@ def _report_run(result, console) -> None:
 
 @app.command()
 def update(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
-           resume: bool = typer.Option(True, "--resume/--no-resume", help="continue an interrupted update")) -> None:
+           resume: bool = typer.Option(True, "--resume/--no-resume", help="continue an interrupted update"),
+           cache: bool = typer.Option(True, "--cache/--no-cache", help="use the LLM response cache (--no-cache: "
+                                     "ask the model for everything; nothing is read from or written to it)"),
+) -> None:
     """Bring the published index up to date with the input: documents added, changed or deleted cost calls in
     proportion to the change; published as a new version with a changes.json."""
+    _use_cache(cache)
     from graphrag_ray.api import update_index
 
-    result = update_index(root=root, config_file=config, resume=resume, show_progress=sys.stderr.isatty(),
+    result = update_index(root=root, config_file=config, resume=resume,
+                          show_progress=True if sys.stderr.isatty() else "plain",
                           verbose=_STATE["verbose"])
     _report_run(result, _console())
 
@@ -221,8 +238,12 @@ def estimate(root: Path = RootOpt, config: Optional[Path] = ConfigOpt) -> None:
 @app.command("prompt-tune")
 def prompt_tune(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
                 sample: int = typer.Option(12, "--sample", help="text units shown to the model"),
-                dry_run: bool = typer.Option(False, "--dry-run", help="print the prompts; write nothing")) -> None:
+                dry_run: bool = typer.Option(False, "--dry-run", help="print the prompts; write nothing"),
+                cache: bool = typer.Option(True, "--cache/--no-cache", help="use the LLM response cache (--no-cache: "
+                                     "ask the model for everything; nothing is read from or written to it)"),
+) -> None:
     """Fit the extraction, summary and report prompts to the corpus (language, domain, entity types, example)."""
+    _use_cache(cache)
     from graphrag_ray import api
 
     result = api.prompt_tune(root, config, sample, dry_run)
@@ -273,8 +294,11 @@ def query(question: Optional[str] = typer.Argument(None, help="the question (or 
           context_only: bool = typer.Option(False, "--context-only", help="print the context; no answer call"),
           no_llm: bool = typer.Option(False, "--no-llm", help="answer with evidence sentences; no LLM call "
                                       "(automatic when the chat model has no API key)"),
+          cache: bool = typer.Option(True, "--cache/--no-cache", help="use the LLM response cache (--no-cache: "
+                                     "ask the model for everything; nothing is read from or written to it)"),
           ) -> None:
     """Ask the index a question (QUESTION '-' reads it from standard input)."""
+    _use_cache(cache)
     text = _question_text(question, query_opt, query_file)
     from graphrag_ray import api
 
@@ -283,12 +307,18 @@ def query(question: Optional[str] = typer.Argument(None, help="the question (or 
         finished = []
 
         async def stream():
-            async for piece in api.search_streaming(text, method, root, config, data, community_level,
-                                                    dynamic_community_selection, response_type, no_llm=no_llm,
-                                                    on_result=finished.append):
-                sys.stdout.write(piece)
-                sys.stdout.flush()
-            sys.stdout.write("\n")
+            shown = False
+            try:
+                async for piece in api.search_streaming(text, method, root, config, data, community_level,
+                                                        dynamic_community_selection, response_type, no_llm=no_llm,
+                                                        on_result=finished.append):
+                    sys.stdout.write(piece)
+                    sys.stdout.flush()
+                    shown = shown or bool(piece)
+            finally:  # a stream cut mid-answer: its error goes on a line of its own
+                if shown:
+                    sys.stdout.write("\n")
+                    sys.stdout.flush()
 
         api.run_async(stream())
         result = finished[0]
@@ -383,6 +413,9 @@ def simulate_llm(
                                      "strength-braces | numbered | numbered-one-line | bulleted | curly | "
                                      "broken-delimiter | prose-around | twice | fenced-json | prose-gleaning"),
     reasoning_tokens: int = typer.Option(200, help="about how many tokens a reasoning family thinks per request"),
+    stream_rate: float = typer.Option(0.0, help="tokens per second generated, as a slow local server (0: at once)"),
+    serial: bool = typer.Option(False, help="one answer at a time; an abandoned one is generated to its end"),
+    busy_models: bool = typer.Option(False, help="GET /models waits while an answer is generated (llama.cpp)"),
 ) -> None:
     """Run the OpenAI-compatible simulator (for tests, benchmarks and rehearsals; costs nothing)."""
     from graphrag_ray.simulate.faults import FaultRates
@@ -397,8 +430,21 @@ def simulate_llm(
                              stream_stall=stream_stall, fail_containing=fail_containing,
                              float_embeddings=float_embeddings, model_family=model_family,
                              answer_shape=answer_shape, reasoning_tokens=reasoning_tokens,
-                             refuse_containing=refuse_containing)
+                             refuse_containing=refuse_containing, stream_rate=stream_rate, serial=serial,
+                             busy_models=busy_models)
     serve(config, host, port)
+
+
+@cache_app.command("clear")
+def cache_clear(stage: str = typer.Option(..., "--stage", help="the stage whose answers go, e.g. extract_graph, "
+                                          "summarize_descriptions, community_reports, query_global_map"),
+                root: Path = RootOpt, config: Optional[Path] = ConfigOpt) -> None:
+    """Drop one stage's cached answers, so the next run asks the model again for that stage only."""
+    from graphrag_ray.api import clear_cache
+
+    dropped, kept = clear_cache(root, config, stage)
+    typer.echo(f"cache: dropped {dropped:,} answers of stage {stage}, kept {kept:,} of other stages"
+               + ("" if dropped else " (answers cached before this version carry no stage and stay)"))
 
 
 @tokenizers_app.command("install")

@@ -69,7 +69,14 @@ class ModelConfig(Section):
     http_client: Literal["aiohttp", "httpx"] = doc(
         "aiohttp", "the HTTP client every request goes out on: aiohttp (less CPU per call) or httpx (httpx2); "
         "azure: the openai SDK's client on that transport")
-    request_timeout: float = doc(180.0, "seconds before one request is abandoned and retried", gt=0)
+    request_timeout: float = doc(180.0, "seconds before a request answered in one piece is abandoned and retried "
+                                        "(a streamed one is judged by stall_timeout instead)", gt=0)
+    stall_timeout: float = doc(120.0, "a streamed request is abandoned only when its endpoint has sent nothing - "
+                                      "to it or to any other request of this process - for this many seconds (a "
+                                      "local server busy generating is making progress, however slowly)", gt=0)
+    stream_requests: Literal["auto", "always", "never"] = doc(
+        "auto", "ask for every answer as a stream, so slow generation is measured by progress, not total time; "
+        "auto: for plain-http endpoints (local servers: llama.cpp, Ollama, vLLM, LM Studio)")
     concurrency: int = doc(16, "requests in flight at once per worker process", gt=0)
     dimensions: int | None = doc(None, "embedding size (requested from endpoints that support it; local: 256)",
                                  gt=0)

@@ -26,7 +26,7 @@ from graphrag_ray.exec.progress import watching_limits
 from graphrag_ray.exec.run_state import RunState, RunTables
 from graphrag_ray.exec.step import BatchStep, ItemStep, SpilledRows, Step, StepContext, Tables, collecting_stats
 from graphrag_ray.exec.worker import StepWorker
-from graphrag_ray.llm.ledger import UsageLedger
+from graphrag_ray.llm.ledger import UsageLedger, run_ledger
 from graphrag_ray.storage.schemas import SCHEMAS
 
 FAILURE_SCHEMA = SCHEMAS["failures"]
@@ -57,6 +57,7 @@ class Executor:
         self.limiter = limiter
         self.backend = backend  # "ray": actors; "local": in this process
         self.progress = progress
+        self._task_ledgers: dict = {}  # progress row -> the ledger of its step
         self.ledger = UsageLedger()          # what this command spent
         self.stats: dict[str, dict] = {}
         self.node_ids: Counter = Counter()  # partitions run per Ray node (multi-node checks)
@@ -189,7 +190,7 @@ class Executor:
         counts = Counter(items=0, partitions=0, resumed_partitions=0, carried_items=0)  # zeros recorded too
         events: Counter = Counter()
         rounds = step.rounds(self.ctx, inputs)
-        task = self._task(step.name, 0)
+        task = self._task(step.name, 0, step_ledger)
         failed_parts: list[tuple[int, int]] = []  # (round, partition) of partitions holding failed items
         spilled_parts: list[tuple[int, int]] = []  # every (round, partition), for the spilled yields' files
         keys = ItemKeys(step, self.ctx.previous) if step.carries_results else None
@@ -300,29 +301,34 @@ class Executor:
         reason, times = reasons["kind"].value_counts(sort=True).row(0)
         sample = reasons.filter(pl.col("kind") == reason)["sample"].drop_nulls().head(1).to_list()
         with self._lock:
-            spent = self.ledger.total()
-            where = self.run.save_ledger(self.ledger.to_dict())
+            billed = run_ledger(self.ctx.paid_dir) if self.ctx.paid_dir else self.ledger  # every attempt so far
+            spent = billed.total()
+            where = self.run.save_ledger(billed.to_dict())
         raise StepFailedError(f"{step.name}: {failed} of {items} items failed ({failed / items:.0%}, more than "
                               f"output.max_failure_ratio {self.max_failure_ratio:.0%}); most common reason "
                               f"({times}x): {reason}{f'; the answer began: {sample[0]}' if sample else ''}. "
-                              f"Nothing was published; a re-run retries the failed items. Spent: {spent.calls:,} "
+                              f"Nothing was published; the same command (or `index --retry-failures`) asks the model "
+                              f"again for the failed items only - the rest resumes, and answers it found unusable "
+                              f"are not reused. Spent: {spent.calls:,} "
                               f"calls ({spent.unusable:,} unusable), ${spent.cost:.4f} - ledger in {where}")
 
-    def _task(self, name: str, total: int):
+    def _task(self, name: str, total: int, ledger: UsageLedger | None = None):
+        """A progress row for a step; its figures are the step's own (`ledger`), not the run's running totals."""
         if not self.progress:
             return None
-        with self._lock:
-            usage = self.ledger.total()
-        return self.progress.add_task(name, total=total, calls=usage.calls, cost=usage.cost,
-                                      tokens=usage.prompt_tokens + usage.completion_tokens)
+        task = self.progress.add_task(name, total=total, calls=0, cost=0.0, tokens=0)
+        self._task_ledgers[task] = ledger
+        return task
 
     def _advance(self, task, n: int) -> None:
         if task is None:
             return
+        ledger = self._task_ledgers.get(task)
         with self._lock:
-            usage = self.ledger.total()
-        self.progress.update(task, advance=n, calls=usage.calls, cost=usage.cost,
-                             tokens=usage.prompt_tokens + usage.completion_tokens)
+            usage = ledger.total() if ledger is not None else None
+        figures = {} if usage is None else {"calls": usage.calls, "cost": usage.cost,
+                                            "tokens": usage.prompt_tokens + usage.completion_tokens}
+        self.progress.update(task, advance=n, **figures)
 
     def start_workers(self) -> None:
         """Start the pool's workers now (Ray actors take about a second), before the first step needs them."""

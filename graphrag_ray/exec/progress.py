@@ -5,13 +5,87 @@ already counts the throttling."""
 
 from __future__ import annotations
 
+import sys
 import threading
+import time
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
 
 LIMITS_REFRESH_S = 2.0
 
 
-def progress_bar(enabled: bool, console=None):
+PLAIN_EVERY_S = 30.0
+
+
+class PlainProgress:
+    """Progress for a log, not a terminal (a `ray job submit` log, CI, a file): a line when a step starts and ends,
+    and every PLAIN_EVERY_S seconds a line for each step still running - items done, its calls, tokens and cost."""
+
+    @dataclass
+    class Task:
+        description: str
+        total: float
+        completed: float = 0
+        fields: dict = field(default_factory=dict)
+        started: float = field(default_factory=time.monotonic)
+        finished: bool = False
+
+    def __init__(self, stream=None, every: float = PLAIN_EVERY_S):
+        self.stream, self.every, self.note = stream or sys.stderr, every, ""
+        self.tasks: dict[int, PlainProgress.Task] = {}
+        self._lock, self._stop = threading.Lock(), threading.Event()
+
+    def add_task(self, description: str, total: float = 0, **fields) -> int:
+        with self._lock:
+            task = len(self.tasks)
+            self.tasks[task] = self.Task(description, total or 0, fields=dict(fields))
+        self._line(f"{description}: started")
+        return task
+
+    def update(self, task: int, advance: float = 0, completed: float | None = None, total: float | None = None,
+               **fields) -> None:
+        with self._lock:
+            t = self.tasks[task]
+            t.completed = completed if completed is not None else t.completed + advance
+            t.total = total if total is not None else t.total
+            t.fields.update(fields)
+            done = bool(t.total) and t.completed >= t.total and not t.finished
+            t.finished = t.finished or done
+        if done:
+            self._line(self._describe(t, "done"))
+
+    def _describe(self, t: "PlainProgress.Task", state: str) -> str:
+        f = t.fields
+        figures = f", calls {f.get('calls', 0):,}, tokens {f.get('tokens', 0):,}, ${f.get('cost', 0.0):.4f}" \
+            if f.get("calls") else ""
+        return (f"{t.description}: {state} {t.completed:,.0f}/{t.total:,.0f}{figures}, "
+                f"{time.monotonic() - t.started:,.0f} s")
+
+    def _line(self, text: str) -> None:
+        self.stream.write(f"[{time.strftime('%H:%M:%S')}] {text}\n")
+        self.stream.flush()
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(self.every):
+            with self._lock:
+                running = [t for t in self.tasks.values() if not t.finished]
+            for t in running:
+                self._line(self._describe(t, "running") + (f"; {self.note}" if self.note else ""))
+
+    def __enter__(self) -> "PlainProgress":
+        self._thread = threading.Thread(target=self._heartbeat, name="graphrag-ray-progress", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+
+
+def progress_bar(enabled: "bool | str", console=None):
+    """A rich display (True / "rich"), plain lines for a log ("plain"), or none."""
+    if enabled == "plain":
+        return PlainProgress()
     if not enabled:
         return nullcontext(None)
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn

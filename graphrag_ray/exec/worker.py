@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from graphrag_ray.exec.step import ItemStep, StepContext, collecting_stats
-from graphrag_ray.llm.ledger import UsageLedger, recording_into
+from graphrag_ray.llm.ledger import PaidJournal, UsageLedger, recording_into
 from graphrag_ray.llm.models import Models
 from graphrag_ray.llm.tokens import load_in_background
 
@@ -16,7 +16,8 @@ class StepWorker:
     def __init__(self, ctx: StepContext, limiter):
         self.ctx = ctx
         self.models = Models.create(ctx.settings, ctx.root, limiter=limiter, cautious_start=True,
-                                    retry_unusable=ctx.retry_unusable)
+                                    retry_unusable=ctx.retry_unusable,
+                                    journal=PaidJournal(ctx.paid_dir) if ctx.paid_dir else None)
         # every call counts its tokens first: a new worker process builds the tokenizers (a third of a second
         # each) while the first steps run, not when its first call is about to go out
         for model, encoding in sorted({(m.model, m.encoding or "") for m in ctx.settings.models.values()

@@ -6,6 +6,7 @@ import errno
 import hashlib
 import importlib
 import json
+import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,12 +27,14 @@ from graphrag_ray.index.steps.embed import vector_batches
 from graphrag_ray.index.input import check_columns, discover
 from graphrag_ray.index.lock import RunLock
 from graphrag_ray.llm.concurrency import limiter_snapshot, provider_limits, warm_start
-from graphrag_ray.llm.ledger import UsageLedger
+from graphrag_ray.llm.ledger import UsageLedger, run_ledger
 from graphrag_ray.llm.preflight import check_endpoints
 from graphrag_ray.storage.location import FoundFile, Store, resolve
 from graphrag_ray.storage.schemas import REQUIRED_TABLES
 from graphrag_ray.storage.tables import current_index, publish, read_table, write_table
 from graphrag_ray.storage.vectors import VECTOR_TABLES, write_vector_batches
+
+log = logging.getLogger(__name__)
 
 INDEX_METHODS: dict[str, list[str]] = {
     # background steps run beside the steps after them until one reads what they write: embed_text_units beside
@@ -151,6 +154,11 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
     ctx = StepContext(settings, root)
     output = resolve(root, settings.output.base_dir)
     published_stats = None
+    if retry_failures and not update and current_index(output) is None:
+        # a run that failed before publishing: resuming it retries exactly its failed items (their partitions
+        # were forgotten when it stopped), and answers cached unusable are asked again
+        log.warning("--retry-failures: no published index in %s; resuming the unpublished run", output)
+        retry_failures, resume = False, True
     if update or retry_failures:
         ctx.previous, published_stats = _published(output, "update" if update else "--retry-failures")
         method = published_stats.get("method", method)
@@ -183,9 +191,14 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
         _check_models(settings, steps, method)
     with RunLock(root):
         run_id = run_id_for(ctx, method, files, input_id)
-        run = RunState(Store(resolve(root, settings.output.runs_dir)).child(run_id))
+        runs = Store(resolve(root, settings.output.runs_dir))
+        run = RunState(runs.child(run_id))
         if not resume:
             run.reset()
+        # every attempt of this run journals what it pays beside the run's folder (kept by --no-resume too), so
+        # the published ledger is what the provider billed for the whole run, not what the last attempt paid
+        paid = runs.child(f"paid-{run_id}")
+        ctx.paid_dir = paid.location
         workers = settings.workers
         # what the run reads anew decides whether Ray's start-up pays: an update of a few documents runs here,
         # cluster or not
@@ -229,6 +242,7 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
             raise GraphRagRayError(f"no space left on the device while writing the index to {output}; the "
                                    f"published index is unchanged and the run resumes once there is room") from None
         run.reset()
+        paid.delete_tree()
         return IndexResult(output, run_id, stats, executor.ledger, dict(executor.node_ids), version)
 
 
@@ -296,12 +310,14 @@ def _write_index(folder: Path, tables, ctx: StepContext, executor: Executor, ste
                 continue
             write_vector_batches(folder / "lancedb", target, vector_batches(executor.run.store, part), part.height,
                                  settings.embed_text.ann_index_rows, settings.embed_text.ann_index)
-    total = executor.ledger.total()
+    billed = run_ledger(ctx.paid_dir) if ctx.paid_dir else executor.ledger  # every attempt of this run
+    total, attempt = billed.total(), executor.ledger.total()
     stats = {**about, "wall_s": round(wall, 3), "steps": executor.stats,
              "total": {"calls": total.calls, "prompt_tokens": total.prompt_tokens,
-                       "completion_tokens": total.completion_tokens, "cost": round(total.cost, 6),
-                       "cache_hits": total.cache_hits, "retries": total.retries, "rate_limited": total.rate_limited,
-                       "failures": int(tables["failures"].height)},
+                       "completion_tokens": total.completion_tokens, "reasoning_tokens": total.reasoning_tokens,
+                       "cost": round(total.cost, 6), "cache_hits": total.cache_hits, "retries": total.retries,
+                       "rate_limited": total.rate_limited, "failures": int(tables["failures"].height)},
+             "this_attempt": {"calls": attempt.calls, "cost": round(attempt.cost, 6)},
              "rows": rows}
     if ctx.previous is not None:  # what changed since the version this run started from, and what it cost
         changes = describe_changes(ctx.previous, tables, executor.ledger)
@@ -313,5 +329,5 @@ def _write_index(folder: Path, tables, ctx: StepContext, executor: Executor, ste
         (folder / "changes.json").write_text(json.dumps(changes, indent=2), encoding="utf-8")
         stats["changes"] = {table: {k: len(v) for k, v in diff.items()} for table, diff in changes["tables"].items()}
     (folder / "stats.json").write_text(json.dumps(stats, indent=2, default=str), encoding="utf-8")
-    executor.ledger.write_json(folder / settings.reporting.ledger_file)
+    billed.write_json(folder / settings.reporting.ledger_file)
     return stats

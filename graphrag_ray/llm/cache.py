@@ -49,6 +49,19 @@ class ResponseCache:
             self.store.put(key, json.dumps(value, ensure_ascii=False).encode("utf-8"))
 
 
+    def clear_stage(self, stage: str) -> tuple[int, int]:
+        """Drop the cached answers of one stage (e.g. summarize_descriptions); (dropped, kept)."""
+        if self.store is None:
+            return 0, 0
+
+        def of_stage(value: bytes) -> bool:
+            try:
+                return json.loads(value).get("stage") == stage
+            except (ValueError, AttributeError):
+                return False
+        return self.store.drop_where(of_stage)
+
+
 def open_cache(location: str | Path | None) -> ResponseCache:
     """A local (or shared-filesystem) folder, an object-store URI, or None (caching off)."""
     return ResponseCache(open_kv(location) if location else None)

@@ -18,6 +18,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
@@ -36,6 +37,19 @@ log = logging.getLogger(__name__)
 
 class TransientLLMError(Exception):
     """5xx, timeout or dropped connection: worth retrying."""
+
+
+class TimedOutError(TransientLLMError):
+    """A request answered in one piece did not finish within request_timeout."""
+
+
+class StalledError(TransientLLMError):
+    """A streamed request's endpoint sent nothing for stall_timeout: the server may still be generating it."""
+
+
+# endpoint -> when it last sent a piece of any answer to this process (time.monotonic())
+_PROGRESS: dict[tuple[str, str], float] = {}
+PROGRESS_CHECK_S = 1.0
 
 
 class RequestRejected(LLMFatalError):
@@ -241,6 +255,9 @@ class OpenAIClient:
         self.closed = False
         self.announced_limits: tuple[int | None, int | None] = (None, None)
         self.shape: RequestShape = shape_for(config)
+        self._endpoint = (config.api_base, config.model)
+        self.streams = config.api_type == "openai" and (config.stream_requests == "always" or (
+            config.stream_requests == "auto" and config.api_base.lower().startswith("http://")))
         key = config.api_key.get_secret_value() if config.api_key else ""
         if not key:
             raise LLMFatalError(f"models.{model_id}.api_key is empty: set it (e.g. api_key: ${{GRAPHRAG_API_KEY}} "
@@ -272,7 +289,15 @@ class OpenAIClient:
         return {"model": self.config.model, "messages": messages, **params, **more}
 
     async def chat(self, messages: list[dict], params: dict[str, Any]) -> Completion:
-        """POST /chat/completions in the shape this endpoint takes, read as plain JSON."""
+        """POST /chat/completions in the shape this endpoint takes, read as plain JSON - or, for an endpoint that
+        streams (`stream_requests`), asked for as a stream and put together here, so a slow server is judged by its
+        progress, not by the total time a long answer takes to generate."""
+        if self.streams:
+            usage: dict[str, Any] = {}
+            content = "".join([piece async for piece in self.chat_stream(messages, params, usage)])
+            return Completion(content, usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0),
+                              usage.get("finish_reason"), reasoning_tokens=usage.get("reasoning_tokens", 0),
+                              reasoning=usage.get("reasoning", ""))
         data = await self._shaped(lambda wire: self._post_json("/chat/completions", self._body(messages, wire)),
                                   params)
         choice = (data.get("choices") or [{}])[0] or {}
@@ -358,19 +383,47 @@ class OpenAIClient:
             raise self._translate(exc) from None
 
     async def _opened_stream(self, body: dict[str, Any]) -> AsyncIterator[dict]:
-        """The stream's events, its first one already read: a refusal (400) is raised here, before any text."""
+        """The stream's events, its first one already read: a refusal (400) is raised here, before any text. Each
+        wait for the next event ends only when it comes or the endpoint stalls (`_unless_stalled`)."""
         events = self._sdk_stream(body) if self._sdk is not None else self._direct_stream(body)
+        started = time.monotonic()
         try:
-            first = await events.__anext__()
+            first = await self._unless_stalled(events.__anext__(), started)
         except StopAsyncIteration:
             first = None
 
         async def rest() -> AsyncIterator[dict]:
-            if first is not None:
-                yield first
-                async for event in events:
-                    yield event
+            if first is None:
+                return
+            yield first
+            while True:
+                try:
+                    event = await self._unless_stalled(events.__anext__(), started)
+                except StopAsyncIteration:
+                    return
+                yield event
         return rest()
+
+    async def _unless_stalled(self, step, started: float):
+        """`step`'s result; given up on only when this endpoint has sent this process nothing - for this request
+        or any other - for stall_timeout seconds. A serial local server answering other requests first makes
+        progress, so the requests queued behind them wait, and are never sent twice."""
+        stall = self.config.stall_timeout
+        task = asyncio.ensure_future(step)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=min(PROGRESS_CHECK_S, stall))
+                if done:
+                    result = task.result()
+                    _PROGRESS[self._endpoint] = time.monotonic()
+                    return result
+                if time.monotonic() - max(_PROGRESS.get(self._endpoint, 0.0), started) > stall:
+                    raise StalledError(f"no answer for {stall:g}s from {self.where} (stall_timeout)")
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
 
     async def _direct_stream(self, body: dict[str, Any]) -> AsyncIterator[dict]:
         async with self._http.stream(self._base + "/chat/completions", self._headers, encode(body)) as (reply,
@@ -433,7 +486,7 @@ class OpenAIClient:
             if cause := _network_cause(exc):
                 return TransientLLMError(f"connection to {self.where} failed: {cause}")
             if timeout:
-                return TransientLLMError(f"timeout after {self.config.request_timeout}s from {self.where}")
+                return TimedOutError(f"timeout after {self.config.request_timeout}s from {self.where}")
             return TransientLLMError(f"connection to {self.where} failed")
         if openai is not None and isinstance(exc, openai.APIError):  # e.g. a stream cut mid-way
             return TransientLLMError(f"{type(exc).__name__} from {self.where}")
@@ -512,6 +565,22 @@ def _network_cause(exc: BaseException) -> str | None:
     return None
 
 
+async def _accepts_connections(api_base: str, timeout: float) -> bool:
+    """A TCP connection to the endpoint's host and port opens."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(api_base)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(parts.hostname, port), timeout)
+    except (OSError, asyncio.TimeoutError):
+        return False
+    writer.close()
+    with contextlib.suppress(Exception):
+        await writer.wait_closed()
+    return True
+
+
 def _header_int(headers: Any, name: str) -> int | None:
     try:
         value = int(float(headers.get(name)))
@@ -532,6 +601,14 @@ async def endpoint_answers(model_id: str, config: ModelConfig, attempts: int = 3
             try:
                 names = await client.list_models()
                 break
+            except TimedOutError:
+                if await _accepts_connections(config.api_base, timeout):
+                    # llama.cpp's /models waits for the model lock while it generates: busy is not unreachable
+                    log.warning("%s accepted the connection but did not answer GET /models within %gs (busy, or "
+                                "not answering at all): going on; a request is given up after stall_timeout "
+                                "%gs without progress", client.where, timeout, config.stall_timeout)
+                    return
+                raise EndpointError(f"{client.where} is unreachable (no connection within {timeout:g}s)") from None
             except TransientLLMError as exc:
                 if attempt == attempts - 1:
                     raise EndpointError(f"{client.where} is unreachable or failing ({exc})") from None

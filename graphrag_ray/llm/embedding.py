@@ -82,7 +82,7 @@ class EmbeddingModel(_ModelBase):
         entry, _ = await self._call(stage, None, reserve, send)
         for i, vec, row in zip(idx, unpack_vectors(entry), pack_rows(entry)):
             vectors[i] = vec
-            self.cache.put(keys[i], row)
+            self.cache.put(keys[i], {**row, "stage": stage})
 
 
 class LocalEmbeddingModel:

@@ -108,10 +108,11 @@ class AiohttpSession:
 
     @contextlib.asynccontextmanager
     async def stream(self, url: str, headers: dict[str, str], body: bytes) -> AsyncIterator[tuple[Reply, Any]]:
-        """(the reply without its body, its lines); no line for longer than the timeout ends it as a timeout."""
+        """(the reply without its body, its lines)."""
         import aiohttp
 
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.timeout, sock_read=self.timeout)
+        # no read timeout: the client judges a stream by its endpoint's progress (client.py, stall_timeout)
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.timeout, sock_read=None)
         async with self._errors():
             async with self._open().post(url, data=body, headers=headers, timeout=timeout) as response:
                 if response.status >= 400:
@@ -130,7 +131,7 @@ class AiohttpSession:
 
 
 class HttpxSession:
-    """httpx2's AsyncClient (no timeout per whole stream: httpx2's timeout is per read, so a stall ends it)."""
+    """httpx2's AsyncClient."""
 
     def __init__(self, timeout: float, secure: bool):
         import httpx2
@@ -158,7 +159,12 @@ class HttpxSession:
     @contextlib.asynccontextmanager
     async def stream(self, url: str, headers: dict[str, str], body: bytes) -> AsyncIterator[tuple[Reply, Any]]:
         async with self._errors():
-            async with self._client.stream("POST", url, content=body, headers=headers) as response:
+            import httpx2
+
+            # no read timeout: the client judges a stream by its endpoint's progress (client.py, stall_timeout)
+            timeout = httpx2.Timeout(self._client.timeout.connect, read=None, write=self._client.timeout.write,
+                                     pool=None)
+            async with self._client.stream("POST", url, content=body, headers=headers, timeout=timeout) as response:
                 if response.status_code >= 400:
                     yield Reply(response.status_code, response.headers, await response.aread()), None
                 else:

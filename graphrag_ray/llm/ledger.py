@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -134,3 +135,72 @@ class recording_into:
         # nested recordings roll up (a hybrid search holds a local and a global one)
         if self._outer is not None and self.roll_up:
             self._outer.merge(self.ledger)
+
+
+class PaidJournal:
+    """Everything one process's models recorded for one run, on disk after every paid call: a run's ledger is the
+    sum of its journals, across every attempt - resumed, retried, interrupted or killed - so a later attempt never
+    hides what an earlier one paid (`run_ledger`). Each process (and each copy sent to a Ray worker) writes a file
+    of its own."""
+
+    def __init__(self, location: str):
+        import socket
+        import threading
+        import uuid
+
+        from graphrag_ray.storage.location import Store
+
+        self.location = location
+        self.store = Store(location)
+        self.name = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}.json"
+        self.ledger = UsageLedger()
+        self.lock = threading.Lock()
+
+    def record_call(self, *args, **kwargs) -> None:
+        with self.lock:
+            self.ledger.record_call(*args, **kwargs)
+            self.store.write_bytes(self.name, json.dumps(self.ledger.to_dict()).encode())
+
+    def record(self, stage: str, model: str, **counts: int) -> None:
+        with self.lock:
+            self.ledger.record(stage, model, **counts)
+            if counts.get("failures") or counts.get("unusable"):
+                self.store.write_bytes(self.name, json.dumps(self.ledger.to_dict()).encode())
+
+    def flush(self) -> None:
+        with self.lock:
+            if self.ledger.entries:
+                self.store.write_bytes(self.name, json.dumps(self.ledger.to_dict()).encode())
+
+    def __reduce__(self):  # another process journals into a file of its own
+        return (PaidJournal, (self.location,))
+
+
+def run_ledger(location: str) -> UsageLedger:
+    """The sum of every journal of a run (PaidJournal)."""
+    from graphrag_ray.storage.location import Store
+
+    store, total = Store(location), UsageLedger()
+    for stored in store.list_files("*.json"):
+        try:
+            total.merge(json.loads(store.read_bytes(stored.relative) or b"{}"))
+        except (ValueError, TypeError):
+            continue  # a journal being replaced right now: the rename makes that impossible locally
+    return total
+
+
+class Recording:
+    """Where a model's records go: the ledger of the work in this context, and the run's journal if any."""
+
+    def __init__(self, ledger: UsageLedger, journal: PaidJournal | None):
+        self.ledger, self.journal = ledger, journal
+
+    def record_call(self, *args, **kwargs) -> None:
+        self.ledger.record_call(*args, **kwargs)
+        if self.journal is not None:
+            self.journal.record_call(*args, **kwargs)
+
+    def record(self, stage: str, model: str, **counts: int) -> None:
+        self.ledger.record(stage, model, **counts)
+        if self.journal is not None:
+            self.journal.record(stage, model, **counts)

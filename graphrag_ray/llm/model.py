@@ -14,14 +14,15 @@ import asyncio
 import contextlib
 import functools
 import json
+import uuid
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 from graphrag_ray.config.settings import ModelConfig
 from graphrag_ray.errors import LLMUnavailableError, UnusableAnswerError
 from graphrag_ray.llm.cache import ResponseCache, cache_key
-from graphrag_ray.llm.client import Completion, OpenAIClient, RateLimitedError, TransientLLMError
-from graphrag_ray.llm.ledger import UsageLedger, active_ledger
+from graphrag_ray.llm.client import Completion, OpenAIClient, RateLimitedError, StalledError, TransientLLMError
+from graphrag_ray.llm.ledger import PaidJournal, Recording, UsageLedger, active_ledger
 from graphrag_ray.llm.concurrency import AdaptiveConcurrency
 from graphrag_ray.llm.retry import retrying
 from graphrag_ray.llm.request_shape import is_reasoning_model
@@ -48,6 +49,7 @@ class ChatResult:
 
 
 CUT_OFF = "cut off at max_tokens"
+MAX_ANEW = 20  # re-asks of one request across runs, each cached under a key of its own
 CUT_BEFORE_ANSWER = "cut off at max_tokens before any answer (the budget went to reasoning)"
 REPAIR = ("Your previous answer could not be used: it was {problem} (it began: {sample}). Answer again, completely "
           "and exactly in the format the instructions ask for, with nothing before or after it.")
@@ -56,7 +58,7 @@ REPAIR = ("Your previous answer could not be used: it was {problem} (it began: {
 class _ModelBase:
     def __init__(self, model_id: str, config: ModelConfig, *, cache: ResponseCache, limiter: Any,
                  ledger: UsageLedger, cautious_start: bool = False, check_first: bool = False,
-                 retry_unusable: bool = False):
+                 retry_unusable: bool = False, session: str | None = None, journal: PaidJournal | None = None):
         self.model_id = model_id
         self.cautious_start = cautious_start  # batch jobs: one call alone until the first answer
         # queries: the endpoint is checked alongside the first request that goes out (not before every query:
@@ -69,7 +71,9 @@ class _ModelBase:
         self.cache = cache
         self.limiter = limiter
         self.ledger = ledger
-        self.retry_unusable = retry_unusable  # `index --retry-failures`: see ChatModel.chat
+        self.retry_unusable = retry_unusable  # `index --retry-failures` (a later session asks anew anyway)
+        self.session = session or uuid.uuid4().hex  # the command's: its unusable answers are its own
+        self.journal = journal  # a batch job's: every paid call on disk at once
         self._clients: dict[int, OpenAIClient] = {}
         self._semaphores: dict[int, asyncio.Semaphore] = {}
 
@@ -79,8 +83,9 @@ class _ModelBase:
         return tokenizer_for(self.config.model, self.config.encoding)
 
     @property
-    def usage(self) -> UsageLedger:
-        return active_ledger(self.ledger)
+    def usage(self) -> Recording:
+        """The ledger of the work running in this context (and the run's journal, for a batch job's worker)."""
+        return Recording(active_ledger(self.ledger), self.journal)
 
     @property
     def client(self) -> OpenAIClient:
@@ -133,7 +138,7 @@ class _ModelBase:
             self.usage.record(stage, self.config.model, unusable=int(bool(entry.get("unusable"))),
                               counted_here=int(bool(entry.get("counted_here"))))
             if key is not None:  # None: the caller caches the parts (an embedding batch, per text)
-                self.cache.put(key, entry)
+                self.cache.put(key, {**entry, "stage": stage})  # `cache clear --stage` finds it by this
         finally:
             if mine is not None:
                 self._in_flight.pop(key, None)
@@ -168,8 +173,10 @@ class _ModelBase:
                 return await self._limited(reserve, stage, send)
 
     async def _alongside_check(self, work: Awaitable) -> Any:
-        """`work`, stopped by the endpoint check's one-line error if that comes first (an unreachable endpoint, a
-        bad key, an unknown model are named within seconds, not after the whole retry budget)."""
+        """`work`, after the endpoint check (an unreachable endpoint, a bad key, an unknown model are named within
+        seconds, not after the whole retry budget). The check goes first, not beside the work: a local server
+        serving one request at a time would make the check wait for the work (and call itself unreachable). Every
+        request of the loop waits for the one check."""
         from graphrag_ray.llm.client import endpoint_answers
 
         loop_id = id(asyncio.get_running_loop())
@@ -178,22 +185,13 @@ class _ModelBase:
             check = self._checks[loop_id] = asyncio.ensure_future(
                 endpoint_answers(self.model_id, self.config, attempts=2, timeout=5.0))
             check.add_done_callback(lambda done: done.cancelled() or done.exception())  # read, even if unawaited
-        task = asyncio.ensure_future(work)
         try:
-            await asyncio.wait({task, check}, return_when=asyncio.FIRST_COMPLETED)
-            if check.done() and not check.cancelled() and check.exception() is not None:
-                raise check.exception()
-            answered = task.done() and not task.cancelled() and task.exception() is None
-            if check.done() or answered:
-                self._endpoint_ok = True  # it answered: no more checks
-                if not check.done():
-                    check.cancel()
-            return await task
-        finally:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    await task
+            await asyncio.shield(check)
+            self._endpoint_ok = True  # it answered: no more checks
+        except BaseException:
+            work.close() if hasattr(work, "close") else None  # never started: no "was never awaited" warning
+            raise
+        return await work
 
     def _record_paid(self, stage: str, prompt_tokens: int, completion_tokens: int, reasoning_tokens: int = 0) -> None:
         price = self.config.price
@@ -222,6 +220,11 @@ class _ModelBase:
                 self.limiter.refused(key, exc.retry_after if exc.retry_after is not None else DEFAULT_429_PAUSE,
                                      rpm, tpm)
                 self.limiter.learn(key, rpm, tpm, *self.client.announced_limits)
+                raise
+            except StalledError:
+                # the server may still be generating it: fewer requests at once, so the re-send does not pile on
+                self.limiter.settle(key, grant, 0)
+                slots.refused()
                 raise
             except BaseException:
                 self.limiter.settle(key, grant, 0)
@@ -286,42 +289,49 @@ class ChatModel(_ModelBase):
         failed items), a re-ask whose unusable answer came from the cache is sent again."""
         params = self._params(json_mode, response_format, max_tokens, temperature, extra)
 
-        def ask(msgs: list[dict], settings: dict, anew: int = 0, cached_only: bool = False):
-            return self._chat_once(msgs, settings, stage, use_cache, validate, anew, cached_only)
+        def ask(msgs: list[dict], settings: dict):
+            return self._chat_once(msgs, settings, stage, use_cache, validate)
 
         first = await ask(messages, params)
         if first.complete or (partial_ok and first.problem == CUT_OFF):
             return first
         if first.problem == CUT_BEFORE_ANSWER:
-            repaired, warmer = messages, {**params, "max_tokens": 2 * params["max_tokens"]}
+            repaired, changed = messages, {**params, "max_tokens": 2 * params["max_tokens"]}
         else:
             sample = json.dumps(_sample(first.content), ensure_ascii=False)
             repaired = messages + [{"role": "user", "content": REPAIR.format(problem=first.problem, sample=sample)}]
-            warmer = params
-        second = await ask(repaired, warmer)
-        anew = 0
-        while second.cached and not (second.complete or (partial_ok and second.problem == CUT_OFF)):
-            # the cache holds this item's unusable re-ask: a retry run (`retry_unusable`) asks anew - under a
-            # key of its own, so the cached answer is never overwritten - and every run uses what one found
-            anew += 1
-            again = await ask(repaired, warmer, anew, cached_only=not self.retry_unusable)
-            if again is None:
-                break
-            second = again
+            changed = params
+        second = await ask(repaired, changed)
         if second.complete or (partial_ok and second.problem == CUT_OFF):
             return second
         self.usage.record(stage, self.config.model, failures=1)
         raise UnusableAnswerError(f"{self.client.where}: the answer was unusable twice ({second.problem}) | "
                                   f"answer began: {json.dumps(_sample(second.content), ensure_ascii=False)}")
 
+    @staticmethod
+    def _problem(content: str, cut: bool, wants_json: bool, validate: Callable[[str], bool] | None) -> str | None:
+        """Why an answer cannot be used as it is, or None."""
+        if cut and not content.strip():
+            return CUT_BEFORE_ANSWER  # never an empty success
+        if wants_json and parse_json_object(content) is None:
+            return "not valid JSON"
+        if validate is not None and not validate(content):
+            return CUT_OFF if cut else "not in the format asked for"
+        return None
+
     async def _chat_once(self, messages: list[dict], params: dict, stage: str, use_cache: bool,
-                         validate: Callable[[str], bool] | None, anew: int = 0,
-                         cached_only: bool = False) -> ChatResult | None:
-        key = cache_key("chat", self.config.model, {"messages": messages, "params": params,
-                                                     **({"anew": anew} if anew else {})})
+                         validate: Callable[[str], bool] | None) -> ChatResult:
+        """One request. A cached answer is judged again (the parser may have learned since); an unusable one is
+        served only to the command that paid for it (so it does not pay twice) - any later run, query or retry asks
+        again, under a key of its own (`anew`), so no cached record is ever overwritten."""
         wants_json = "response_format" in params
-        if cached_only and self.cache.get(key) is None:
-            return None
+        for anew in range(MAX_ANEW):
+            key = cache_key("chat", self.config.model, {"messages": messages, "params": params,
+                                                         **({"anew": anew} if anew else {})})
+            hit = self.cache.get(key) if use_cache else None
+            if hit is None or hit.get("session") == self.session or \
+                    self._problem(hit["content"], bool(hit.get("cut")), wants_json, validate) is None:
+                break
 
         async def send() -> tuple[dict, int, int]:
             completion: Completion = await self.client.chat(messages, params)
@@ -330,19 +340,17 @@ class ChatModel(_ModelBase):
                                      completion.reasoning_tokens)
             if completion.finish_reason == "length":
                 entry["cut"] = True
-            if completion.finish_reason == "length" and not completion.content.strip():
-                entry["unusable"] = CUT_BEFORE_ANSWER  # never an empty success
-            elif wants_json and parse_json_object(completion.content) is None:
-                entry["unusable"] = "not valid JSON"
-            elif validate is not None and not validate(completion.content):
-                entry["unusable"] = CUT_OFF if completion.finish_reason == "length" else \
-                    "not in the format asked for"
+            if problem := self._problem(completion.content, completion.finish_reason == "length", wants_json,
+                                        validate):
+                entry["unusable"], entry["session"] = problem, self.session
             return entry, entry["prompt_tokens"], entry["completion_tokens"]
 
         reserve = functools.partial(self._reservation, messages, params["max_tokens"])
         entry, cached = await self._call(stage, key, reserve, send, use_cache)
+        problem = self._problem(entry["content"], bool(entry.get("cut")), wants_json, validate) if cached \
+            else entry.get("unusable")
         return ChatResult(entry["content"], entry.get("prompt_tokens", 0), entry.get("completion_tokens", 0), cached,
-                          entry.get("unusable"), bool(entry.get("cut")))
+                          problem, bool(entry.get("cut")))
 
     def _paid_entry(self, messages: list[dict], content: str, prompt_tokens: int, completion_tokens: int,
                     reasoning: str = "", reasoning_tokens: int = 0) -> dict:
@@ -390,9 +398,11 @@ class ChatModel(_ModelBase):
                     return await send(2 * budget)
             except TransientLLMError as exc:
                 if parts:  # text already shown: a retry would repeat it. What was generated was paid for
-                    self._record_paid(stage, self.count(messages), self.tokenizer.count("".join(parts)))
+                    prompt, completion = self.count(messages), self.tokenizer.count("".join(parts))
+                    self._record_paid(stage, prompt, completion)
                     self.usage.record(stage, self.config.model, unusable=1, counted_here=1)
-                    raise LLMUnavailableError(f"stream from {self.client.where} broke: {exc}") from None
+                    raise LLMUnavailableError(f"stream from {self.client.where} broke: {exc} (paid for: {prompt:,} "
+                                              f"prompt + {completion:,} completion tokens, counted here)") from None
                 raise
             entry = self._paid_entry(messages, "".join(parts), usage.get("prompt_tokens", 0),
                                      usage.get("completion_tokens", 0), usage.get("reasoning", ""),

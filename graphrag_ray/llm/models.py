@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 from graphrag_ray.config.settings import Settings
 from graphrag_ray.llm.cache import ResponseCache, open_cache
 from graphrag_ray.llm.embedding import EmbeddingModel, LocalEmbeddingModel
-from graphrag_ray.llm.ledger import UsageLedger
+from graphrag_ray.llm.ledger import PaidJournal, UsageLedger
 from graphrag_ray.llm.model import ChatModel
 from graphrag_ray.llm.ratelimit import LocalRateLimiter
 from graphrag_ray.storage.location import resolve_if_rooted
@@ -26,16 +27,19 @@ class Models:
     cautious_start: bool = False  # batch jobs' workers: a model's first call goes alone (AdaptiveConcurrency)
     check_first: bool = False     # queries: each endpoint is checked alongside its first request
     retry_unusable: bool = False  # `index --retry-failures` (ChatModel.chat)
+    session: str = field(default_factory=lambda: uuid.uuid4().hex)  # whose unusable answers are whose (cache)
+    journal: PaidJournal | None = None  # a batch job's workers: what they pay, on disk as it is paid
     _built: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def create(cls, settings: Settings, root: str | Path | None, limiter: Any = None,
                ledger: UsageLedger | None = None, cautious_start: bool = False,
-               check_first: bool = False, retry_unusable: bool = False) -> "Models":
+               check_first: bool = False, retry_unusable: bool = False,
+               journal: PaidJournal | None = None) -> "Models":
         # no project root (the API given dataframes): a relative cache folder has no home, and is not used
         cache_dir = resolve_if_rooted(root, settings.cache.base_dir) if settings.cache.enabled else None
         return cls(settings, open_cache(cache_dir), limiter or LocalRateLimiter(), ledger or UsageLedger(),
-                   cautious_start, check_first, retry_unusable)
+                   cautious_start, check_first, retry_unusable, journal=journal)
 
     def chat(self, model_id: str) -> ChatModel:
         return self._get(model_id, ChatModel)
@@ -59,5 +63,6 @@ class Models:
         if model_id not in self._built:
             self._built[model_id] = kind(model_id, self.settings.model(model_id), cache=self.cache,
                                          limiter=self.limiter, ledger=self.ledger, cautious_start=self.cautious_start,
-                                         check_first=self.check_first, retry_unusable=self.retry_unusable)
+                                         check_first=self.check_first, retry_unusable=self.retry_unusable,
+                                         session=self.session, journal=self.journal)
         return self._built[model_id]

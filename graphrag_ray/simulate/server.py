@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import json
 import math
@@ -51,6 +52,9 @@ class SimulatorConfig:
     model_family: str = "plain"     # plain | openai-reasoning | deepseek-reasoner | think-tags (shapes.py)
     answer_shape: str = "clean"     # how answers are written (shapes.py: SHAPES)
     reasoning_tokens: int = 200     # about how long a reasoning family thinks per request
+    stream_rate: float = 0.0        # tokens per second a slow local server generates (0: at once)
+    serial: bool = False            # one answer generated at a time, and an abandoned one generated to its end
+    busy_models: bool = False       # GET /models waits while an answer is generated (llama.cpp's model lock)
 
 
 class SlidingWindow:
@@ -91,6 +95,8 @@ class Simulator:
         self.per_second: dict[str, Counter] = defaultdict(Counter)  # tokens admitted per second since start
         self.requests_per_second: dict[str, Counter] = defaultdict(Counter)
         self.answered: set[str] = set()  # models that have sent an answer
+        self.sends: Counter = Counter()  # chat requests by their messages and budget: a re-send counts twice
+        self.generating = asyncio.Lock()  # a serial server's one generation slot
 
     def limits(self) -> tuple[int | None, int | None]:
         """The (rpm, tpm) in force now: the configured ones, or the latest scheduled change already reached."""
@@ -241,6 +247,9 @@ class Simulator:
             return _error(400, refused[0], refused[2], param=refused[1])
         model = body.get("model", "")
         self._arrived(model)
+        self.sends[hashlib.sha256(json.dumps([body.get("messages"), body.get("max_tokens"),
+                                              body.get("max_completion_tokens")], sort_keys=True).encode()
+                                  ).hexdigest()] += 1
         tokenizer = tokenizer_for(model)
         kind, content = self._answer(body)
         prompt_tokens = count_chat_tokens(tokenizer, body.get("messages") or [])
@@ -265,10 +274,22 @@ class Simulator:
         if request.get("malformed"):
             self.counts["fault_malformed"] += 1
             content = content[: max(1, len(content) // 2)] + ' {"broken'
+        if self.config.serial:
+            async with self.generating:  # as llama.cpp with one slot: the others wait, an abandoned one runs on
+                return await self._generated(request, body, model, kind, content, reasoning, thought, prompt_tokens,
+                                             completion_tokens, finish, family)
+        return await self._generated(request, body, model, kind, content, reasoning, thought, prompt_tokens,
+                                     completion_tokens, finish, family)
+
+    async def _generated(self, request, body, model, kind, content, reasoning, thought, prompt_tokens,
+                         completion_tokens, finish, family) -> web.StreamResponse:
         delay = self.config.latency + self.config.latency_per_token * completion_tokens
+        if self.config.stream_rate and not body.get("stream"):  # generated in full before the answer goes out
+            delay += completion_tokens / self.config.stream_rate
         if delay > 0:
             await asyncio.sleep(delay)
-        self._served(kind, prompt_tokens, completion_tokens)
+        if not body.get("stream"):
+            self._served(kind, prompt_tokens, completion_tokens)
         self.answered.add(model)
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                  "total_tokens": prompt_tokens + completion_tokens}
@@ -277,7 +298,10 @@ class Simulator:
             self.counts["reasoning_tokens"] += len(thought)
         cid = f"chatcmpl-{uuid.uuid4().hex[:12]}"
         if body.get("stream"):
-            return await self._stream(request, cid, model, content, usage, body, finish, reasoning)
+            response, delivered = await self._stream(request, cid, model, content, usage, body, finish, reasoning)
+            if delivered:  # a stream is billed once it reached the client whole: what a client that dies sees
+                self._served(kind, prompt_tokens, completion_tokens)
+            return response
         message = {"role": "assistant", "content": content}
         if family == "deepseek-reasoner":
             message["reasoning_content"] = reasoning
@@ -287,10 +311,24 @@ class Simulator:
             **({} if self.config.no_usage else {"usage": usage})})
 
     async def _stream(self, request, cid, model, content, usage, body, finish: str = "stop",
-                      reasoning: str = "") -> web.StreamResponse:
+                      reasoning: str = "") -> tuple[web.StreamResponse, bool]:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
                                                **self.rate_headers(model)})
         await response.prepare(request)
+        gone = False
+
+        async def write(data: bytes, tokens: int = 0) -> None:
+            """Send a piece after the time it takes to generate; a client gone away is generated for anyway."""
+            nonlocal gone
+            if tokens and self.config.stream_rate:
+                await asyncio.sleep(tokens / self.config.stream_rate)
+            if gone:
+                return
+            try:
+                await response.write(data)
+            except (ConnectionResetError, RuntimeError):
+                gone = True
+                self.counts["abandoned_answers"] += 1
 
         def chunk(delta: dict, finish: str | None = None, with_usage: dict | None = None) -> bytes:
             payload = {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
@@ -299,20 +337,24 @@ class Simulator:
                 payload["usage"] = with_usage
             return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n".encode()
 
-        await response.write(chunk({"role": "assistant", "content": ""}))
+        pieces = [content[i:i + 8] for i in range(0, len(content), 8)]
+        per_piece = usage["completion_tokens"] / max(1, len(pieces) + (len(reasoning) + 15) // 16)
+        await write(chunk({"role": "assistant", "content": ""}))
         if reasoning and self.config.model_family == "deepseek-reasoner":
             for i in range(0, len(reasoning), 16):
-                await response.write(chunk({"reasoning_content": reasoning[i:i + 16], "content": None}))
-        for i in range(0, len(content), 8):
-            await response.write(chunk({"content": content[i:i + 8]}))
+                await write(chunk({"reasoning_content": reasoning[i:i + 16], "content": None}), per_piece)
+        for i, piece in enumerate(pieces):
+            await write(chunk({"content": piece}), per_piece)
             if i == 0 and self.config.stream_stall:
                 await asyncio.sleep(self.config.stream_stall)
-        await response.write(chunk({}, finish))
+        await write(chunk({}, finish))
         if (body.get("stream_options") or {}).get("include_usage") and not self.config.no_usage:
-            await response.write(chunk({}, None, usage))
-        await response.write(b"data: [DONE]\n\n")
-        await response.write_eof()
-        return response
+            await write(chunk({}, None, usage))
+        await write(b"data: [DONE]\n\n")
+        if not gone:
+            with contextlib.suppress(ConnectionResetError, RuntimeError):
+                await response.write_eof()
+        return response, not gone
 
     async def embeddings(self, request: web.Request) -> web.Response:
         body, denied = await self._accepted(request)
@@ -349,6 +391,9 @@ class Simulator:
     async def models(self, request: web.Request) -> web.Response:
         if (denied := self._check_auth(request)) is not None:
             return denied
+        if self.config.busy_models and self.config.serial:  # llama.cpp: the model list waits for the model lock
+            async with self.generating:
+                pass
         names = self.config.models  # empty when it accepts any model name
         return web.json_response({"object": "list", "data": [{"id": n, "object": "model", "owned_by": "simulator"}
                                                              for n in names]})
@@ -364,6 +409,7 @@ class Simulator:
         for counts in self.per_second.values():
             timeline.update(counts)
         return web.json_response({**self.counts, "max_tokens_60s": busiest(self.per_second),
+                                  "max_sends_of_one_request": max(self.sends.values(), default=0),
                                   "max_requests_60s": busiest(self.requests_per_second),
                                   "tokens_per_second": {str(k): v for k, v in sorted(timeline.items())}})
 
@@ -373,6 +419,7 @@ class Simulator:
         self.per_second.clear()
         self.requests_per_second.clear()
         self.answered.clear()
+        self.sends.clear()
         return web.json_response({"reset": True})
 
     def app(self) -> web.Application:

@@ -40,6 +40,10 @@ class KeyValueStore(ABC):
     def put(self, key: str, value: bytes) -> None:
         """Store the value; readers see all of it or nothing."""
 
+    @abstractmethod
+    def drop_where(self, condition) -> tuple[int, int]:
+        """Remove every value for which `condition(value bytes)` holds; (dropped, kept). Not while others write."""
+
     def __reduce__(self):
         return (open_kv, (self.location,))
 
@@ -60,6 +64,35 @@ class SegmentKV(KeyValueStore):
     def put(self, key: str, value: bytes) -> None:
         SegmentLog.of(self.folder, key).append(key, value)
 
+    def drop_where(self, condition) -> tuple[int, int]:
+        """Each shard's segments rewritten as one, without the dropped records: the new segment is whole on disk
+        (written under a hidden name, then renamed) before the old ones go."""
+        dropped = kept = 0
+        for shard in sorted((self.folder / SEGMENTS_DIR).glob("*")):
+            old = sorted(p for p in shard.glob("*.seg"))
+            if not old:
+                continue
+            log = SegmentLog(shard)
+            log._scan()
+            records = []
+            for key, (name, offset, length) in sorted(log.index.items()):
+                with open(shard / name, "rb") as handle:
+                    handle.seek(offset)
+                    value = handle.read(length)
+                if condition(value):
+                    dropped += 1
+                else:
+                    records.append(f"{key} {len(value)}\n".encode("ascii") + value + b"\n")
+            kept += len(records)
+            fresh = shard / f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}.seg"
+            hidden = shard / f".{fresh.name}"
+            hidden.write_bytes(b"".join(records))
+            hidden.replace(fresh)
+            for path in old:
+                path.unlink(missing_ok=True)
+        SegmentLog._by_folder.clear()  # this process's indexes point into the removed segments
+        return dropped, kept
+
 
 class ObjectKV(KeyValueStore):
     def __init__(self, location: str | Path):
@@ -75,6 +108,16 @@ class ObjectKV(KeyValueStore):
 
     def put(self, key: str, value: bytes) -> None:
         self.store.write_bytes(self._name(key), value)
+
+    def drop_where(self, condition) -> tuple[int, int]:
+        dropped = kept = 0
+        for stored in self.store.list_files("*/*.json"):
+            if condition(self.store.read_bytes(stored.relative) or b""):
+                self.store.delete(stored.relative)
+                dropped += 1
+            else:
+                kept += 1
+        return dropped, kept
 
 
 class SegmentLog:

@@ -1,0 +1,182 @@
+"""Local model servers as they are: slow, serial (one answer at a time, and an abandoned answer generated to its
+end), a /v1/models that waits while an answer is generated (llama.cpp's model lock). The simulator imitates each."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from graphrag_ray import api
+from graphrag_ray.simulate.process import SimulatorProcess
+from graphrag_ray.storage.tables import read_table
+from tests.helpers import published_index
+from tests.integration.test_index import coffee_root
+
+QUESTION = "李明的咖啡店遇到了什么问题？"
+
+
+def local_project(tmp: Path, base_url: str, **chat) -> Path:
+    root = coffee_root(tmp, base_url)
+    settings = yaml.safe_load((root / "settings.yaml").read_text(encoding="utf-8"))
+    for model in settings["models"].values():
+        model["api_base"] = base_url.replace("127.0.0.1", "localhost")  # plain http: answers are streamed
+    settings["models"]["default_chat"].update(chat)
+    settings["extract_graph"] = {"max_gleanings": 0}
+    settings["workers"] = {"executor": "local"}
+    (root / "settings.yaml").write_text(yaml.safe_dump(settings, allow_unicode=True), encoding="utf-8")
+    return root
+
+
+def test_a_slow_serial_server_finishes_with_no_request_sent_twice(tmp_path):
+    """Every answer takes longer to generate than request_timeout, and the server serves one at a time: requests
+    are judged by the server's progress (its tokens to any request), so none is abandoned and sent again."""
+    with SimulatorProcess(stream_rate=120, serial=True, busy_models=True) as sim:
+        root = local_project(tmp_path / "p", sim.base_url, request_timeout=0.5, stall_timeout=20, concurrency=4)
+        api.build_index(root=root)
+        stats = sim.stats()
+    index = published_index(root)
+    assert read_table(index, "failures").height == 0 and read_table(index, "entities").height > 5
+    assert stats["max_sends_of_one_request"] == 1, stats
+    assert stats.get("abandoned_answers", 0) == 0
+
+
+def busy_with(base_url: str) -> threading.Thread:
+    """Another client's long answer on the serial server (about 1,500 tokens: its /v1/models waits meanwhile)."""
+    def ask():
+        body = json.dumps({"model": "gpt-4o-mini", "stream": True, "messages": [
+            {"role": "user", "content": "Description List: " + "咖啡 " * 500}]}).encode()
+        request = urllib.request.Request(base_url + "/chat/completions", data=body, method="POST",
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=120) as reply:
+            reply.read()
+    thread = threading.Thread(target=ask, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_busy_models_list_is_not_an_unreachable_server(tmp_path):
+    with SimulatorProcess() as clean:
+        root = local_project(tmp_path / "p", clean.base_url)
+        api.build_index(root=root)
+    with SimulatorProcess(stream_rate=150, serial=True, busy_models=True) as sim:
+        settings = yaml.safe_load((root / "settings.yaml").read_text(encoding="utf-8"))
+        for model in settings["models"].values():
+            model["api_base"] = sim.base_url.replace("127.0.0.1", "localhost")
+        (root / "settings.yaml").write_text(yaml.safe_dump(settings, allow_unicode=True), encoding="utf-8")
+        for method in ("local", "global", "drift", "basic"):
+            busy = busy_with(sim.base_url)
+            done = subprocess.run([sys.executable, "-m", "graphrag_ray.cli", "query", "--root", str(root),
+                                   "--method", method, f"{QUESTION} ({method})"], capture_output=True, text=True,
+                                  timeout=180)
+            busy.join(timeout=120)
+            print(method, done.returncode, done.stderr[-600:])
+            assert done.returncode == 0, done.stderr[-1500:]
+            assert "unreachable" not in done.stderr and done.stdout.strip()
+        assert asyncio.run(api.search(QUESTION, "local", root)).response.strip()
+
+
+def cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "graphrag_ray.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def point_at(root: Path, base_url: str) -> None:
+    settings = yaml.safe_load((root / "settings.yaml").read_text(encoding="utf-8"))
+    for model in settings["models"].values():
+        model["api_base"] = base_url
+    (root / "settings.yaml").write_text(yaml.safe_dump(settings, allow_unicode=True), encoding="utf-8")
+
+
+def published_ledger(root: Path) -> dict:
+    return json.loads(published_index(root).read_bytes("ledger.json"))["total"]
+
+
+def test_a_failed_run_is_asked_again_and_billed_whole(tmp_path):
+    """A run whose every answer is unusable does not publish. The same command asks the model again (the cached
+    unusable answers are not replayed), so does --retry-failures with nothing published, and once the model
+    answers, the published ledger counts every call of every attempt - what the servers served."""
+    root = local_project(tmp_path / "p", "http://127.0.0.1:9/v1")
+    served = 0
+    with SimulatorProcess(answer_shape="only-example") as sloppy:
+        point_at(root, sloppy.base_url)
+        first = cli("index", "--root", str(root))
+        after_first = sloppy.stats()["ok"]
+        again = cli("index", "--root", str(root))
+        after_again = sloppy.stats()["ok"]
+        retried = cli("index", "--root", str(root), "--retry-failures")
+        served += sloppy.stats()["ok"]
+    assert first.returncode == again.returncode == retried.returncode == 1, retried.stderr[-800:]
+    assert after_first > 0 and after_again - after_first >= 4 and served - after_again >= 4  # asked again
+    assert "run `graphrag-ray index` first" not in retried.stderr and "resuming the unpublished run" in retried.stderr
+    assert "asks the model again for the failed items" in first.stderr
+    with SimulatorProcess() as good:
+        point_at(root, good.base_url)
+        done = cli("index", "--root", str(root), "--retry-failures")
+        served += good.stats()["ok"]
+    assert done.returncode == 0, done.stderr[-1500:]
+    ledger = published_ledger(root)
+    assert ledger["calls"] == served, (ledger, served)
+    stats = json.loads(published_index(root).read_bytes("stats.json"))
+    assert stats["total"]["calls"] == served and stats["this_attempt"]["calls"] < served
+
+
+def test_no_cache_and_clearing_one_stage(tmp_path):
+    with SimulatorProcess() as sim:
+        root = local_project(tmp_path / "p", sim.base_url)
+        assert cli("index", "--root", str(root)).returncode == 0
+        built = sim.stats()
+        sim.reset()
+        cached = cli("index", "--root", str(root))  # the same input again: every answer from the cache
+        assert cached.returncode == 0 and sim.stats().get("ok", 0) == 0, cached.stderr[-800:]
+        sim.reset()
+        uncached = cli("index", "--root", str(root), "--no-cache")
+        assert uncached.returncode == 0 and sim.stats()["ok"] >= built["ok"], uncached.stderr[-800:]
+        cleared = cli("cache", "clear", "--stage", "summarize_descriptions", "--root", str(root))
+        assert cleared.returncode == 0 and "dropped" in cleared.stdout and " 0 answers" not in cleared.stdout
+        sim.reset()
+        assert cli("index", "--root", str(root)).returncode == 0
+        kinds = {k: v for k, v in sim.stats().items() if k.startswith("kind_") and v}
+    assert kinds.get("kind_summarize", 0) == built["kind_summarize"], kinds
+    assert set(kinds) == {"kind_summarize"}, kinds  # that stage only
+
+
+def test_a_log_gets_plain_progress_lines(tmp_path):
+    with SimulatorProcess(latency=0.05) as sim:
+        root = local_project(tmp_path / "p", sim.base_url)
+        done = cli("index", "--root", str(root))
+    assert done.returncode == 0
+    lines = [line for line in done.stderr.splitlines() if line.startswith("[")]
+    assert any("extract_graph: started" in line for line in lines)
+    assert any("extract_graph: done" in line and "calls" in line for line in lines), lines
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
+def test_an_interrupted_run_and_its_resume_are_billed_whole(tmp_path, how):
+    with SimulatorProcess(latency=0.4) as sim:
+        root = local_project(tmp_path / "p", sim.base_url, concurrency=2)
+        settings = yaml.safe_load((root / "settings.yaml").read_text(encoding="utf-8"))
+        settings["extract_graph"] = {"max_gleanings": 1}
+        (root / "settings.yaml").write_text(yaml.safe_dump(settings, allow_unicode=True), encoding="utf-8")
+        run = subprocess.Popen([sys.executable, "-m", "graphrag_ray.cli", "index", "--root", str(root)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while sim.stats().get("ok", 0) < 5 and time.monotonic() < deadline:  # mid-way through extraction
+            time.sleep(0.02)
+        run.send_signal(how)
+        run.wait(timeout=60)
+        interrupted = sim.stats()["ok"]
+        resumed = cli("index", "--root", str(root))
+        served = sim.stats()["ok"]
+    assert resumed.returncode == 0, resumed.stderr[-1500:]
+    assert interrupted > 0 and served > interrupted
+    assert published_ledger(root)["calls"] == served
