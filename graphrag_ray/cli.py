@@ -131,9 +131,17 @@ def _report_run(result, console) -> None:
     if written:
         console.print(f"community reports: {written['afresh']} written afresh, {written['revised']} revised from "
                       f"their previous report and the changed rows, {written['kept']} kept")
+    total, attempt = result.stats["total"], result.stats.get("this_attempt")
+    if attempt is not None and attempt["calls"] != total["calls"]:  # earlier attempts of the run paid too
+        console.print(f"billed for the whole run (every attempt): {total['calls']:,} calls, ${total['cost']:.4f}; "
+                      f"this attempt {attempt['calls']:,} calls, ${attempt['cost']:.4f}")
     rows = ", ".join(f"{k} {v:,}" for k, v in result.stats["rows"].items())
-    console.print(f"index published to {result.output}: {rows}; failures {result.stats['total']['failures']}; "
+    failures = total["failures"]
+    console.print(f"index published to {result.output}: {rows}; failures {failures}; "
                   f"{result.stats['wall_s']:.1f}s")
+    if failures:
+        console.print(f"{failures} items failed: their reasons are in failures.parquet of that version (`graphrag-ray "
+                      f"report` lists them); `graphrag-ray index --retry-failures` asks the model again for them only")
 
 
 @app.command()

@@ -30,6 +30,8 @@ class StepWorker:
                 results = [await step.process_batch(self.ctx, items, self.models)]
             else:
                 results = await asyncio.gather(*(step.process(self.ctx, item, self.models) for item in items))
+        if self.models.journal is not None:  # what the partition recorded, on disk before its rows are
+            self.models.journal.flush()
         rows: dict[str, list] = {}
         for result in results:
             for table, table_rows in result.items():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -155,6 +156,7 @@ class PaidJournal:
         self.name = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}.json"
         self.ledger = UsageLedger()
         self.lock = threading.Lock()
+        self.written_at = 0.0
 
     def record_call(self, *args, **kwargs) -> None:
         with self.lock:
@@ -162,10 +164,14 @@ class PaidJournal:
             self.store.write_bytes(self.name, json.dumps(self.ledger.to_dict()).encode())
 
     def record(self, stage: str, model: str, **counts: int) -> None:
+        """Counts beside a paid call (unusable, counted here, retries...) go to disk at once; cache hits, which
+        can come by the thousand, at most every half second (and at every partition's end: `flush`)."""
         with self.lock:
             self.ledger.record(stage, model, **counts)
-            if counts.get("failures") or counts.get("unusable"):
+            now = time.monotonic()
+            if set(counts) - {"cache_hits"} or now - self.written_at > 0.5:
                 self.store.write_bytes(self.name, json.dumps(self.ledger.to_dict()).encode())
+                self.written_at = now
 
     def flush(self) -> None:
         with self.lock:

@@ -21,7 +21,8 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 from graphrag_ray.config.settings import ModelConfig
 from graphrag_ray.errors import LLMUnavailableError, UnusableAnswerError
 from graphrag_ray.llm.cache import ResponseCache, cache_key
-from graphrag_ray.llm.client import Completion, OpenAIClient, RateLimitedError, StalledError, TransientLLMError
+from graphrag_ray.llm.client import Completion, OpenAIClient, RateLimitedError, StalledError, TimedOutError,
+                                    TransientLLMError
 from graphrag_ray.llm.ledger import PaidJournal, Recording, UsageLedger, active_ledger
 from graphrag_ray.llm.concurrency import AdaptiveConcurrency
 from graphrag_ray.llm.retry import retrying
@@ -221,7 +222,7 @@ class _ModelBase:
                                      rpm, tpm)
                 self.limiter.learn(key, rpm, tpm, *self.client.announced_limits)
                 raise
-            except StalledError:
+            except (StalledError, TimedOutError):
                 # the server may still be generating it: fewer requests at once, so the re-send does not pile on
                 self.limiter.settle(key, grant, 0)
                 slots.refused()
