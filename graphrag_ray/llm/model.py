@@ -21,8 +21,8 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 from graphrag_ray.config.settings import ModelConfig
 from graphrag_ray.errors import LLMUnavailableError, UnusableAnswerError
 from graphrag_ray.llm.cache import ResponseCache, cache_key
-from graphrag_ray.llm.client import Completion, OpenAIClient, RateLimitedError, StalledError, TimedOutError,
-                                    TransientLLMError
+from graphrag_ray.llm.client import (Completion, OpenAIClient, RateLimitedError, StalledError, TimedOutError,
+                                     TransientLLMError)
 from graphrag_ray.llm.ledger import PaidJournal, Recording, UsageLedger, active_ledger
 from graphrag_ray.llm.concurrency import AdaptiveConcurrency
 from graphrag_ray.llm.retry import retrying
