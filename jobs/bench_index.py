@@ -28,8 +28,11 @@ from graphrag_ray.api import join_ray  # noqa: E402
 from graphrag_ray.simulate.process import SimulatorProcess  # noqa: E402
 
 
-def settings_for(base_url: str, actors: int) -> dict:
-    model = {"api_base": base_url, "api_key": "bench-key", "request_timeout": 60, "concurrency": 32}
+def settings_for(base_url: str, actors: int, stream: bool = False) -> dict:
+    # the simulator stands for a hosted (https) provider: answers in one piece, as `stream_requests: auto` asks
+    # such an endpoint; --stream measures the local-server path (every answer a stream, judged by its progress)
+    model = {"api_base": base_url, "api_key": "bench-key", "request_timeout": 60, "concurrency": 32,
+             "stream_requests": "always" if stream else "never"}
     return {"models": {"default_chat": {**model, "model": "gpt-4o-mini",
                                         "price": {"input_per_1m": 0.15, "output_per_1m": 0.6}},
                        "default_embedding": {**model, "type": "embedding", "model": "text-embedding-3-small",
@@ -47,6 +50,7 @@ def main() -> None:
     parser.add_argument("--embedding-dim", type=int, default=256,
                         help="size of the simulator's vectors (text-embedding-3-small sends 1536)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument("--stream", action="store_true", help="every answer asked for as a stream (local servers)")
     args = parser.parse_args()
     sizes = [int(float(t)) for t in args.tokens.split(",")]
     if len(sizes) > 1:
@@ -55,7 +59,7 @@ def main() -> None:
     root, corpus_tokens = fresh_project(args.workdir, sizes[0], "bench-index-", separate_process=True)
     join_ray()
     with SimulatorProcess(latency=args.latency, embedding_dim=args.embedding_dim) as sim:
-        settings = settings_for(sim.base_url, args.actors)
+        settings = settings_for(sim.base_url, args.actors, args.stream)
         if args.resolve:
             settings["resolve_entities"] = {"enabled": True}
         (root / "settings.yaml").write_text(yaml.safe_dump(settings))

@@ -58,6 +58,7 @@ def run_benchmark(duration: float, actors: int, concurrency: int, tpm: int, rpm:
     with SimulatorProcess(tpm=tpm, rpm=rpm, latency=latency) as sim:
         config = ModelConfig(api_base=sim.base_url, api_key="sim-key", model="gpt-4o-mini",
                              concurrency=concurrency, request_timeout=30,
+                             stream_requests="never",  # the simulator stands for a hosted provider
                              rate_limit=RateLimitConfig(rpm=rpm, tpm=tpm)).model_dump(mode="json")
         config["api_key"] = "sim-key"
         limiter = RayRateLimiter.for_job(f"bench-{time.time_ns()}")

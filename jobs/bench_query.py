@@ -100,7 +100,8 @@ def main() -> None:
     synthetic_index(folder, args.entities, args.relationships, args.reports, args.units)
     print(f"synthetic index built in {time.perf_counter() - started:.1f}s at {folder}")
     with SimulatorProcess(latency=args.latency, embedding_dim=64) as sim:
-        model = {"api_base": sim.base_url, "api_key": "bench", "concurrency": 128, "request_timeout": 120}
+        model = {"api_base": sim.base_url, "api_key": "bench", "concurrency": 128, "request_timeout": 120,
+                 "stream_requests": "never"}  # the simulator stands for a hosted (https) provider
         settings = Settings.model_validate({"models": {
             "default_chat": {**model, "model": "gpt-4o-mini"},
             "default_embedding": {**model, "type": "embedding", "model": "text-embedding-3-small"}},

@@ -32,7 +32,7 @@ QUESTIONS = {"local": "李明在经营咖啡店过程中都经历了哪些挑战
 
 
 def settings_for(base_url: str) -> dict:
-    model = {"api_base": base_url, "api_key": "${GRAPHRAG_API_KEY}"}
+    model = {"api_base": base_url, "api_key": "${GRAPHRAG_API_KEY}", "stream_requests": "never"}
     return {"models": {"default_chat": {**model, "model": "gpt-4o-mini"},
                        "default_embedding": {**model, "type": "embedding", "model": "text-embedding-3-small"}}}
 

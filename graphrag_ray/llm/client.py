@@ -383,47 +383,60 @@ class OpenAIClient:
             raise self._translate(exc) from None
 
     async def _opened_stream(self, body: dict[str, Any]) -> AsyncIterator[dict]:
-        """The stream's events, its first one already read: a refusal (400) is raised here, before any text. Each
-        wait for the next event ends only when it comes or the endpoint stalls (`_unless_stalled`)."""
+        """The stream's events, its first one already read: a refusal (400) is raised here, before any text. The
+        stream is given up only when its endpoint stalls (`_watch`)."""
         events = self._sdk_stream(body) if self._sdk is not None else self._direct_stream(body)
-        started = time.monotonic()
+        reader = [asyncio.current_task()]  # the task to stop on a stall (the one reading, as it changes)
+        stalled: list[bool] = []
+        watchdog = asyncio.ensure_future(self._watch(reader, time.monotonic(), stalled))
         try:
-            first = await self._unless_stalled(events.__anext__(), started)
+            first = await events.__anext__()
         except StopAsyncIteration:
             first = None
+        except asyncio.CancelledError:
+            watchdog.cancel()
+            if stalled:
+                raise self._stall_error(reader[0]) from None
+            raise
+        except BaseException:
+            watchdog.cancel()
+            raise
+        _PROGRESS[self._endpoint] = time.monotonic()
 
         async def rest() -> AsyncIterator[dict]:
-            if first is None:
-                return
-            yield first
-            while True:
-                try:
-                    event = await self._unless_stalled(events.__anext__(), started)
-                except StopAsyncIteration:
+            try:
+                if first is None:
                     return
-                yield event
+                yield first
+                reader[0] = asyncio.current_task()  # the task reading on may not be the one that opened it
+                async for event in events:
+                    _PROGRESS[self._endpoint] = time.monotonic()
+                    yield event
+            except asyncio.CancelledError:
+                if stalled:
+                    raise self._stall_error(reader[0]) from None
+                raise
+            finally:
+                watchdog.cancel()
         return rest()
 
-    async def _unless_stalled(self, step, started: float):
-        """`step`'s result; given up on only when this endpoint has sent this process nothing - for this request
-        or any other - for stall_timeout seconds. A serial local server answering other requests first makes
-        progress, so the requests queued behind them wait, and are never sent twice."""
+    async def _watch(self, reader: list, started: float, stalled: list) -> None:
+        """Cancel `reader` once this endpoint has sent this process nothing - for this request or any other -
+        for stall_timeout seconds. A serial local server answering other requests first is making progress, so
+        the requests queued behind them wait, and are never sent twice. One watchdog per request (not a wait per
+        piece: a stream has hundreds of pieces)."""
         stall = self.config.stall_timeout
-        task = asyncio.ensure_future(step)
-        try:
-            while True:
-                done, _ = await asyncio.wait({task}, timeout=min(PROGRESS_CHECK_S, stall))
-                if done:
-                    result = task.result()
-                    _PROGRESS[self._endpoint] = time.monotonic()
-                    return result
-                if time.monotonic() - max(_PROGRESS.get(self._endpoint, 0.0), started) > stall:
-                    raise StalledError(f"no answer for {stall:g}s from {self.where} (stall_timeout)")
-        finally:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    await task
+        while True:
+            await asyncio.sleep(min(PROGRESS_CHECK_S, stall))
+            if time.monotonic() - max(_PROGRESS.get(self._endpoint, 0.0), started) > stall:
+                stalled.append(True)
+                reader[0].cancel()
+                return
+
+    def _stall_error(self, reader: asyncio.Task) -> "StalledError":
+        """The stall, raised instead of the cancellation that stopped the read (which is taken back)."""
+        reader.uncancel()
+        return StalledError(f"no answer for {self.config.stall_timeout:g}s from {self.where} (stall_timeout)")
 
     async def _direct_stream(self, body: dict[str, Any]) -> AsyncIterator[dict]:
         async with self._http.stream(self._base + "/chat/completions", self._headers, encode(body)) as (reply,
