@@ -79,7 +79,8 @@ def our_root(work: Path, corpus: Path, base_url: str, tpm: int | None) -> Path:
     root = work / "ours"
     shutil.rmtree(root, ignore_errors=True)
     shutil.copytree(corpus, root / "input")
-    model = {"api_base": base_url, "api_key": "bench-key", "request_timeout": 120, "stream_requests": "never", "concurrency": CONCURRENCY // 2,
+    model = {"api_base": base_url, "api_key": "bench-key", "request_timeout": 120, "stream_requests": "never",
+             "concurrency": CONCURRENCY // 2,
              **({"rate_limit": {"tpm": tpm}} if tpm else {})}
     settings = {"models": {"default_chat": {**model, "model": "gpt-4o-mini"},
                            "default_embedding": {**model, "type": "embedding", "model": "text-embedding-3-small"}},
