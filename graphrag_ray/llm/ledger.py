@@ -139,10 +139,12 @@ class recording_into:
 
 
 class PaidJournal:
-    """Everything one process's models recorded for one run, on disk after every paid call: a run's ledger is the
-    sum of its journals, across every attempt - resumed, retried, interrupted or killed - so a later attempt never
-    hides what an earlier one paid (`run_ledger`). Each process (and each copy sent to a Ray worker) writes a file
-    of its own."""
+    """Everything one process's models recorded for one run, on disk as it happens: a run's ledger is the sum of
+    its journals, across every attempt - resumed, retried, interrupted or killed - so a later attempt never hides
+    what an earlier one paid (`run_ledger`). Each process (and each copy sent to a Ray worker) appends to a file of
+    its own, a line per paid call (one small O_APPEND write: a kill loses at most the line being written, which the
+    reader skips); cache hits are summed and written with the next line or at a partition's end (`flush`). On an
+    object store, which has no append, the whole journal is rewritten at most every half second and at `flush`."""
 
     def __init__(self, location: str):
         import socket
@@ -153,45 +155,77 @@ class PaidJournal:
 
         self.location = location
         self.store = Store(location)
-        self.name = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}.json"
-        self.ledger = UsageLedger()
+        self.name = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}.jsonl"
         self.lock = threading.Lock()
+        self.lines: list[str] = []   # all of them, for a store without append
+        self.pending_hits: dict[tuple[str, str], int] = {}
         self.written_at = 0.0
+        self._fd: int | None = None
+        self._local = self.store.local_path()
 
-    def record_call(self, *args, **kwargs) -> None:
-        with self.lock:
-            self.ledger.record_call(*args, **kwargs)
-            self.store.write_bytes(self.name, json.dumps(self.ledger.to_dict()).encode())
+    def record_call(self, stage: str, model: str, prompt_tokens: int, completion_tokens: int, price_in: float,
+                    price_out: float, reasoning_tokens: int = 0) -> None:
+        self._append({"stage": stage, "model": model, "call": [prompt_tokens, completion_tokens, price_in, price_out,
+                                                                reasoning_tokens]})
 
     def record(self, stage: str, model: str, **counts: int) -> None:
-        """Counts beside a paid call (unusable, counted here, retries...) go to disk at once; cache hits, which
-        can come by the thousand, at most every half second (and at every partition's end: `flush`)."""
-        with self.lock:
-            self.ledger.record(stage, model, **counts)
-            now = time.monotonic()
-            if set(counts) - {"cache_hits"} or now - self.written_at > 0.5:
-                self.store.write_bytes(self.name, json.dumps(self.ledger.to_dict()).encode())
-                self.written_at = now
+        counts = {k: v for k, v in counts.items() if v}
+        if not counts:
+            return
+        if set(counts) == {"cache_hits"}:
+            with self.lock:
+                key = (stage, model)
+                self.pending_hits[key] = self.pending_hits.get(key, 0) + counts["cache_hits"]
+            return
+        self._append({"stage": stage, "model": model, "counts": counts})
 
     def flush(self) -> None:
+        self._append(None)
+
+    def _append(self, entry: dict | None) -> None:
         with self.lock:
-            if self.ledger.entries:
-                self.store.write_bytes(self.name, json.dumps(self.ledger.to_dict()).encode())
+            entries = [{"stage": s, "model": m, "counts": {"cache_hits": n}} for (s, m), n in self.pending_hits.items()]
+            self.pending_hits.clear()
+            if entry is not None:
+                entries.append(entry)
+            if not entries:
+                return
+            text = "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in entries)
+            if self._local is not None:
+                if self._fd is None:
+                    self._local.mkdir(parents=True, exist_ok=True)
+                    self._fd = os.open(self._local / self.name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                os.write(self._fd, text.encode())
+                return
+            self.lines.append(text)
+            now = time.monotonic()
+            if entry is None or now - self.written_at > 0.5:
+                self.store.write_bytes(self.name, "".join(self.lines).encode())
+                self.written_at = now
+
+    def __del__(self):
+        if getattr(self, "_fd", None) is not None:
+            os.close(self._fd)
 
     def __reduce__(self):  # another process journals into a file of its own
         return (PaidJournal, (self.location,))
 
 
 def run_ledger(location: str) -> UsageLedger:
-    """The sum of every journal of a run (PaidJournal)."""
+    """The sum of every journal of a run (PaidJournal); a line a kill cut short is skipped."""
     from graphrag_ray.storage.location import Store
 
     store, total = Store(location), UsageLedger()
-    for stored in store.list_files("*.json"):
-        try:
-            total.merge(json.loads(store.read_bytes(stored.relative) or b"{}"))
-        except (ValueError, TypeError):
-            continue  # a journal being replaced right now: the rename makes that impossible locally
+    for stored in store.list_files("*.jsonl"):
+        for line in (store.read_bytes(stored.relative) or b"").decode("utf-8", "replace").splitlines():
+            try:
+                entry = json.loads(line)
+                if "call" in entry:
+                    total.record_call(entry["stage"], entry["model"], *entry["call"])
+                else:
+                    total.record(entry["stage"], entry["model"], **entry["counts"])
+            except (ValueError, TypeError, KeyError):
+                continue
     return total
 
 
