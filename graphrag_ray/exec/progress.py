@@ -69,8 +69,11 @@ class PlainProgress:
         while not self._stop.wait(self.every):
             with self._lock:
                 running = [t for t in self.tasks.values() if not t.finished]
+            slowest = _slowest_in_flight()
             for t in running:
-                self._line(self._describe(t, "running") + (f"; {self.note}" if self.note else ""))
+                self._line(self._describe(t, "running")
+                           + (f"; slowest request in flight {slowest:,.0f} s" if slowest is not None else "")
+                           + (f"; {self.note}" if self.note else ""))
 
     def __enter__(self) -> "PlainProgress":
         self._thread = threading.Thread(target=self._heartbeat, name="graphrag-ray-progress", daemon=True)
@@ -80,6 +83,13 @@ class PlainProgress:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join(timeout=2)
+
+
+def _slowest_in_flight() -> float | None:
+    """The oldest chat request this process waits on (in-process workers; Ray's actors keep theirs)."""
+    from graphrag_ray.llm.client import slowest_in_flight
+
+    return slowest_in_flight()
 
 
 def progress_bar(enabled: "bool | str", console=None):

@@ -49,6 +49,13 @@ class StalledError(TransientLLMError):
 
 # endpoint -> when it last sent a piece of any answer to this process (time.monotonic())
 _PROGRESS: dict[tuple[str, str], float] = {}
+_IN_FLIGHT: dict[int, float] = {}  # chat requests of this process on their way: id -> when sent
+
+
+def slowest_in_flight() -> float | None:
+    """Seconds the oldest chat request of this process has been waiting for its answer (None: none waits)."""
+    started = min(_IN_FLIGHT.values(), default=None)
+    return None if started is None else time.monotonic() - started
 PROGRESS_CHECK_S = 1.0
 
 
@@ -294,12 +301,22 @@ class OpenAIClient:
         progress, not by the total time a long answer takes to generate."""
         if self.streams:
             usage: dict[str, Any] = {}
-            content = "".join([piece async for piece in self.chat_stream(messages, params, usage)])
+            token = object()
+            _IN_FLIGHT[id(token)] = time.monotonic()
+            try:
+                content = "".join([piece async for piece in self.chat_stream(messages, params, usage)])
+            finally:
+                _IN_FLIGHT.pop(id(token), None)
             return Completion(content, usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0),
                               usage.get("finish_reason"), reasoning_tokens=usage.get("reasoning_tokens", 0),
                               reasoning=usage.get("reasoning", ""))
-        data = await self._shaped(lambda wire: self._post_json("/chat/completions", self._body(messages, wire)),
-                                  params)
+        token = object()
+        _IN_FLIGHT[id(token)] = time.monotonic()
+        try:
+            data = await self._shaped(lambda wire: self._post_json("/chat/completions", self._body(messages, wire)),
+                                      params)
+        finally:
+            _IN_FLIGHT.pop(id(token), None)
         choice = (data.get("choices") or [{}])[0] or {}
         message = choice.get("message") or {}
         content, reasoning = split_reasoning(str(message.get("content") or ""), message)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -142,26 +141,20 @@ class PaidJournal:
     """Everything one process's models recorded for one run, on disk as it happens: a run's ledger is the sum of
     its journals, across every attempt - resumed, retried, interrupted or killed - so a later attempt never hides
     what an earlier one paid (`run_ledger`). Each process (and each copy sent to a Ray worker) appends to a file of
-    its own, a line per paid call (one small O_APPEND write: a kill loses at most the line being written, which the
-    reader skips); cache hits are summed and written with the next line or at a partition's end (`flush`). On an
-    object store, which has no append, the whole journal is rewritten at most every half second and at `flush`."""
+    its own, a line per paid call (storage's AppendFile: a kill loses at most the line being written, which the
+    reader skips); cache hits are summed and written with the next line or at a partition's end (`flush`)."""
 
     def __init__(self, location: str):
         import socket
         import threading
         import uuid
 
-        from graphrag_ray.storage.location import Store
+        from graphrag_ray.storage.kv import AppendFile
 
         self.location = location
-        self.store = Store(location)
-        self.name = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}.jsonl"
+        self.file = AppendFile(location, f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}.jsonl")
         self.lock = threading.Lock()
-        self.lines: list[str] = []   # all of them, for a store without append
         self.pending_hits: dict[tuple[str, str], int] = {}
-        self.written_at = 0.0
-        self._fd: int | None = None
-        self._local = self.store.local_path()
 
     def record_call(self, stage: str, model: str, prompt_tokens: int, completion_tokens: int, price_in: float,
                     price_out: float, reasoning_tokens: int = 0) -> None:
@@ -188,24 +181,9 @@ class PaidJournal:
             self.pending_hits.clear()
             if entry is not None:
                 entries.append(entry)
-            if not entries:
-                return
-            text = "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in entries)
-            if self._local is not None:
-                if self._fd is None:
-                    self._local.mkdir(parents=True, exist_ok=True)
-                    self._fd = os.open(self._local / self.name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-                os.write(self._fd, text.encode())
-                return
-            self.lines.append(text)
-            now = time.monotonic()
-            if entry is None or now - self.written_at > 0.5:
-                self.store.write_bytes(self.name, "".join(self.lines).encode())
-                self.written_at = now
-
-    def __del__(self):
-        if getattr(self, "_fd", None) is not None:
-            os.close(self._fd)
+            if entries:
+                self.file.append("".join(json.dumps(e, separators=(",", ":")) + "\n" for e in entries).encode(),
+                                 force=entry is None)
 
     def __reduce__(self):  # another process journals into a file of its own
         return (PaidJournal, (self.location,))
@@ -213,19 +191,18 @@ class PaidJournal:
 
 def run_ledger(location: str) -> UsageLedger:
     """The sum of every journal of a run (PaidJournal); a line a kill cut short is skipped."""
-    from graphrag_ray.storage.location import Store
+    from graphrag_ray.storage.kv import read_lines
 
-    store, total = Store(location), UsageLedger()
-    for stored in store.list_files("*.jsonl"):
-        for line in (store.read_bytes(stored.relative) or b"").decode("utf-8", "replace").splitlines():
-            try:
-                entry = json.loads(line)
-                if "call" in entry:
-                    total.record_call(entry["stage"], entry["model"], *entry["call"])
-                else:
-                    total.record(entry["stage"], entry["model"], **entry["counts"])
-            except (ValueError, TypeError, KeyError):
-                continue
+    total = UsageLedger()
+    for line in read_lines(location, "*.jsonl"):
+        try:
+            entry = json.loads(line)
+            if "call" in entry:
+                total.record_call(entry["stage"], entry["model"], *entry["call"])
+            else:
+                total.record(entry["stage"], entry["model"], **entry["counts"])
+        except (ValueError, TypeError, KeyError):
+            continue
     return total
 
 

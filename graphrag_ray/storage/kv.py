@@ -237,3 +237,40 @@ class SegmentLog:
         return position
 
 
+
+
+class AppendFile:
+    """One file that only grows, a line at a time: on a local or shared filesystem each `append` is one O_APPEND
+    write (a crash loses at most the line being written); an object store has no append, so there the whole file is
+    rewritten, at most every `every` seconds and at `flush`."""
+
+    def __init__(self, folder: str | Path, name: str, every: float = 0.5):
+        self.store, self.name, self.every = Store(folder), name, every
+        self._local = self.store.local_path()
+        self._fd: int | None = None
+        self._written: list[bytes] = []
+        self._written_at = 0.0
+
+    def append(self, data: bytes, force: bool = False) -> None:
+        if self._local is not None:
+            if self._fd is None:
+                self._local.mkdir(parents=True, exist_ok=True)
+                self._fd = os.open(self._local / self.name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            os.write(self._fd, data)
+            return
+        self._written.append(data)
+        now = time.monotonic()
+        if force or now - self._written_at > self.every:
+            self.store.write_bytes(self.name, b"".join(self._written))
+            self._written_at = now
+
+    def __del__(self):
+        if getattr(self, "_fd", None) is not None:
+            os.close(self._fd)
+
+
+def read_lines(folder: str | Path, pattern: str) -> list[str]:
+    """Every line of the files below `folder` matching `pattern` (AppendFile's), in file order."""
+    store = Store(folder)
+    return [line for stored in store.list_files(pattern)
+            for line in (store.read_bytes(stored.relative) or b"").decode("utf-8", "replace").splitlines()]
