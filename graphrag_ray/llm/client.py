@@ -295,7 +295,7 @@ class OpenAIClient:
     def _body(self, messages: list[dict], params: dict[str, Any], **more: Any) -> dict[str, Any]:
         return {"model": self.config.model, "messages": messages, **params, **more}
 
-    async def chat(self, messages: list[dict], params: dict[str, Any]) -> Completion:
+    async def chat(self, messages: list[dict], params: dict[str, Any], received: list[str] | None = None) -> Completion:
         """POST /chat/completions in the shape this endpoint takes, read as plain JSON - or, for an endpoint that
         streams (`stream_requests`), asked for as a stream and put together here, so a slow server is judged by its
         progress, not by the total time a long answer takes to generate."""
@@ -303,8 +303,11 @@ class OpenAIClient:
             usage: dict[str, Any] = {}
             token = object()
             _IN_FLIGHT[id(token)] = time.monotonic()
+            pieces = received if received is not None else []  # the caller sees what came, if it is stopped
             try:
-                content = "".join([piece async for piece in self.chat_stream(messages, params, usage)])
+                async for piece in self.chat_stream(messages, params, usage):
+                    pieces.append(piece)
+                content = "".join(pieces)
             finally:
                 _IN_FLIGHT.pop(id(token), None)
             return Completion(content, usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0),

@@ -335,7 +335,15 @@ class ChatModel(_ModelBase):
                 break
 
         async def send() -> tuple[dict, int, int]:
-            completion: Completion = await self.client.chat(messages, params)
+            received: list[str] = []
+            try:
+                completion: Completion = await self.client.chat(messages, params, received)
+            except asyncio.CancelledError:
+                if received:  # stopped (Ctrl-C, a fatal error elsewhere) while its answer came: it was billed
+                    prompt, completion_tokens = self.count(messages), self.tokenizer.count("".join(received))
+                    self._record_paid(stage, prompt, completion_tokens)
+                    self.usage.record(stage, self.config.model, unusable=1, counted_here=1)
+                raise
             entry = self._paid_entry(messages, completion.content, completion.prompt_tokens,
                                      completion.completion_tokens, completion.reasoning,
                                      completion.reasoning_tokens)

@@ -172,6 +172,9 @@ def test_an_interrupted_run_and_its_resume_are_billed_whole(tmp_path, how):
         deadline = time.monotonic() + 120
         while sim.stats().get("ok", 0) < 5 and time.monotonic() < deadline:  # mid-way through extraction
             time.sleep(0.02)
+        # not at the very moment an answer went out: one the server sent whole but the client had no time to
+        # read is billed by any server and known to no client (the next answers are 0.4 s of latency away)
+        time.sleep(0.1)
         run.send_signal(how)
         run.wait(timeout=60)
         interrupted = sim.stats()["ok"]
