@@ -14,7 +14,6 @@ import logging
 import base64
 import binascii
 import contextlib
-import os
 import signal
 import sys
 import threading
@@ -23,10 +22,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from graphrag_ray.config.settings import ModelConfig
-from graphrag_ray.errors import EndpointError, LLMFatalError
-from graphrag_ray.llm.http import NoAnswer, encode, open_session, server_sent_events, ssl_context
+from graphrag_ray.errors import LLMFatalError
+from graphrag_ray.llm.http import (NoAnswer, encode, header_int, network_cause, open_session, openai_headers,
+                                   retry_after_seconds, server_sent_events, ssl_context)
 from graphrag_ray.llm.request_shape import RequestShape, shape_for
-from graphrag_ray.parsing.llm_output import visible_answer
+from graphrag_ray.llm.reasoning import ThinkFilter, reasoning_tokens_of, split_reasoning
 from graphrag_ray.secrets import redact
 
 if TYPE_CHECKING:
@@ -87,81 +87,6 @@ class Completion:
     raw: dict[str, Any] = field(default_factory=dict)
     reasoning_tokens: int = 0  # as the server reports them (inside completion_tokens, as providers bill them)
     reasoning: str = ""        # reasoning text (reasoning_content, or <think> blocks): never part of `content`
-
-
-def _reasoning_tokens(usage: dict) -> int:
-    details = usage.get("completion_tokens_details") or {}
-    return int(details.get("reasoning_tokens") or usage.get("reasoning_tokens") or 0)
-
-
-def split_reasoning(content: str, message: dict) -> tuple[str, str]:
-    """(the answer, its reasoning): reasoning_content / reasoning fields (DeepSeek, vLLM, OpenRouter) and <think>
-    blocks inside the content (Ollama, llama.cpp, QwQ) are taken out of the answer."""
-    reasoning = str(message.get("reasoning_content") or message.get("reasoning") or "")
-    if "think>" in content.lower():
-        answer = visible_answer(content)
-        return answer, reasoning + content[: max(0, len(content) - len(answer))]
-    return content, reasoning
-
-
-class ThinkFilter:
-    """Removes <think>...</think> from a streamed answer whose pieces may split the tags."""
-
-    OPEN, CLOSE = "<think>", "</think>"
-
-    def __init__(self):
-        self.pending, self.thinking, self.reasoning = "", False, []
-        self.closed, self.started = False, False  # a reasoning block ended / the answer's text has begun
-
-    def feed(self, piece: str) -> str:
-        return self._begun(self._feed(piece))
-
-    def _begun(self, text: str) -> str:
-        """The answer without the blank lines that follow a reasoning block."""
-        if not self.started and self.closed:
-            text = text.lstrip()
-        self.started = self.started or bool(text)
-        return text
-
-    def _feed(self, piece: str) -> str:
-        self.pending += piece
-        shown = []
-        while self.pending:
-            tag = self.CLOSE if self.thinking else self.OPEN
-            at = self.pending.lower().find(tag)
-            if at >= 0:
-                (self.reasoning if self.thinking else shown).append(self.pending[:at])
-                self.pending, self.thinking = self.pending[at + len(tag):], not self.thinking
-                self.closed = self.closed or not self.thinking
-                continue
-            keep = next((k for k in range(min(len(tag) - 1, len(self.pending)), 0, -1)
-                         if tag.startswith(self.pending[-k:].lower())), 0)  # a tag's beginning: wait for more
-            cut = len(self.pending) - keep
-            (self.reasoning if self.thinking else shown).append(self.pending[:cut])
-            self.pending = self.pending[cut:]
-            break
-        return "".join(shown)
-
-    def flush(self) -> str:
-        rest, self.pending = self.pending, ""
-        if self.thinking:
-            self.reasoning.append(rest)
-            return ""
-        return self._begun(rest)
-
-
-def retry_after_seconds(headers: Any) -> float | None:
-    """OpenAI sends `retry-after-ms`; RFC servers send `Retry-After` in seconds."""
-    if headers is None:
-        return None
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is not None:
-            try:
-                return max(0.0, float(value) * scale)
-            except ValueError:
-                continue
-    return None
 
 
 # SDK clients opened per event loop, so `run()` can close them before the loop ends (an aiohttp session left
@@ -282,7 +207,7 @@ class OpenAIClient:
         else:
             self._http = open_session(config.http_client, config.request_timeout, config.api_base)
             self._base = config.api_base.rstrip("/")
-            self._headers = _openai_headers(key)
+            self._headers = openai_headers(key)
         try:
             _OPEN_CLIENTS.setdefault(id(asyncio.get_running_loop()), []).append(self)
         except RuntimeError:  # created outside a loop: its owner closes it
@@ -325,7 +250,7 @@ class OpenAIClient:
         content, reasoning = split_reasoning(str(message.get("content") or ""), message)
         usage = data.get("usage") or {}
         return Completion(content, usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0,
-                          choice.get("finish_reason"), reasoning_tokens=_reasoning_tokens(usage), reasoning=reasoning)
+                          choice.get("finish_reason"), reasoning_tokens=reasoning_tokens_of(usage), reasoning=reasoning)
 
     async def _shaped(self, send, params: dict[str, Any]):
         """`send(wire params)`, and again at once each time a 400 names a parameter the shape can drop or rename
@@ -383,7 +308,7 @@ class OpenAIClient:
                 if usage := chunk.get("usage"):
                     usage_out["prompt_tokens"] = usage.get("prompt_tokens") or 0
                     usage_out["completion_tokens"] = usage.get("completion_tokens") or 0
-                    usage_out["reasoning_tokens"] = _reasoning_tokens(usage)
+                    usage_out["reasoning_tokens"] = reasoning_tokens_of(usage)
                 for choice in chunk.get("choices") or []:
                     if choice.get("finish_reason"):
                         usage_out["finish_reason"] = choice["finish_reason"]
@@ -502,8 +427,8 @@ class OpenAIClient:
 
     def _note_limits(self, headers: Any) -> None:
         """The requests / tokens per minute the provider says this key may use (None where it does not say)."""
-        self.announced_limits = (_header_int(headers, "x-ratelimit-limit-requests"),
-                                 _header_int(headers, "x-ratelimit-limit-tokens"))
+        self.announced_limits = (header_int(headers, "x-ratelimit-limit-requests"),
+                                 header_int(headers, "x-ratelimit-limit-tokens"))
 
     def _translate(self, exc: Exception) -> Exception:
         """A failed request's exception (no answer, or the SDK's) as ours: retryable (TransientLLMError,
@@ -516,7 +441,7 @@ class OpenAIClient:
         sdk_failed = openai is not None and isinstance(exc, openai.APIConnectionError)
         if isinstance(exc, NoAnswer) or sdk_timeout or sdk_failed:
             timeout = sdk_timeout or (isinstance(exc, NoAnswer) and exc.timeout)
-            if cause := _network_cause(exc):
+            if cause := network_cause(exc):
                 return TransientLLMError(f"connection to {self.where} failed: {cause}")
             if timeout:
                 return TimedOutError(f"timeout after {self.config.request_timeout}s from {self.where}")
@@ -567,90 +492,3 @@ class OpenAIClient:
         if not self.closed:
             await (self._sdk.close() if self._sdk is not None else self._http.close())
             self.closed = True
-
-
-def _openai_headers(key: str) -> dict[str, str]:
-    """What the openai SDK sends an OpenAI-compatible endpoint: the key as a bearer token, and the organization
-    and project its environment variables name (OpenAI bills to them)."""
-    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json", "Accept": "application/json",
-               "User-Agent": "graphrag-ray"}
-    for variable, header in (("OPENAI_ORG_ID", "OpenAI-Organization"), ("OPENAI_PROJECT_ID", "OpenAI-Project")):
-        if value := os.environ.get(variable):
-            headers[header] = value
-    return headers
-
-
-def _network_cause(exc: BaseException) -> str | None:
-    """What really went wrong under the SDK's "Request timed out" / "Connection error" (its aiohttp transport
-    reports a refused connection as a timeout): connection refused, host name not resolved, TLS failure."""
-    import socket
-    import ssl
-
-    seen = 0
-    while exc is not None and seen < 10:
-        if isinstance(exc, ConnectionRefusedError):
-            return "connection refused"
-        if isinstance(exc, socket.gaierror):
-            return "host name not resolved"
-        if isinstance(exc, ssl.SSLError):
-            return f"TLS failed ({exc.reason or exc})"
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return None
-
-
-async def _accepts_connections(api_base: str, timeout: float) -> bool:
-    """A TCP connection to the endpoint's host and port opens."""
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(api_base)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(parts.hostname, port), timeout)
-    except (OSError, asyncio.TimeoutError):
-        return False
-    writer.close()
-    with contextlib.suppress(Exception):
-        await writer.wait_closed()
-    return True
-
-
-def _header_int(headers: Any, name: str) -> int | None:
-    try:
-        value = int(float(headers.get(name)))
-    except (TypeError, ValueError):
-        return None
-    return value if value > 0 else None
-
-
-async def endpoint_answers(model_id: str, config: ModelConfig, attempts: int = 3, timeout: float = 15.0) -> None:
-    """The endpoint answers, accepts the key and serves the model - GET /models, no tokens spent. Raises a
-    one-line error naming the model and the cause otherwise."""
-    if config.type == "local_embedding":
-        return
-    client = OpenAIClient(model_id, config.model_copy(update={"request_timeout": min(config.request_timeout,
-                                                                                     timeout)}))
-    try:
-        for attempt in range(attempts):
-            try:
-                names = await client.list_models()
-                break
-            except TimedOutError:
-                if await _accepts_connections(config.api_base, timeout):
-                    # llama.cpp's /models waits for the model lock while it generates: busy is not unreachable
-                    log.warning("%s accepted the connection but did not answer GET /models within %gs (busy, or "
-                                "not answering at all): going on; a request is given up after stall_timeout "
-                                "%gs without progress", client.where, timeout, config.stall_timeout)
-                    return
-                raise EndpointError(f"{client.where} is unreachable (no connection within {timeout:g}s)") from None
-            except TransientLLMError as exc:
-                if attempt == attempts - 1:
-                    raise EndpointError(f"{client.where} is unreachable or failing ({exc})") from None
-                await asyncio.sleep(0.5 * (attempt + 1))
-        if config.api_type == "openai" and names and config.model not in names:
-            raise EndpointError(f"{client.where}: model not found (the endpoint serves: "
-                                f"{', '.join(sorted(names)[:8])}{', ...' if len(names) > 8 else ''})")
-    except LLMFatalError as exc:
-        if "not found (404)" not in str(exc):  # a server without /models: the first real call will tell
-            raise EndpointError(str(exc)) from None
-    finally:
-        await client.close()

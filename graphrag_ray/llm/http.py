@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import functools
 import json
+import os
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Mapping
 
@@ -196,3 +197,57 @@ async def server_sent_events(lines: AsyncIterator[str]) -> AsyncIterator[dict]:
             return
         if payload:
             yield json.loads(payload)
+
+
+def retry_after_seconds(headers: Any) -> float | None:
+    """OpenAI sends `retry-after-ms`; RFC servers send `Retry-After` in seconds."""
+    if headers is None:
+        return None
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is not None:
+            try:
+                return max(0.0, float(value) * scale)
+            except ValueError:
+                continue
+    return None
+
+
+
+def openai_headers(key: str) -> dict[str, str]:
+    """What the openai SDK sends an OpenAI-compatible endpoint: the key as a bearer token, and the organization
+    and project its environment variables name (OpenAI bills to them)."""
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json", "Accept": "application/json",
+               "User-Agent": "graphrag-ray"}
+    for variable, header in (("OPENAI_ORG_ID", "OpenAI-Organization"), ("OPENAI_PROJECT_ID", "OpenAI-Project")):
+        if value := os.environ.get(variable):
+            headers[header] = value
+    return headers
+
+
+
+def network_cause(exc: BaseException) -> str | None:
+    """What really went wrong under the SDK's "Request timed out" / "Connection error" (its aiohttp transport
+    reports a refused connection as a timeout): connection refused, host name not resolved, TLS failure."""
+    import socket
+    import ssl
+
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(exc, socket.gaierror):
+            return "host name not resolved"
+        if isinstance(exc, ssl.SSLError):
+            return f"TLS failed ({exc.reason or exc})"
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
+
+def header_int(headers: Any, name: str) -> int | None:
+    try:
+        value = int(float(headers.get(name)))
+    except (TypeError, ValueError):
+        return None
+    return value if value > 0 else None

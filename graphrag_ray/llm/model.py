@@ -178,7 +178,7 @@ class _ModelBase:
         seconds, not after the whole retry budget). The check goes first, not beside the work: a local server
         serving one request at a time would make the check wait for the work (and call itself unreachable). Every
         request of the loop waits for the one check."""
-        from graphrag_ray.llm.client import endpoint_answers
+        from graphrag_ray.llm.endpoint import endpoint_answers
 
         loop_id = id(asyncio.get_running_loop())
         check = self._checks.get(loop_id)
