@@ -144,7 +144,7 @@ def open_index(root: str | Path = ".", config_file: str | Path | None = None, da
             load_in_background(settings.models[model_id].model, settings.models[model_id].encoding)
     folder = as_location(data) if data else resolve(root, settings.output.base_dir)
     search = {"nprobes": settings.embed_text.nprobes, "refine_factor": settings.embed_text.refine_factor}
-    return (settings, IndexData.load(folder, open_vectors=vectors, vector_search=search),
+    return (settings, IndexData.load(folder, open_vectors=vectors, vector_search=search, given=bool(data)),
             Models.create(settings, root, check_first=True))
 
 
@@ -166,7 +166,8 @@ async def _engine(query: str, method: str, root, config_file, data, community_le
     settings = settings or load_settings(root, config_file)
     method = check_method(query, method, community_level, settings.query.max_question_chars)
     settings, index, models = open_index(root, config_file, data, settings, vectors=method != "global")
-    level = effective_level(settings.query.community_level if community_level is None else community_level, index)
+    level = effective_level(settings.query.community_level if community_level is None else community_level, index,
+                            asked=community_level is not None)
     no_llm = no_llm or not models.has_chat(settings.global_search.chat_model_id)
     details = {}
     chosen = method
@@ -310,7 +311,7 @@ def _graph(root: str | Path, config_file: str | Path | None, data: str | Path | 
     from graphrag_ray.explore.graph import load_graph
 
     if data:
-        return load_graph(as_location(data))
+        return load_graph(as_location(data), given=True)
     root = Path(root).resolve()  # the graph is named after the project folder
     return load_graph(resolve(root, load_settings(root, config_file).output.base_dir))
 

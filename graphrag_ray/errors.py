@@ -15,6 +15,13 @@ class ConfigError(GraphRagRayError):
     exit_code = 2
 
 
+class UsageError(GraphRagRayError):
+    """A command-line value that cannot be used (an unknown method, a negative level, an empty question): the
+    same exit code as a flag the parser itself refuses."""
+
+    exit_code = 2
+
+
 class InputError(GraphRagRayError):
     """The input documents cannot be used."""
 

@@ -3,14 +3,17 @@ between entity ids, and the communities with their reports. Read from the publis
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
-from graphrag_ray.errors import IndexDamagedError, IndexMissingError
+from graphrag_ray.errors import IndexDamagedError, UsageError
 from graphrag_ray.query.index_data import read_index_tables
 from graphrag_ray.storage.location import Store
+
+log = logging.getLogger(__name__)
 
 GRAPH_TABLES = ("entities", "relationships", "communities", "community_reports")
 NO_COMMUNITY = -1  # an entity outside every community of a level (Leiden leaves small components out deeper down)
@@ -39,23 +42,29 @@ class IndexGraph:
 
     def community_at(self, level: int | None) -> pl.Expr:
         """`level`'s community of each node (None: the top level); NO_COMMUNITY everywhere for an index with no
-        communities (no relationships to cluster). A level the index lacks is an error naming the ones it has."""
-        if level is None and not self.levels:
-            return pl.lit(NO_COMMUNITY, pl.Int64)
-        level = self.levels[0] if level is None else level
-        if level not in self.levels:
-            have = ", ".join(map(str, self.levels)) or "none"
-            raise IndexMissingError(f"the index has no community level {level} (levels: {have})")
-        return pl.col(level_column(level))
+        communities (no relationships to cluster)."""
+        level = self.chosen_level(level)
+        return pl.lit(NO_COMMUNITY, pl.Int64) if level is None else pl.col(level_column(level))
 
     def chosen_level(self, level: int | None) -> int | None:
-        self.community_at(level)  # the same check
-        return level if level is not None else (self.levels[0] if self.levels else None)
+        """The rule `query --community-level` follows too: a level deeper than the index's deepest is the deepest
+        (said on the log), a negative one is a usage mistake; None is the top level."""
+        if level is not None and level < 0:
+            raise UsageError(f"--level {level}: a level is 0 (the root) or deeper")
+        if not self.levels:
+            return None
+        if level is None:
+            return self.levels[0]
+        if level > self.levels[-1]:
+            log.warning("community level %d is deeper than the index's deepest level (%d): using %d", level,
+                        self.levels[-1], self.levels[-1])
+            return self.levels[-1]
+        return level
 
 
-def load_graph(location: str | Path | Store) -> IndexGraph:
+def load_graph(location: str | Path | Store, given: bool = False) -> IndexGraph:
     """The graph of the index at `location`: an output folder (its published version) or one version's folder."""
-    folder, tables = read_index_tables(location, GRAPH_TABLES)
+    folder, tables = read_index_tables(location, GRAPH_TABLES, given)
     entities, communities = tables["entities"], tables["communities"]
     levels = sorted(communities["level"].unique().to_list()) if communities.height else []
     nodes = entities.sort("id")

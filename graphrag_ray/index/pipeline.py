@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import importlib
 import json
@@ -29,7 +28,7 @@ from graphrag_ray.index.lock import RunLock
 from graphrag_ray.llm.concurrency import limiter_snapshot, provider_limits, warm_start
 from graphrag_ray.llm.ledger import UsageLedger, run_ledger
 from graphrag_ray.llm.preflight import check_endpoints
-from graphrag_ray.storage.location import FoundFile, Store, resolve
+from graphrag_ray.storage.location import FoundFile, Store, disk_full, resolve
 from graphrag_ray.storage.schemas import REQUIRED_TABLES
 from graphrag_ray.storage.tables import current_index, publish, read_table, write_table
 from graphrag_ray.storage.vectors import VECTOR_TABLES, write_vector_batches
@@ -226,7 +225,14 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
                 (["igraph", "leidenalg"] if any(step.name == "communities" for step in steps) else [])
             if slow:
                 executor.beside_first_calls(lambda: [importlib.import_module(m) for m in slow])
-            tables = executor.run_steps(steps, keep=PUBLISHED_TABLES)
+            try:
+                tables = executor.run_steps(steps, keep=PUBLISHED_TABLES)
+            except Exception as exc:
+                if not disk_full(exc):
+                    raise
+                raise GraphRagRayError(f"no space left on the device while writing the run's state to "
+                                       f"{runs.location}; the published index is unchanged and the run resumes "
+                                       "once there is room") from None
         about = {"run_id": run_id, "input_id": input_id, "method": method,
                  "graph_fingerprint": graph_fingerprint(ctx, method), "executor": backend, "started_warm": warm,
                  "provider_limits": provider_limits(limiter_snapshot(limiter), settings.models),
@@ -236,8 +242,8 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
             version, stats = publish(output, lambda folder: _write_index(
                 folder, tables, ctx, executor, steps, about, time.perf_counter() - started, manifest),
                 settings.output.keep_versions)
-        except OSError as exc:
-            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+        except Exception as exc:  # an OSError, or a writer's own error quoting the OS's (Polars: ComputeError)
+            if not disk_full(exc):
                 raise
             raise GraphRagRayError(f"no space left on the device while writing the index to {output}; the "
                                    f"published index is unchanged and the run resumes once there is room") from None

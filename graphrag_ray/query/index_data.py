@@ -45,12 +45,18 @@ def checked_types(df: pl.DataFrame, name: str, folder: Store) -> pl.DataFrame:
     return df
 
 
-def read_index_tables(location: str | Path | Store, names: tuple[str, ...]) -> tuple[Store, dict[str, pl.DataFrame]]:
+def read_index_tables(location: str | Path | Store, names: tuple[str, ...],
+                      given: bool = False) -> tuple[Store, dict[str, pl.DataFrame]]:
     """The published index at `location` (an output folder or one version's folder) and its tables `names`, each
-    checked against its schema; a missing index or table is an error naming it."""
+    checked against its schema; a missing index or table is an error naming it. `given`: the user named the
+    location (`--data`), so a wrong path is the likelier mistake than an index never built."""
     folder = current_index(location)
     if folder is None or not folder.exists():
-        raise IndexMissingError(f"no index at {location}: run `graphrag-ray index` first")
+        if not given:
+            raise IndexMissingError(f"no index at {location}: run `graphrag-ray index` first")
+        there = location if isinstance(location, Store) else Store(location)
+        raise IndexMissingError(f"--data {location}: " + ("holds no published index (give an output folder or "
+                                "one version's folder)" if there.exists() else "no such folder"))
     tables = {}
     for name in names:
         df = read_table(folder, name)
@@ -74,9 +80,10 @@ class IndexData:
     _vector_tables: dict = field(default_factory=dict, repr=False)
 
     @classmethod
-    def load(cls, location: str | Path, open_vectors: bool = True, vector_search: dict | None = None) -> "IndexData":
+    def load(cls, location: str | Path, open_vectors: bool = True, vector_search: dict | None = None,
+             given: bool = False) -> "IndexData":
         """From a published index: a folder, or an object-store URI (s3://..., gs://...) of an output."""
-        folder, tables = read_index_tables(location, QUERY_TABLES)
+        folder, tables = read_index_tables(location, QUERY_TABLES, given)
         covariates = read_table(folder, "covariates")
         index = cls(**tables, vectors_dir=folder.child("lancedb"), folder=folder,
                     covariates=checked_types(covariates, "covariates", folder) if covariates is not None else None,

@@ -3,7 +3,7 @@ command line checks here before importing the engines)."""
 
 from __future__ import annotations
 
-from graphrag_ray.errors import GraphRagRayError
+from graphrag_ray.errors import GraphRagRayError, UsageError
 
 QUERY_METHODS = ("local", "global", "drift", "basic", "hybrid", "auto")
 METHOD_ALIASES = {"contextual": "auto"}  # seed 001's mode table: the routed mode under its other name
@@ -14,12 +14,12 @@ def check_method(query: str | None, method: str, community_level: int | None = N
     """What can be checked before the index is loaded; returns the method's canonical name."""
     method = METHOD_ALIASES.get(method, method)
     if not query or not query.strip():
-        raise GraphRagRayError("empty query: give the question as an argument, with --query, or --query-file")
+        raise UsageError("empty query: give the question as an argument, with --query, or --query-file")
     if max_chars is not None and len(query) > max_chars:
         raise GraphRagRayError(f"the question is {len(query):,} characters, over query.max_question_chars "
                                f"({max_chars:,}): shorten it or raise the setting")
     if method not in QUERY_METHODS:
-        raise GraphRagRayError(f"--method {method}: unknown method (have: {', '.join(QUERY_METHODS)}, contextual)")
+        raise UsageError(f"--method {method}: unknown method (have: {', '.join(QUERY_METHODS)}, contextual)")
     if community_level is not None and community_level < 0:
-        raise GraphRagRayError(f"--community-level {community_level}: a level is 0 (the root) or deeper")
+        raise UsageError(f"--community-level {community_level}: a level is 0 (the root) or deeper")
     return method

@@ -10,6 +10,8 @@ object store a single PUT (an object appears whole or not at all).
 
 from __future__ import annotations
 
+import errno
+
 import fnmatch
 import glob as globlib
 import io
@@ -274,3 +276,11 @@ def _relative_to(path: Path, resolved: Path, root: Path) -> str:
         return str(resolved.relative_to(root))
     except ValueError:
         return str(path)
+
+
+def disk_full(exc: BaseException) -> bool:
+    """The device (or the user's quota) is full: an OSError saying so, or a library's error quoting the OS's
+    message (Polars reports a failed Parquet write as `ComputeError: ... No space left on device (os error 28)`)."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return any(words in str(exc) for words in ("No space left on device", "Disk quota exceeded"))

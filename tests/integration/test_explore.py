@@ -178,12 +178,15 @@ def test_the_report_has_counts_charts_and_failures(coffee, tmp_path):
 def test_mistakes_print_one_line(coffee, tmp_path):
     root, _ = coffee
     for args, code, words in ((("export", "--format", "dot"), 2, "unknown export format 'dot'"),
-                              (("export", "--level", "7"), 1, "no community level 7"),
+                              (("export", "--level", "-1"), 2, "--level -1: a level is 0"),
                               (("view", "--max-nodes", "0"), 2, "--max-nodes"),
                               (("report", "--data", str(tmp_path / "nothing")), 1, "no index at")):
         done = cli(args[0], "--root", str(root), *args[1:])
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         assert done.returncode == code and len(lines) == 1 and words in lines[0], (args, done.stderr)
+    # a level deeper than the deepest is the deepest, as for `query --community-level` (one rule)
+    done = cli("view", "--root", str(root), "--level", "7", "--out", str(tmp_path / "deep.html"))
+    assert done.returncode == 0 and "deeper than the index's deepest level" in done.stderr, done.stderr
     empty = tmp_path / "empty"
     api.init_project(empty)  # a project that was never indexed
     done = cli("view", "--root", str(empty))

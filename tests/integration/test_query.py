@@ -183,16 +183,16 @@ def test_chat_loop_through_stdin_picks_follow_up_two_and_exits(root):
     assert out.stdout.count("Assistant: ") == 2 and out.stdout.rstrip().endswith("bye")
 
 
-@pytest.mark.parametrize("args, message", [
-    (["query", ""], "empty query"),
-    (["query", "x", "--method", "magic"], "unknown method"),
-    (["query", "x", "--method", "global", "--community-level", "-1"], "a level is 0 (the root) or deeper"),
-    (["query", "x", "--data", "/nonexistent/index"], "no index at"),
+@pytest.mark.parametrize("args, message, code", [
+    (["query", ""], "empty query", 2),  # usage mistakes exit 2, as the parser's own do
+    (["query", "x", "--method", "magic"], "unknown method", 2),
+    (["query", "x", "--method", "global", "--community-level", "-1"], "a level is 0 (the root) or deeper", 2),
+    (["query", "x", "--data", "/nonexistent/index"], "no index at", 1),
 ])
-def test_bad_queries_fail_with_one_line(root, args, message):
+def test_bad_queries_fail_with_one_line(root, args, message, code):
     out = subprocess.run([sys.executable, "-m", "graphrag_ray.cli", *args, "--root", str(root)],
                          capture_output=True, text=True, timeout=120)
-    assert out.returncode != 0
+    assert out.returncode == code
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], out.stderr
 

@@ -82,7 +82,7 @@ def test_a_level_deeper_than_the_index_uses_the_deepest(root, method):
 
 def test_a_negative_level_is_an_error_and_verbose_says_which_level_is_used(root):
     out = cli("query", "李明", "--community-level", "-1", root=root)
-    assert out.returncode == 1 and "--community-level -1" in one_line(out)
+    assert out.returncode == 2 and "--community-level -1" in one_line(out)
     out = cli("-v", "query", "李明", "--community-level", "2", "--context-only", root=root)
     assert out.returncode == 0 and "deeper than the index's deepest level (0): using 0" in out.stderr
 
@@ -226,7 +226,7 @@ def test_usage_mistakes_exit_2_naming_the_flag(root, args, message):
                                            (["query", "x", "--method", "magic"], "unknown method")])
 def test_questions_are_checked_before_the_index_is_looked_for(args, message, tmp_path):
     out = cli(*args, "--data", str(tmp_path / "no_index_here"), root=tmp_path)
-    assert out.returncode == 1 and message in one_line(out)  # not "no index at ..."
+    assert out.returncode == 2 and message in one_line(out)  # not "no index at ..."
 
 
 # 12 -------------------------------------------------------------------------------------------------------------

@@ -162,21 +162,29 @@ def test_bad_input_and_endpoint_errors_stop_with_one_line_and_keep_the_published
 
 
 def test_killing_a_worker_process_mid_step_loses_nothing(tmp_path, corpus):
-    """SIGKILL one StepWorker actor process during extraction: Ray restarts it and re-runs its partitions."""
+    """SIGKILL one StepWorker actor process during extraction: Ray restarts it and re-runs its partitions.
+    Only a worker of the run this test started is touched: the driver starts a Ray of its own (RAY_ADDRESS=local,
+    never a cluster someone else runs here), so its workers are the driver's descendants."""
     import signal
+
+    import psutil
 
     with SimulatorProcess(latency=0.3) as sim:
         root = faulty_root(tmp_path, sim.base_url, corpus, "worker-kill")
         driver = subprocess.Popen([sys.executable, "-m", "graphrag_ray.cli", "index", "--root", str(root)],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env={**os.environ, "RAY_ADDRESS": "local"})
         deadline, victim = time.time() + 120, None
         while time.time() < deadline and victim is None:
             if list(root.glob("runs/*/_done/extract_graph/*")):
-                for pid in subprocess.run(["pgrep", "-f", "ray::StepWorker"], capture_output=True,
-                                          text=True).stdout.split():
-                    os.kill(int(pid), signal.SIGKILL)
-                    victim = int(pid)
-                    break
+                for child in psutil.Process(driver.pid).children(recursive=True):
+                    try:
+                        if "ray::StepWorker" in " ".join(child.cmdline()):
+                            child.send_signal(signal.SIGKILL)
+                            victim = child.pid
+                            break
+                    except psutil.NoSuchProcess:  # ended while we looked
+                        continue
             time.sleep(0.05)
         out, err = driver.communicate(timeout=600)
     assert victim is not None, "a worker process was killed mid-extraction"
@@ -236,6 +244,15 @@ def test_disk_full_while_writing_keeps_the_published_index(tmp_path, corpus, ray
 
         monkeypatch.setattr("graphrag_ray.index.pipeline.write_table", full_disk)
         with pytest.raises(GraphRagRayError, match="no space left on the device"):
+            api.build_index(root=root)
+
+        def full_disk_as_polars_says(df, folder, name, *args, **kwargs):  # its own error, quoting the OS's
+            raise pl.exceptions.ComputeError("parquet: File out of specification: underlying IO error: No space "
+                                             "left on device (os error 28)")
+
+        monkeypatch.setattr("graphrag_ray.index.pipeline.write_table", full_disk_as_polars_says)
+        with pytest.raises(GraphRagRayError, match=f"no space left on the device while writing the index to "
+                                                   f"{root / 'output'}"):
             api.build_index(root=root)
         monkeypatch.setattr("graphrag_ray.index.pipeline.write_table", real_write)
         assert published_version(root) == published

@@ -8,7 +8,7 @@ import json
 import polars as pl
 import pytest
 
-from graphrag_ray.errors import IndexMissingError
+from graphrag_ray.errors import UsageError
 from graphrag_ray.explore.export import FORMATS, export_graph
 from graphrag_ray.explore.graph import NO_COMMUNITY, IndexGraph
 from graphrag_ray.explore.report import write_index_report
@@ -38,5 +38,6 @@ def test_an_index_without_communities_exports_views_and_reports(lonely, tmp_path
     assert data["level"] is None and data["levels"] == [] and len(data["entities"]) == 2
     report = write_index_report(lonely, tmp_path / "report", []).read_text(encoding="utf-8")
     assert "0 communities on 0 levels" in report
-    with pytest.raises(IndexMissingError, match="no community level 1"):
-        export_graph(lonely, "csv", tmp_path / "x", level=1)
+    assert export_graph(lonely, "csv", tmp_path / "x", level=1)  # no levels: every node in NO_COMMUNITY
+    with pytest.raises(UsageError, match="--level -1"):
+        export_graph(lonely, "csv", tmp_path / "x", level=-1)

@@ -1,0 +1,155 @@
+"""`graphrag-ray` command line: thin typer layer over graphrag_ray.api (commands in build.py, ask.py, tools.py).
+
+A mistake a user can make prints one line `error: ...` and exits non-zero; --verbose adds the traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import traceback
+from pathlib import Path
+
+import typer
+
+from graphrag_ray import __version__
+from graphrag_ray.errors import GraphRagRayError
+from graphrag_ray.secrets import install_log_redaction, redact
+
+app = typer.Typer(name="graphrag-ray", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  help="GraphRAG as a distributed, resumable batch engine on Ray.")
+tokenizers_app = typer.Typer(help="Offline tokenizer files for tiktoken.", no_args_is_help=True)
+app.add_typer(tokenizers_app, name="tokenizers")
+cache_app = typer.Typer(help="The LLM response cache.", no_args_is_help=True)
+app.add_typer(cache_app, name="cache")
+
+_STATE = {"verbose": False}
+
+RootOpt = typer.Option(Path("."), "--root", "-r", help="project root (settings.yaml, input/, output/)")
+ConfigOpt = typer.Option(None, "--config", "-c", help="settings file (default: ROOT/settings.yaml)")
+DataOpt = typer.Option(None, "--data", help="index folder or s3:// / gs:// URI (default: output.base_dir)")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"graphrag-ray {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(verbose: bool = typer.Option(False, "--verbose", "-v", help="log details; show tracebacks on errors"),
+         version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                      help="print the version and exit")) -> None:
+    _STATE["verbose"] = verbose
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    install_log_redaction()
+
+
+def _use_cache(cache: bool) -> None:
+    """--no-cache: every settings file this command reads has the LLM response cache off."""
+    from graphrag_ray.config.load import set_command_overrides
+
+    set_command_overrides({} if cache else {"cache": {"enabled": False}})
+
+
+
+CacheOpt = typer.Option(True, "--cache/--no-cache", help="use the LLM response cache (--no-cache: ask the model "
+                        "for everything; nothing is read from or written to it)")
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(width=None if sys.stdout.isatty() else 140)
+
+
+# the commands register themselves on `app` when imported (after it exists)
+from graphrag_ray.cli import build, ask, tools  # noqa: E402,F401
+
+
+def _prepare_argv(argv: list[str]) -> list[str]:
+    """Accept --verbose anywhere on the line (users type it after the subcommand)."""
+    flags = [a for a in argv if a in ("--verbose", "-v")]
+    rest = [a for a in argv if a not in ("--verbose", "-v")]
+    return flags[:1] + rest
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _prepare_argv(list(sys.argv[1:] if argv is None else argv))
+    verbose = bool(args and args[0] in ("--verbose", "-v"))
+    try:
+        code = app(args=args, standalone_mode=False, prog_name="graphrag-ray")
+        if code == 130:  # typer turns Ctrl-C into a returned 130 (when not standalone)
+            _fail("interrupted", 130, False)
+        if isinstance(code, int) and code:
+            sys.exit(code)
+    except GraphRagRayError as exc:
+        _fail(redact(str(exc)), exc.exit_code, verbose)
+    except typer.Abort:
+        _fail("aborted", 130, False)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.TyperException as exc:  # typer's own click: usage errors (exit 2), Abort, Exit
+        if type(exc).__name__ == "Exit":
+            sys.exit(getattr(exc, "exit_code", 0))
+        if type(exc).__name__ == "Abort":
+            _fail("aborted", 130, False)
+        code = getattr(exc, "exit_code", 2)
+        hint = f" (see graphrag-ray {_subcommand(args)}--help)" if code == 2 else ""
+        _fail(redact(exc.format_message()) + hint, code, verbose)
+    except KeyboardInterrupt:
+        _fail("interrupted", 130, False)
+    except Exception as exc:  # an engine bug: still one line unless --verbose
+        _fail(f"unexpected {type(exc).__name__}: {redact(str(exc))} (run with --verbose for the traceback)", 1,
+              verbose)
+
+
+def _subcommand(args: list[str]) -> str:
+    names = [a for a in args if not a.startswith("-")][:1]
+    return f"{names[0]} " if names and names[0] in {c.name or c.callback.__name__ for c in app.registered_commands} else ""
+
+
+def _fail(message: str, code: int, verbose: bool) -> None:
+    if verbose:
+        sys.stderr.write(redact(traceback.format_exc()))
+    sys.stderr.write(f"error: {message}\n")
+    sys.exit(code)
+
+
+def command() -> None:
+    """The installed `graphrag-ray` command: main(), then a prompt exit (see exit_now)."""
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    exit_now(code)
+
+
+def exit_now(code: int | str | None) -> None:
+    """Leave without the interpreter's teardown, which spends a noticeable part of a short command freeing the openai / pydantic / LanceDB
+    objects one by one - a sixth of a query command. Everything a normal exit does that matters runs first:
+    other threads are joined, atexit handlers run (Ray's shutdown, logging, temporary folders), stdio is
+    flushed. Only for the command itself: main() stays safe to call in-process."""
+    import atexit
+    import os
+    import threading
+
+    if isinstance(code, str):
+        sys.stderr.write(code + "\n")
+        code = 1
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (| head) or stream: nothing more can be written anyway
+            pass
+    os._exit(code or 0)
+
+
+if __name__ == "__main__":
+    command()

@@ -1,0 +1,5 @@
+"""`python -m graphrag_ray.cli`."""
+
+from graphrag_ray.cli import command
+
+command()

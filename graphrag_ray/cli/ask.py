@@ -1,0 +1,158 @@
+"""Commands that read an index: query, chat, eval, export, view, report."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from graphrag_ray.cli import CacheOpt, ConfigOpt, DataOpt, RootOpt, _use_cache, app
+
+LevelOpt = typer.Option(None, "--level", help="community level whose communities colour / label the graph "
+                        "(default: 0, the broadest)")
+
+
+@app.command()
+def export(root: Path = RootOpt, config: Optional[Path] = ConfigOpt, data: Optional[str] = DataOpt,
+           fmt: str = typer.Option("graphml", "--format", "-f", help="graphml | gexf | csv | neo4j"),
+           level: Optional[int] = LevelOpt,
+           out: Optional[Path] = typer.Option(None, "--out", "-o", help="folder (default: ROOT/export/FORMAT)")) -> None:
+    """Write the graph for other tools: GraphML / GEXF (Gephi, Cytoscape, networkx), CSV, or Neo4j's import CSV."""
+    from graphrag_ray.api import export_graph
+
+    written = export_graph(root, fmt, out, level, config, data)
+    for path in written:
+        typer.echo(str(path))
+    if fmt == "neo4j":
+        typer.echo(f"load into a stopped Neo4j 5 from NEO4J_HOME with: bash {written[-1]}")
+
+
+@app.command()
+def view(root: Path = RootOpt, config: Optional[Path] = ConfigOpt, data: Optional[str] = DataOpt,
+         level: Optional[int] = LevelOpt,
+         max_nodes: int = typer.Option(1500, "--max-nodes", help="entities drawn (the top ones by degree; all are "
+                                       "searchable)"),
+         out: Optional[Path] = typer.Option(None, "--out", "-o", help="HTML file (default: ROOT/graph.html)")) -> None:
+    """One self-contained HTML file showing the graph by community: search, descriptions, relationships, reports."""
+    from graphrag_ray.api import write_graph_view
+
+    typer.echo(str(write_graph_view(root, out, level, max_nodes, config, data)))
+
+
+@app.command()
+def report(root: Path = RootOpt, config: Optional[Path] = ConfigOpt, data: Optional[str] = DataOpt,
+           out: Optional[Path] = typer.Option(None, "--out", "-o", help="folder (default: ROOT/report)")) -> None:
+    """A Markdown + PNG report of the index: tables, entity types, degrees, communities, cost per step, failures."""
+    from graphrag_ray.api import write_index_report
+
+    typer.echo(str(write_index_report(root, out, config, data)))
+
+
+def _question_text(question: str | None, query_opt: str | None, query_file: Path | None) -> str:
+    given = [name for name, value in (("QUESTION", question), ("--query", query_opt), ("--query-file", query_file))
+             if value is not None]
+    if len(given) > 1:
+        raise typer.BadParameter(f"give the question once: {' and '.join(given)} were both given")
+    if query_file is not None and str(query_file) != "-":
+        try:
+            return query_file.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise typer.BadParameter(f"cannot read {query_file}: {exc}", param_hint="--query-file") from None
+    if question == "-" or (query_file is not None and str(query_file) == "-"):
+        return sys.stdin.read().strip()
+    return query_opt or question or ""
+
+
+@app.command()
+def query(question: Optional[str] = typer.Argument(None, help="the question (or use --query)"),
+          query_opt: Optional[str] = typer.Option(None, "--query", "-q", help="the question"),
+          query_file: Optional[Path] = typer.Option(None, "--query-file", help="read the question from a file "
+                                                    "('-': standard input), for long questions"),
+          method: str = typer.Option("local", "--method", "-m",
+                                     help="local | global | drift | basic | hybrid | auto (or contextual)"),
+          root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
+          data: Optional[str] = DataOpt,
+          community_level: Optional[int] = typer.Option(None, "--community-level",
+                                                        help="Leiden level of the reports (default 2)"),
+          dynamic_community_selection: bool = typer.Option(False, "--dynamic-community-selection/"
+                                                           "--no-dynamic-community-selection",
+                                                           help="global search rates reports from the root down"),
+          response_type: Optional[str] = typer.Option(None, "--response-type",
+                                                      help="e.g. 'Multiple Paragraphs', 'Single Sentence'"),
+          streaming: bool = typer.Option(False, "--streaming/--no-streaming", help="print the answer as it comes"),
+          context_only: bool = typer.Option(False, "--context-only", help="print the context; no answer call"),
+          no_llm: bool = typer.Option(False, "--no-llm", help="answer with evidence sentences; no LLM call "
+                                      "(automatic when the chat model has no API key)"),
+          cache: bool = CacheOpt,
+          ) -> None:
+    """Ask the index a question (QUESTION '-' reads it from standard input)."""
+    _use_cache(cache)
+    text = _question_text(question, query_opt, query_file)
+    from graphrag_ray import api
+
+    method = api.check_question(text, method, community_level)  # before the index loads
+    if streaming and not context_only:
+        finished = []
+
+        async def stream():
+            shown = False
+            try:
+                async for piece in api.search_streaming(text, method, root, config, data, community_level,
+                                                        dynamic_community_selection, response_type, no_llm=no_llm,
+                                                        on_result=finished.append):
+                    sys.stdout.write(piece)
+                    sys.stdout.flush()
+                    shown = shown or bool(piece)
+            finally:  # a stream cut mid-answer: its error goes on a line of its own
+                if shown:
+                    sys.stdout.write("\n")
+                    sys.stdout.flush()
+
+        api.run_async(stream())
+        result = finished[0]
+        if "route" in result.details:
+            sys.stderr.write(f"route: {result.details['route']} ({result.details['route_reason']})\n")
+    else:
+        result = api.run_async(api.search(text, method, root, config, data, community_level,
+                                          dynamic_community_selection, response_type, context_only=context_only,
+                                          no_llm=no_llm))
+        if "route" in result.details:
+            typer.echo(f"route: {result.details['route']} ({result.details['route_reason']})")
+        typer.echo(result.context_text if context_only else result.response)
+    sys.stderr.write(result.usage_line() + "\n")
+
+
+@app.command()
+def chat(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
+         data: Optional[str] = DataOpt,
+         questions: int = typer.Option(3, help="follow-up questions suggested after each answer"),
+         response_type: str = typer.Option("Single Paragraph", "--response-type"),
+         no_llm: bool = typer.Option(False, "--no-llm", help="extractive answers and follow-ups; no LLM call")
+         ) -> None:
+    """A conversation with the index: local search, streaming, history and numbered follow-ups."""
+    from graphrag_ray.api import chat as chat_loop
+
+    chat_loop(root, config, data, question_count=questions, response_type=response_type, no_llm=no_llm)
+
+
+@app.command("eval")
+def eval_(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
+          questions: Optional[Path] = typer.Option(None, "--questions", help="csv/jsonl: question, id, gold_answer, "
+                                                   "gold_evidence (text-unit ids)"),
+          generate: Optional[int] = typer.Option(None, "--generate", help="make N questions from the index"),
+          methods: str = typer.Option("local,global", help="comma-separated: local, global, drift, basic, hybrid, "
+                                      "evidence (the no-LLM baseline)"),
+          judge: bool = typer.Option(True, "--judge/--no-judge", help="pairwise LLM-as-judge between the methods"),
+          out: Optional[Path] = typer.Option(None, "--out", help="output folder (default ROOT/eval/<id>)"),
+          data: Optional[str] = DataOpt) -> None:
+    """Bulk evaluation: every question through every method (Ray, resumable), judged pairwise, reported."""
+    from graphrag_ray.api import evaluate
+
+    result = evaluate(root, config, questions, generate, [m.strip() for m in methods.split(",") if m.strip()],
+                      judge, out, data, show_progress=sys.stderr.isatty())
+    typer.echo(result.report.read_text(encoding="utf-8"))
+    typer.echo(f"tables and charts in {result.out}")
+
+

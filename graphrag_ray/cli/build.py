@@ -1,0 +1,199 @@
+"""Commands that build and keep an index: init, check, index, update, versions, estimate, prompt-tune."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from graphrag_ray.cli import CacheOpt, ConfigOpt, RootOpt, _STATE, _console, _use_cache, app, cache_app
+
+
+@app.command()
+def init(root: Path = RootOpt, force: bool = typer.Option(False, help="overwrite existing files")) -> None:
+    """Create a project: settings.yaml, prompts/, input/ and a .env for the API key."""
+    from graphrag_ray.api import init_project
+
+    written = init_project(root, force=force)
+    for path in written:
+        typer.echo(f"wrote {path}")
+    typer.echo(f"next: put documents in {root / 'input'}, set GRAPHRAG_API_KEY in {root / '.env'}, "
+               f"then `graphrag-ray index --root {root}`")
+
+
+@app.command()
+def check(root: Path = RootOpt, config: Optional[Path] = ConfigOpt) -> None:
+    """Validate the settings and send one tiny request to every configured model."""
+    from graphrag_ray.api import check_models
+
+    for line in check_models(root, config):
+        typer.echo(line)
+
+
+@app.command()
+def index(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
+          method: str = typer.Option("standard", help="index method: standard (LLM graph) | fast (no LLM)"),
+          resume: bool = typer.Option(True, "--resume/--no-resume", help="continue an interrupted run"),
+          cache: bool = CacheOpt,
+          dry_run: bool = typer.Option(False, "--dry-run", help="count and price the work; call nothing"),
+          rehearse: bool = typer.Option(False, "--rehearse", help="run against a simulator that enforces the "
+                                        "configured RPM/TPM, and report what the real run would cost and take"),
+          latency: float = typer.Option(0.5, help="simulated seconds per call, with --rehearse"),
+          retry_failures: bool = typer.Option(False, "--retry-failures",
+                                              help="re-run only the items the published index lists in failures "
+                                              "(transient causes), and publish a new version"),
+          ) -> None:
+    """Build the index: documents -> text units -> graph -> communities -> reports -> embeddings."""
+    _use_cache(cache)
+    if dry_run:
+        return estimate(root=root, config=config)
+    console = _console()
+    progress = True if sys.stderr.isatty() else "plain"  # plain lines for a log (ray job submit, CI)
+    if rehearse:
+        from graphrag_ray.rehearse import rehearse as run_rehearsal
+
+        outcome = run_rehearsal(root, config, method=method, latency=latency, show_progress=progress,
+                                verbose=_STATE["verbose"])
+        console.print(outcome.result.ledger.rich_table("Rehearsal: LLM usage the real run would have"))
+        console.print(outcome.summary())
+        return
+    from graphrag_ray.api import build_index
+
+    result = build_index(root=root, config_file=config, method=method, resume=resume, show_progress=progress,
+                         verbose=_STATE["verbose"], retry_failures=retry_failures)
+    _report_run(result, console)
+
+
+def _report_run(result, console) -> None:
+    """What an index / update / retry run published (or why it did nothing)."""
+    why = result.stats.get("nothing_done")
+    if why == "nothing to retry":
+        console.print(f"nothing to retry: the published index lists {result.stats['total']['failures']} failures, "
+                      "none of them from a model call")
+        return
+    if why == "unchanged":
+        console.print("nothing to update: the input is as the published index has it")
+        return
+    console.print(result.ledger.rich_table(f"LLM usage (run {result.run_id})"))
+    if result.stats.get("kind") == "retry":
+        console.print(f"retried the {result.stats['retried']} failed items on top of the published index")
+    if "changes" in result.stats:
+        console.print("changes: " + ("; ".join(
+            f"{table} " + ", ".join(f"{n} {k}" for k, n in diff.items() if n)
+            for table, diff in result.stats["changes"].items() if any(diff.values())) or "no table rows changed"))
+    written = result.stats.get("reports_written")
+    if written:
+        console.print(f"community reports: {written['afresh']} written afresh, {written['revised']} revised from "
+                      f"their previous report and the changed rows, {written['kept']} kept")
+    total, attempt = result.stats["total"], result.stats.get("this_attempt")
+    if attempt is not None and attempt["calls"] != total["calls"]:  # earlier attempts of the run paid too
+        console.print(f"billed for the whole run (every attempt): {total['calls']:,} calls, ${total['cost']:.4f}; "
+                      f"this attempt {attempt['calls']:,} calls, ${attempt['cost']:.4f}")
+    rows = ", ".join(f"{k} {v:,}" for k, v in result.stats["rows"].items())
+    failures = total["failures"]
+    console.print(f"index published to {result.output}: {rows}; failures {failures}; "
+                  f"{result.stats['wall_s']:.1f}s")
+    if failures:
+        console.print(f"{failures} items failed: their reasons are in failures.parquet of that version (`graphrag-ray "
+                      f"report` lists them); `graphrag-ray index --retry-failures` asks the model again for them only")
+
+
+@app.command()
+def update(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
+           resume: bool = typer.Option(True, "--resume/--no-resume", help="continue an interrupted update"),
+           cache: bool = CacheOpt,
+) -> None:
+    """Bring the published index up to date with the input: documents added, changed or deleted cost calls in
+    proportion to the change; published as a new version with a changes.json."""
+    _use_cache(cache)
+    from graphrag_ray.api import update_index
+
+    result = update_index(root=root, config_file=config, resume=resume,
+                          show_progress=True if sys.stderr.isatty() else "plain",
+                          verbose=_STATE["verbose"])
+    _report_run(result, _console())
+
+
+@app.command()
+def versions(root: Path = RootOpt, config: Optional[Path] = ConfigOpt) -> None:
+    """The published versions of the index, newest first (CURRENT marked); read one with `query --data PATH`."""
+    from rich.table import Table
+
+    from graphrag_ray.api import list_versions
+
+    table = Table(title="index versions")
+    table.add_column("")
+    table.add_column("version", no_wrap=True)
+    for column in ("kind", "documents", "entities", "reports", "calls", "changes (added/changed/removed)"):
+        table.add_column(column)
+    found = list_versions(root, config)
+    for v in found:
+        rows = v.get("rows", {})
+        changes = v.get("changes") or {}
+        summary = ", ".join(f"{t} +{d.get('added', 0)}/~{d.get('changed', 0)}/-{d.get('removed', 0)}"
+                            for t, d in changes.items() if t in ("documents", "entities") and any(d.values()))
+        table.add_row("*" if v["current"] else "", v["version"], v.get("kind", "index"),
+                      f"{rows.get('documents', 0):,}", f"{rows.get('entities', 0):,}",
+                      f"{rows.get('community_reports', 0):,}", f"{v.get('total', {}).get('calls', 0):,}", summary)
+    console = _console()
+    console.print(table)
+    if found:
+        folder = found[0]["path"].rsplit("/", 1)[0]
+        console.print(f"* = published. Query an older one with: graphrag-ray query --data {folder}/VERSION ...")
+
+
+@app.command()
+def estimate(root: Path = RootOpt, config: Optional[Path] = ConfigOpt) -> None:
+    """Count documents, text units and prompt tokens; print expected calls, tokens and cost. Spends nothing."""
+    from graphrag_ray.api import estimate_index
+
+    result = estimate_index(root, config)
+    console = _console()
+    console.print(result.rich_table())
+    if result.failures:
+        console.print(f"{result.failures} input documents would be skipped (see failures after indexing)")
+    console.print(f"expected: {result.total_calls:,} calls, about ${result.total_cost:.4f} "
+                  "(extraction counted exactly; later stages projected)")
+
+
+@app.command("prompt-tune")
+def prompt_tune(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
+                sample: int = typer.Option(12, "--sample", help="text units shown to the model"),
+                dry_run: bool = typer.Option(False, "--dry-run", help="print the prompts; write nothing"),
+                cache: bool = CacheOpt,
+) -> None:
+    """Fit the extraction, summary and report prompts to the corpus (language, domain, entity types, example)."""
+    _use_cache(cache)
+    from graphrag_ray import api
+
+    result = api.prompt_tune(root, config, sample, dry_run)
+    if dry_run:
+        for relative, text in result.prompts.items():
+            typer.echo(f"===== {relative} =====\n{text}")
+    typer.echo(result.summary())
+
+
+@app.command("submission-id")
+def submission_id_cmd(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
+                      method: str = typer.Option("standard", help="index method")) -> None:
+    """Print a deterministic Ray job submission id for this root's settings and input (no duplicate submits)."""
+    from graphrag_ray.api import submission_id
+
+    typer.echo(submission_id(root, config, method))
+
+
+
+@cache_app.command("clear")
+def cache_clear(stage: str = typer.Option(..., "--stage", help="the stage whose answers go, e.g. extract_graph, "
+                                          "summarize_descriptions, community_reports, query_global_map"),
+                root: Path = RootOpt, config: Optional[Path] = ConfigOpt) -> None:
+    """Drop one stage's cached answers, so the next run asks the model again for that stage only."""
+    from graphrag_ray.api import clear_cache
+
+    dropped, kept = clear_cache(root, config, stage)
+    typer.echo(f"cache: dropped {dropped:,} answers of stage {stage}, kept {kept:,} of other stages"
+               + ("" if dropped else " (answers cached before this version carry no stage and stay)"))
+
+
