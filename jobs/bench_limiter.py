@@ -64,10 +64,14 @@ def run_benchmark(duration: float, actors: int, concurrency: int, tpm: int, rpm:
         limiter = RayRateLimiter.for_job(f"bench-{time.time_ns()}")
         workers = [LoadWorker.remote(config, limiter, i) for i in range(actors)]
         ray.get([w.node_id.remote() for w in workers])  # actors up before the clock starts
-        start = time.time()
-        results = ray.get([w.run.remote(duration, concurrency) for w in workers])
-        end = time.time()
-        server = sim.stats()
+        try:
+            start = time.time()
+            results = ray.get([w.run.remote(duration, concurrency) for w in workers])
+            end = time.time()
+            server = sim.stats()
+        finally:  # ended here, not left to the cluster's teardown (one was seen alive after the benchmark, orphaned)
+            for worker in workers:
+                ray.kill(worker)
     ledger = UsageLedger()
     for r in results:
         ledger.merge(r["ledger"])
@@ -96,8 +100,11 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=20.0, help="seconds excluded (the initial burst)")
     args = parser.parse_args()
     ray.init(include_dashboard=False, log_to_driver=False)
-    figures = run_benchmark(args.duration, args.actors, args.concurrency, args.tpm, args.rpm, args.latency,
-                            args.warmup)
+    try:
+        figures = run_benchmark(args.duration, args.actors, args.concurrency, args.tpm, args.rpm, args.latency,
+                                args.warmup)
+    finally:
+        ray.shutdown()
     print(json.dumps(figures, indent=2))
     print(f"429s received: {figures['429s_received']} (target 0); "
           f"steady-state utilisation: {figures['utilisation']:.3f} of TPM (target >= 0.90)")

@@ -13,9 +13,13 @@ from graphrag_ray.llm.client import OpenAIClient, TimedOutError, TransientLLMErr
 log = logging.getLogger(__name__)
 
 
-async def endpoint_answers(model_id: str, config: ModelConfig, attempts: int = 3, timeout: float = 15.0) -> None:
+async def endpoint_answers(model_id: str, config: ModelConfig, attempts: int = 3, timeout: float = 8.0,
+                           busy_ok: bool = True) -> None:
     """The endpoint answers, accepts the key and serves the model - GET /models, no tokens spent. Raises a
-    one-line error naming the model and the cause otherwise."""
+    one-line error naming the model and the cause otherwise. An endpoint that takes the connection and sends
+    nothing within `timeout` is said at once (a warning within seconds, not a silence until a request times
+    out); with `busy_ok` (a run, which may wait on a local server busy with another answer) the command goes on,
+    otherwise (`graphrag-ray check`) it is the error."""
     if config.type == "local_embedding":
         return
     client = OpenAIClient(model_id, config.model_copy(update={"request_timeout": min(config.request_timeout,
@@ -27,6 +31,10 @@ async def endpoint_answers(model_id: str, config: ModelConfig, attempts: int = 3
                 break
             except TimedOutError:
                 if await _accepts_connections(config.api_base, timeout):
+                    if not busy_ok:
+                        raise EndpointError(f"{client.where} accepted the connection but sent no answer to GET "
+                                            f"/models within {timeout:g}s (not answering, or busy generating)") \
+                            from None
                     # llama.cpp's /models waits for the model lock while it generates: busy is not unreachable
                     log.warning("%s accepted the connection but did not answer GET /models within %gs (busy, or "
                                 "not answering at all): going on; a request is given up after stall_timeout "

@@ -20,8 +20,11 @@ from graphrag_ray.llm.models import Models
 
 async def endpoints_answer(settings: Settings, model_ids: list[str]) -> None:
     """Raises a one-line error naming the model and the cause when an endpoint is unusable."""
-    for model_id in dict.fromkeys(model_ids):
-        await endpoint_answers(model_id, settings.model(model_id))
+    import asyncio
+
+    # at once: two models on one silent endpoint are said within one check's timeout, not one after the other
+    await asyncio.gather(*(endpoint_answers(model_id, settings.model(model_id))
+                           for model_id in dict.fromkeys(model_ids)))
 
 
 def check_endpoints(settings: Settings, model_ids: list[str]) -> None:
@@ -38,6 +41,7 @@ async def probe_models(models: Models, model_ids: list[str]) -> list[str]:
         if cfg.type == "local_embedding":
             lines.append(f"ok: {model_id} is computed here (local_embedding)")
             continue
+        await endpoint_answers(model_id, cfg, attempts=2, busy_ok=False)  # a silent endpoint: said in seconds
         quick = cfg.model_copy(update={"retry": RetryConfig(max_attempts=2, initial_wait=0.2, max_wait=1.0,
                                                             jitter=0.1),
                                        "request_timeout": min(cfg.request_timeout, 30.0)})

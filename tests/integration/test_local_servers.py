@@ -183,3 +183,67 @@ def test_an_interrupted_run_and_its_resume_are_billed_whole(tmp_path, how):
     assert resumed.returncode == 0, resumed.stderr[-1500:]
     assert interrupted > 0 and served > interrupted
     assert published_ledger(root)["calls"] == served
+
+
+class SilentEndpoint:
+    """A server that takes connections and never sends a byte (a hung process, a port forwarded to nothing): a
+    bare socket, no code of ours answering."""
+
+    def __init__(self):
+        import socket
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.base_url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
+        self.held: list = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.held.append(conn)
+
+    def close(self):
+        for conn in self.held:
+            conn.close()
+        self.sock.close()
+
+
+def test_an_endpoint_that_never_answers_is_named_within_seconds(tmp_path):
+    silent = SilentEndpoint()
+    try:
+        root = local_project(tmp_path / "p", silent.base_url, request_timeout=30)
+        started = time.monotonic()
+        done = cli("check", "--root", str(root))
+        took = time.monotonic() - started
+        assert done.returncode == 1 and took < 15, (took, done.stderr)
+        assert "accepted the connection but sent no answer to GET /models" in done.stderr, done.stderr
+        assert "localhost" in done.stderr.splitlines()[-1]  # names the endpoint
+        # an index run may wait on a local server busy with another answer, but says why it waits at once
+        assert _seconds_until_said(["index", "--root", str(root)]) < 15
+        with SimulatorProcess() as sim:  # an index to ask, then its endpoint goes silent
+            built = local_project(tmp_path / "q", sim.base_url)
+            api.build_index(root=built)
+        point_at(built, silent.base_url)
+        assert _seconds_until_said(["query", QUESTION, "--root", str(built)]) < 15
+    finally:
+        silent.close()
+
+
+def _seconds_until_said(args: list[str]) -> float:
+    """Seconds until the command's stderr says the endpoint took the connection and sent nothing (inf: never)."""
+    run = subprocess.Popen([sys.executable, "-m", "graphrag_ray.cli", *args], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    started = time.monotonic()
+    try:
+        for line in run.stderr:
+            if "accepted the connection but did not answer GET /models" in line:
+                return time.monotonic() - started
+        return float("inf")
+    finally:
+        run.kill()
+        run.communicate()
