@@ -322,7 +322,8 @@ def _write_index(folder: Path, tables, ctx: StepContext, executor: Executor, ste
              "total": {"calls": total.calls, "prompt_tokens": total.prompt_tokens,
                        "completion_tokens": total.completion_tokens, "reasoning_tokens": total.reasoning_tokens,
                        "cost": round(total.cost, 6), "cache_hits": total.cache_hits, "retries": total.retries,
-                       "rate_limited": total.rate_limited, "failures": int(tables["failures"].height)},
+                       "rate_limited": total.rate_limited, "abandoned": total.abandoned,
+                       "failures": int(tables["failures"].height)},
              "this_attempt": {"calls": attempt.calls, "cost": round(attempt.cost, 6)},
              "rows": rows}
     if ctx.previous is not None:  # what changed since the version this run started from, and what it cost

@@ -21,6 +21,8 @@ class Usage:
     failures: int = 0           # requests that failed after the whole retry budget
     unusable: int = 0           # paid responses that could not be used (invalid JSON, an incomplete answer)
     counted_here: int = 0       # paid responses whose server reported no usage: their tokens were counted here
+    abandoned: int = 0          # requests given up on after sending (timed out, stalled): maybe generated and
+    #                             billed by the provider, with tokens no one saw (not in the figures above)
     cost: float = 0.0           # USD from the configured prices
 
     def add(self, other: "Usage") -> None:
@@ -101,6 +103,9 @@ class UsageLedger:
         if (counted := self.total().counted_here):
             notes.append(f"{counted:,} answers came with no usage from the server: their tokens were counted "
                          "here with the model's tokenizer")
+        if (abandoned := self.total().abandoned):
+            notes.append(f"{abandoned:,} requests were given up on after sending (timed out or stalled): the "
+                         "provider may have generated and billed their answers, whose tokens are not counted above")
         if notes:
             table.caption = "\n".join(notes)
         return table

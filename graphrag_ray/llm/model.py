@@ -163,7 +163,7 @@ class _ModelBase:
         # nearly every call succeeds at once); after a failure, tenacity takes over and sees that failure as its
         # own first attempt, so waits, attempt counts and the retry ledger are what they would be.
         try:
-            return await self._limited(reserve, stage, send)
+            return await self._sent(reserve, stage, send)
         except TransientLLMError as exc:
             first_failure = [exc]
         async for attempt in retrying(self.config.retry, lambda exc: self.usage.record(
@@ -171,7 +171,16 @@ class _ModelBase:
             with attempt:
                 if first_failure:
                     raise first_failure.pop()
-                return await self._limited(reserve, stage, send)
+                return await self._sent(reserve, stage, send)
+
+    async def _sent(self, reserve: Reserve, stage: str, send: Send) -> tuple[dict, int, int]:
+        """One attempt. A request given up on after it was sent (request_timeout, a stalled stream) is counted
+        `abandoned`: the server may have generated the answer no one read, and a provider bills what it generated."""
+        try:
+            return await self._limited(reserve, stage, send)
+        except (TimedOutError, StalledError):
+            self.usage.record(stage, self.config.model, abandoned=1)
+            raise
 
     async def _alongside_check(self, work: Awaitable) -> Any:
         """`work`, after the endpoint check (an unreachable endpoint, a bad key, an unknown model are named within

@@ -200,3 +200,23 @@ def test_two_closes_of_a_loops_clients_at_once_both_end_cleanly():
         return client_module._OPEN_CLIENTS.get(id(asyncio.get_running_loop()))
 
     assert asyncio.run(main()) is None and Client.closes >= 2
+
+
+def test_a_request_given_up_on_after_sending_is_counted_abandoned(tmp_path):
+    """The server takes longer than request_timeout and finishes anyway: the answer no one read is one a provider
+    bills, so the ledger says how many there were (calls + abandoned = what the server generated)."""
+    with SimulatorProcess(latency=1.5) as sim:
+        root = make_root(tmp_path / "p", sim.base_url, cache={"enabled": False})
+        text = (root / "settings.yaml").read_text().replace("request_timeout: 10", "request_timeout: 0.5")
+        (root / "settings.yaml").write_text(text.replace("max_tokens: 800", "max_tokens: 800\n    "
+                                                         "stream_requests: never"))
+        models = _models(root)
+        model = models.chat("default_chat")
+        model.config.retry.max_attempts = 2
+        with pytest.raises(Exception, match="gave up after 2 attempts"):
+            run_closing(model.chat([{"role": "user", "content": "hello"}], stage="slow", use_cache=False))
+        time.sleep(2)  # the server finishes what it was given
+        server = sim.stats()
+    total = models.ledger.total("slow")
+    assert total.calls == 0 and total.abandoned == 2 and total.failures == 1
+    assert server["ok"] == total.calls + total.abandoned, server

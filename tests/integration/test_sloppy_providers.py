@@ -133,7 +133,10 @@ def test_garbage_for_every_request_stops_before_publishing_and_every_paid_answer
     ledger_path = message[0].rsplit("ledger in ", 1)[1].strip()
     ledger = UsageLedger.from_dict(json.loads(Path(ledger_path).read_text()))
     total = ledger.total()
-    assert total.calls == served["ok"], "every paid answer is in the ledger"
+    # every answer the server wrote is in the ledger: paid and read, or given up on after sending (on a loaded
+    # machine a request can pass its request_timeout while the server still finishes it - billed by a provider)
+    assert total.calls + total.abandoned == served["ok"], "every paid answer is in the ledger"
+    assert total.abandoned <= total.retries
     assert total.unusable == served["kind_extract_graph"] == 2 * total.failures, "asked once more, changed, then failed"
 
 
