@@ -17,20 +17,27 @@ from graphrag_ray.storage.tables import current_index
 
 
 def init_project(root: str | Path, force: bool = False) -> list[Path]:
+    """Settings, prompts, input/ and .env. `force` rewrites settings and prompts, each edited one kept as a
+    `.bak` copy beside it (listed after what was written); `.env` holds keys and is never rewritten."""
+    from graphrag_ray.storage.edited import replace_keeping_copy
+
     root = Path(root)
     (root / "input").mkdir(parents=True, exist_ok=True)
-    files = {root / SETTINGS_FILE: render_settings(),
-             root / ".env": "# secrets for settings.yaml's ${VAR}s; keep this file out of version control\n"
-                            "GRAPHRAG_API_KEY=\n"}
+    env = root / ".env"
+    files = {root / SETTINGS_FILE: render_settings()}
     files.update({root / "prompts" / name: text for name, text in default_prompts().items()})
-    written = []
+    written, copies = [], []
+    if not env.exists():
+        env.write_text("# secrets for settings.yaml's ${VAR}s; keep this file out of version control\n"
+                       "GRAPHRAG_API_KEY=\n", encoding="utf-8")
+        written.append(env)
     for path, text in files.items():
         if path.exists() and not force:
             continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        copy = replace_keeping_copy(path, text)
         written.append(path)
-    return written
+        copies += [copy] if copy else []
+    return written + copies
 
 
 def check_models(root: str | Path, config_file: str | Path | None = None) -> list[str]:

@@ -12,13 +12,14 @@ from graphrag_ray.cli import CacheOpt, ConfigOpt, RootOpt, _STATE, _console, _us
 
 
 @app.command()
-def init(root: Path = RootOpt, force: bool = typer.Option(False, help="overwrite existing files")) -> None:
+def init(root: Path = RootOpt, force: bool = typer.Option(False, help="rewrite settings.yaml and the prompts "
+                                                        "(edited ones kept as .bak copies; .env is never rewritten)")
+         ) -> None:
     """Create a project: settings.yaml, prompts/, input/ and a .env for the API key."""
     from graphrag_ray.api import init_project
 
-    written = init_project(root, force=force)
-    for path in written:
-        typer.echo(f"wrote {path}")
+    for path in init_project(root, force=force):
+        typer.echo(f"kept the previous file as {path}" if path.suffix == ".bak" else f"wrote {path}")
     typer.echo(f"next: put documents in {root / 'input'}, set GRAPHRAG_API_KEY in {root / '.env'}, "
                f"then `graphrag-ray index --root {root}`")
 

@@ -44,6 +44,11 @@ def load_settings(root: str | Path = ".", config_file: str | Path | None = None,
         raise ConfigError(f"{path}:{where} is not valid YAML ({getattr(exc, 'problem', exc)})") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of settings at the top level")
+    foreign = microsoft_keys(raw)
+    if foreign:  # theirs fails one key at a time with no hint otherwise
+        raise ConfigError(f"{path} is a Microsoft GraphRAG settings file (it has {', '.join(foreign)}); graphrag-ray "
+                          f"reads its own format: `graphrag-ray init` writes one, and docs/from-msgraphrag.md maps "
+                          f"their keys to ours")
     env = {k: v for k, v in dotenv_values(root / ".env").items() if v is not None} if (root / ".env").exists() else {}
     env.update(os.environ)  # the real environment wins over .env, as with docker/compose
     raw = _substitute(raw, env)
@@ -56,6 +61,22 @@ def load_settings(root: str | Path = ".", config_file: str | Path | None = None,
         if model.api_key is not None:
             register_secret(model.api_key.get_secret_value())
     return settings
+
+
+# Keys only Microsoft GraphRAG's settings.yaml has (2.x and 3.x): top level, and its model entries' names
+MICROSOFT_TOP_KEYS = ("completion_models", "embedding_models", "vector_store", "umap", "snapshots", "embed_graph",
+                      "input_storage", "output_storage", "update_index_output", "workflows", "root_dir",
+                      "encoding_model", "async_mode")
+MICROSOFT_MODEL_IDS = ("default_chat_model", "default_embedding_model", "default_completion_model")
+
+
+def microsoft_keys(raw: dict[str, Any]) -> list[str]:
+    """The keys that make `raw` a Microsoft GraphRAG settings file (none: it is not one)."""
+    found = [key for key in MICROSOFT_TOP_KEYS if key in raw]
+    models = raw.get("models")
+    if isinstance(models, dict):
+        found += [f"models.{key}" for key in MICROSOFT_MODEL_IDS if key in models]
+    return found
 
 
 def validate_settings(raw: dict[str, Any], source: str = "settings") -> Settings:

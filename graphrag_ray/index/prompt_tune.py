@@ -18,6 +18,9 @@ from graphrag_ray.exec.step import StepContext
 from graphrag_ray.index.units import corpus_units
 from graphrag_ray.llm.client import run as run_async
 from graphrag_ray.parsing.llm_output import parse_json_object
+from graphrag_ray.storage.edited import replace_keeping_copy
+from graphrag_ray.storage.location import resolve
+from graphrag_ray.storage.tables import current_index
 
 _CJK = re.compile(r"[\u3400-\u9fff]")
 _LATIN = re.compile(r"[A-Za-z]")
@@ -47,13 +50,20 @@ class TunedPrompts:
     example_kept: bool
     prompts: dict[str, str] = field(default_factory=dict)   # relative path -> text
     written: list[Path] = field(default_factory=list)
+    kept_copies: list[Path] = field(default_factory=list)  # the prompts they replaced
+    index_published: bool = False  # built with the prompts they replaced
 
     def summary(self) -> str:
         """What was chosen and written, one line each (the command prints it)."""
         lines = [f"language: {self.language}", f"domain: {self.domain}", f"persona: {self.persona}",
                  f"entity types: {', '.join(self.entity_types)}",
                  f"worked example: {'added' if self.example_kept else 'not usable, left out'}"]
-        return "\n".join(lines + ([f"wrote {path}" for path in self.written] or ["dry run: nothing written"]))
+        lines += [f"wrote {path}" for path in self.written] or ["dry run: nothing written"]
+        lines += [f"kept the previous prompt as {path}" for path in self.kept_copies]
+        if self.written and self.index_published:
+            lines.append("the published index was built with the previous prompts: `graphrag-ray update` will "
+                         "refuse the new ones - run a full `graphrag-ray index` to use them")
+        return "\n".join(lines)
 
 
 def detect_language(texts: list[str]) -> str:
@@ -100,9 +110,10 @@ def tune(ctx: StepContext, models, sample: int = 12, dry_run: bool = False) -> T
     if not dry_run:
         for relative, text in result.prompts.items():
             path = ctx.root / relative
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
+            copy = replace_keeping_copy(path, text)
             result.written.append(path)
+            result.kept_copies += [copy] if copy else []
+        result.index_published = current_index(resolve(ctx.root, ctx.settings.output.base_dir)) is not None
     return result
 
 

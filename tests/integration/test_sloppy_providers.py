@@ -240,3 +240,27 @@ def test_answers_cut_at_max_tokens_keep_their_complete_records_without_a_re_ask(
     cut_titles = set(read_table(cut.index, "entities")["title"])
     assert 0 < len(cut_titles) < len(set(read_table(whole.index, "entities")["title"])) + 1
     assert cut_titles & set(read_table(whole.index, "entities")["title"]), "the records before the cut are kept"
+
+
+def test_init_force_keeps_the_key_and_copies_of_edited_files_and_prompt_tune_says_what_update_will_do(tmp_path):
+    root = tmp_path / "kept"
+    assert cli("init", "--root", str(root))[0].returncode == 0
+    (root / ".env").write_text("GRAPHRAG_API_KEY=sk-saved-key\n")
+    settings = root / "settings.yaml"
+    settings.write_text(settings.read_text() + "\n# my edit\n")
+    done, _ = cli("init", "--root", str(root), "--force")
+    assert done.returncode == 0
+    assert (root / ".env").read_text() == "GRAPHRAG_API_KEY=sk-saved-key\n", "the saved key is untouched"
+    copies = list(root.glob("settings.yaml.*.bak"))
+    assert len(copies) == 1 and copies[0].read_text().endswith("# my edit\n")
+    assert f"kept the previous file as {copies[0]}" in done.stdout
+    assert not list((root / "prompts").glob("*.bak")), "unedited prompts are rewritten as they were: no copies"
+    with SimulatorProcess() as sim:
+        tuned = coffee_root(tmp_path / "tuned", sim.base_url)
+        shutil.copytree(root / "prompts", tuned / "prompts")  # the prompts init wrote
+        api.build_index(root=tuned)
+        done, _ = cli("prompt-tune", "--root", str(tuned), "--sample", "2")
+    assert done.returncode == 0, done.stderr
+    kept = list((tuned / "prompts").glob("*.bak"))
+    assert kept and "kept the previous prompt as" in done.stdout
+    assert "`graphrag-ray update` will refuse the new ones" in done.stdout

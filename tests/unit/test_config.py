@@ -59,3 +59,23 @@ def test_every_key_has_a_description_and_configs_file_is_the_rendering():
     shipped = (Path(__file__).parents[2] / "configs" / "settings.yaml").read_text(encoding="utf-8")
     assert shipped == render_settings(), "configs/settings.yaml is stale: regenerate it with scripts/render_settings.py"
     assert validate_settings(yaml.safe_load(shipped)) == Settings()
+
+
+@pytest.mark.parametrize("their_settings", [
+    # Microsoft GraphRAG 2.x (`graphrag init`)
+    {"models": {"default_chat_model": {"type": "openai_chat", "model": "gpt-4o-mini", "api_key": "${GRAPHRAG_API_KEY}"},
+                "default_embedding_model": {"type": "openai_embedding", "model": "text-embedding-3-small"}},
+     "input": {"type": "file", "file_type": "text", "base_dir": "input"}, "vector_store": {"default_vector_store": {}},
+     "umap": {"enabled": False}, "snapshots": {"graphml": False}},
+    # 3.x
+    {"completion_models": {"default_completion_model": {"model_provider": "openai", "model": "gpt-4.1"}},
+     "embedding_models": {"default_embedding_model": {"model": "text-embedding-3-large"}},
+     "input_storage": {"type": "file", "base_dir": "input"}, "chunking": {"size": 1200}},
+])
+def test_a_microsoft_graphrag_settings_file_is_named_as_theirs_in_one_line(tmp_path, their_settings):
+    import yaml
+
+    (tmp_path / "settings.yaml").write_text(yaml.safe_dump(their_settings))
+    with pytest.raises(ConfigError, match="is a Microsoft GraphRAG settings file") as raised:
+        load_settings(tmp_path)
+    assert "\n" not in str(raised.value) and "docs/from-msgraphrag.md" in str(raised.value)
