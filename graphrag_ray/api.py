@@ -73,14 +73,15 @@ def index_methods() -> list[str]:
 
 def build_index(config=None, root: str | Path = ".", config_file: str | Path | None = None, method: str = "standard",
                 resume: bool = True, show_progress: bool = False, verbose: bool = False,
-                retry_failures: bool = False):
+                retry_failures: bool = False, skip_unchanged: bool = False):
     """Index ROOT's input into ROOT/output (Microsoft GraphRAG's `build_index(config)` shape: pass a loaded
     Settings as `config`, or a root). `retry_failures`: re-run only what the published index lists as failed
-    for a transient cause, and publish a new version."""
+    for a transient cause, and publish a new version. `skip_unchanged`: publish nothing when the published index
+    is already of this input and these settings, with no failures (`stats["nothing_done"]` says so)."""
     from graphrag_ray.index.pipeline import build_index as run
 
     return run(root, config_file, method=method, resume=resume, show_progress=show_progress, verbose=verbose,
-               settings=config, retry_failures=retry_failures)
+               settings=config, retry_failures=retry_failures, skip_unchanged=skip_unchanged)
 
 
 def update_index(root: str | Path = ".", config_file: str | Path | None = None, resume: bool = True,

@@ -42,6 +42,8 @@ def index(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
           rehearse: bool = typer.Option(False, "--rehearse", help="run against a simulator that enforces the "
                                         "configured RPM/TPM, and report what the real run would cost and take"),
           latency: float = typer.Option(0.5, help="simulated seconds per call, with --rehearse"),
+          force: bool = typer.Option(False, "--force", help="build and publish even when the published index is "
+                                     "already of this input and settings (after `cache clear`, say)"),
           retry_failures: bool = typer.Option(False, "--retry-failures",
                                               help="re-run only the items the published index lists in failures "
                                               "(transient causes), and publish a new version"),
@@ -63,7 +65,7 @@ def index(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
     from graphrag_ray.api import build_index
 
     result = build_index(root=root, config_file=config, method=method, resume=resume, show_progress=progress,
-                         verbose=_STATE["verbose"], retry_failures=retry_failures)
+                         verbose=_STATE["verbose"], retry_failures=retry_failures, skip_unchanged=not force)
     _report_run(result, console)
 
 
@@ -76,6 +78,10 @@ def _report_run(result, console) -> None:
         return
     if why == "unchanged":
         console.print("nothing to update: the input is as the published index has it")
+        return
+    if why == "index unchanged":
+        console.print("nothing to index: the published index is of this input, method, settings and prompts, with "
+                      "no failures (`--force` builds it again)")
         return
     console.print(result.ledger.rich_table(f"LLM usage (run {result.run_id})"))
     if result.stats.get("kind") == "retry":

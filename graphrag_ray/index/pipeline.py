@@ -140,14 +140,18 @@ def _prompt_paths(settings: Settings) -> list[str]:
 
 def build_index(root: str | Path = ".", config_file: str | Path | None = None, method: str = "standard",
                 resume: bool = True, show_progress: bool = False, verbose: bool = False,
-                settings: Settings | None = None, retry_failures: bool = False, update: bool = False) -> IndexResult:
+                settings: Settings | None = None, retry_failures: bool = False, update: bool = False,
+                skip_unchanged: bool = False) -> IndexResult:
     """One index run, published as a new version.
 
     `update`: the corpus changed since the published index; the run starts from it - its numbers are carried over,
     and everything whose inputs did not change is answered by the cache (no call) - and the new version gets a
     `changes.json`. Refused when the graph settings, models or prompts changed (that needs a full index).
     `retry_failures`: the same run again on top of the published index, for the items its `failures` table lists
-    from a model call - every other item is answered by the cache, an answer cached unusable is asked anew."""
+    from a model call - every other item is answered by the cache, an answer cached unusable is asked anew.
+    `skip_unchanged` (the command line's `index` without --force): when the published index is of this very input,
+    method, settings and prompts and lists no failures, nothing is run or published (a new identical version would
+    take one of the kept slots)."""
     root = Path(root).resolve()
     settings = settings or load_settings(root, config_file)
     ctx = StepContext(settings, root)
@@ -174,6 +178,10 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
     input_id = input_id_for(ctx, method, manifest=manifest)
     if update and input_id == published_stats.get("input_id"):
         return _published_result(output, published_stats, "unchanged")
+    if skip_unchanged and not update and not retry_failures and (published := current_index(output)) is not None:
+        stats = _json(published, "stats.json") or {}
+        if stats.get("input_id") == input_id and not stats.get("total", {}).get("failures"):
+            return _published_result(output, stats, "index unchanged")
     retried = None
     if retry_failures:
         if input_id != published_stats.get("input_id"):

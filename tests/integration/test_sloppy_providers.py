@@ -264,3 +264,25 @@ def test_init_force_keeps_the_key_and_copies_of_edited_files_and_prompt_tune_say
     kept = list((tuned / "prompts").glob("*.bak"))
     assert kept and "kept the previous prompt as" in done.stdout
     assert "`graphrag-ray update` will refuse the new ones" in done.stdout
+
+
+def test_index_on_an_unchanged_input_publishes_nothing_unless_forced(tmp_path):
+    with SimulatorProcess() as sim:
+        root = coffee_root(tmp_path / "same", sim.base_url)
+        first, _ = cli("index", "--root", str(root))
+        published = published_version(root)
+        again, _ = cli("index", "--root", str(root))
+        served = sim.stats()["ok"]
+        forced, _ = cli("index", "--root", str(root), "--force")
+    assert first.returncode == again.returncode == forced.returncode == 0, again.stderr + forced.stderr
+    assert "nothing to index: the published index is of this input" in again.stdout
+    assert "`--force` builds it again" in again.stdout
+    versions = list((root / "output" / "versions").iterdir())
+    assert published_version(root) != published and len(versions) == 2, "only --force published a second version"
+    assert served == sim_calls_of(first), "the unchanged run called nothing"
+
+
+def sim_calls_of(done: subprocess.CompletedProcess) -> int:
+    """The calls an index command's usage table says it paid (its total row)."""
+    row = [line for line in done.stdout.splitlines() if line.lstrip("│ ").startswith("total")][-1]
+    return int(row.split("│")[3].strip().replace(",", ""))
