@@ -112,12 +112,14 @@ def list_versions(root: str | Path = ".", config_file: str | Path | None = None)
     return published_versions(resolve(root, settings.output.base_dir))
 
 
-def estimate_index(root: str | Path = ".", config_file: str | Path | None = None):
-    """Documents, text units, prompt tokens; expected calls and cost of each stage. Spends nothing."""
+def estimate_index(root: str | Path = ".", config_file: str | Path | None = None, method: str = "standard"):
+    """Documents, text units, prompt tokens; expected calls and cost of each stage of `method`. Spends nothing."""
     from graphrag_ray.exec.step import StepContext
     from graphrag_ray.index.estimate import estimate
+    from graphrag_ray.index.pipeline import method_steps
 
-    return estimate(StepContext(load_settings(root, config_file), Path(root).resolve()))
+    method_steps(method)  # an unknown method is named
+    return estimate(StepContext(load_settings(root, config_file), Path(root).resolve()), method)
 
 
 def prompt_tune(root: str | Path = ".", config_file: str | Path | None = None, sample: int = 12,

@@ -51,7 +51,7 @@ def index(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
     """Build the index: documents -> text units -> graph -> communities -> reports -> embeddings."""
     _use_cache(cache)
     if dry_run:
-        return estimate(root=root, config=config)
+        return estimate(root=root, config=config, method=method)
     console = _console()
     progress = True if sys.stderr.isatty() else "plain"  # plain lines for a log (ray job submit, CI)
     if rehearse:
@@ -152,11 +152,13 @@ def versions(root: Path = RootOpt, config: Optional[Path] = ConfigOpt) -> None:
 
 
 @app.command()
-def estimate(root: Path = RootOpt, config: Optional[Path] = ConfigOpt) -> None:
+def estimate(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
+             method: str = typer.Option("standard", help="index method: standard (LLM graph) | fast (no LLM)")
+             ) -> None:
     """Count documents, text units and prompt tokens; print expected calls, tokens and cost. Spends nothing."""
     from graphrag_ray.api import estimate_index
 
-    result = estimate_index(root, config)
+    result = estimate_index(root, config, method)
     console = _console()
     console.print(result.rich_table())
     if result.failures:

@@ -1,11 +1,18 @@
 """`graphrag-ray estimate` / `index --dry-run`: what a run would call and cost, before anything is spent.
 
-Documents, text units and extraction prompts are counted exactly (loaded and chunked here, no LLM). Later
-stages depend on what extraction finds, so they are projected with the ratios below (typical of GraphRAG
-runs on prose; `--rehearse` measures them instead, against the simulator).
+Documents, text units and extraction prompts are counted exactly (loaded and chunked here, no LLM). Later stages
+depend on what extraction finds, so they are projected from the corpus's own named-entity structure, found
+offline by the fast method's spotter (nlp/entities.py): how many distinct names there are (entities), how many
+pairs are named in one sentence (relationships), and how many of each recur in several text units (those get a
+summary call). A name repeated across the corpus is one entity, which per-unit ratios miss. The model will find
+other names than the spotter - how far that moves the figures is the projection's assumption (`--rehearse`
+measures a run against the simulator instead; the simulator answers from the same spotter, so their agreement
+checks the arithmetic, not the assumption).
 """
 
 from __future__ import annotations
+
+import math
 
 from dataclasses import dataclass, field
 
@@ -20,12 +27,12 @@ from graphrag_ray.llm.tokens import count_chat_tokens, tokenizer_for
 # Projection ratios (assumptions, printed with the estimate)
 COMPLETION_PER_UNIT_TOKEN = 0.60     # extraction output tokens per text-unit token, first pass
 GLEANING_OUTPUT_SHARE = 0.30         # a gleaning pass returns this share of the first pass
-ENTITIES_PER_UNIT = 10.0
-RELATIONSHIPS_PER_ENTITY = 1.2
-SUMMARIZED_SHARE = 0.25              # entities/relationships with 2+ distinct descriptions
-SUMMARY_PROMPT, SUMMARY_OUTPUT = 450, 120
-ENTITIES_PER_COMMUNITY = 4.0
-REPORT_CONTEXT, REPORT_OUTPUT = 1500, 700
+MAX_NAMES_PER_UNIT = 40              # as the fast method keeps (a unit naming more is a list, not prose)
+DESCRIPTIONS_PER_SUMMARY, DESCRIPTION_TOKENS = 2.5, 30  # a summary's input: this many descriptions of this size
+SUMMARY_OUTPUT = 120
+ENTITIES_PER_COMMUNITY = 5.0         # communities over all levels, per entity (hierarchical Leiden, size 10)
+ENTITY_ROW_TOKENS, RELATIONSHIP_ROW_TOKENS = 25, 30  # a report context's table rows (id, name, description)
+REPORT_OUTPUT = 700
 CANDIDATE_GROUP_SHARE = 0.03         # entity resolution: candidate groups per entity (measured: bench_index --resolve)
 RESOLVE_CONTEXT, RESOLVE_OUTPUT = 400, 60
 
@@ -80,9 +87,11 @@ def _stage(settings: Settings, stage: str, model_id: str, calls: float, prompt: 
                          exact)
 
 
-def estimate(ctx: StepContext) -> Estimate:
+def estimate(ctx: StepContext, method: str = "standard") -> Estimate:
     settings = ctx.settings
     docs, units, failed = corpus_units(ctx)
+    if method == "fast":  # no LLM: only the embeddings, of text units, entities and reports, when not local
+        return _fast(ctx, docs, units, failed)
     ex = settings.extract_graph
     chat = settings.model(ex.model_id)
     tok = tokenizer_for(chat.model, chat.encoding)
@@ -97,7 +106,8 @@ def estimate(ctx: StepContext) -> Estimate:
     result.stages.append(_stage(settings, "extract_graph", ex.model_id, len(units) * rounds,
                                 first_prompt * rounds + glean_extra * len(units) * ex.max_gleanings,
                                 first_out * (1 + GLEANING_OUTPUT_SHARE * ex.max_gleanings), True))
-    entities = len(units) * ENTITIES_PER_UNIT
+    names = corpus_names(units)
+    entities = float(names.entities)
     resolve = settings.resolve_entities
     if resolve.enabled:  # one call per candidate group, and the names embedded in batches
         groups = entities * CANDIDATE_GROUP_SHARE
@@ -108,17 +118,70 @@ def estimate(ctx: StepContext) -> Estimate:
             names = settings.model(resolve.embedding_model_id)
             result.stages.append(_stage(settings, "resolve_entities_names", resolve.embedding_model_id,
                                         entities / names.batch_size, entities * 6, 0, False))
-    merged = entities * (1 + RELATIONSHIPS_PER_ENTITY) * SUMMARIZED_SHARE
+    merged = names.recurring
+    summary_prompt = tok.count(ctx.prompt(settings.summarize_descriptions.prompt)) + \
+        DESCRIPTIONS_PER_SUMMARY * DESCRIPTION_TOKENS
     result.stages.append(_stage(settings, "summarize_descriptions", settings.summarize_descriptions.model_id,
-                                merged, merged * SUMMARY_PROMPT, merged * SUMMARY_OUTPUT, False))
+                                merged, merged * summary_prompt, merged * SUMMARY_OUTPUT, False))
     communities = max(1.0, entities / ENTITIES_PER_COMMUNITY)
     report_template = tok.count(ctx.prompt(settings.community_reports.prompt))
+    per_entity = names.relationships / max(1, names.entities)
+    report_context = min(settings.community_reports.max_input_length, ENTITIES_PER_COMMUNITY * (
+        ENTITY_ROW_TOKENS + per_entity * RELATIONSHIP_ROW_TOKENS))
     result.stages.append(_stage(settings, "community_reports", settings.community_reports.model_id, communities,
-                                communities * (report_template + REPORT_CONTEXT), communities * REPORT_OUTPUT, False))
-    if settings.embed_text.enabled:
-        emb = settings.model(settings.embed_text.model_id)
-        texts = len(units) + entities + communities
-        emb_tokens = corpus + entities * 40 + communities * REPORT_OUTPUT
-        result.stages.append(_stage(settings, "embed", settings.embed_text.model_id, texts / emb.batch_size,
-                                    emb_tokens, 0, False))
+                                communities * (report_template + report_context), communities * REPORT_OUTPUT, False))
+    _embeddings(settings, result, len(units), corpus, entities, communities, REPORT_OUTPUT)
     return result
+
+
+def _embeddings(settings: Settings, result: Estimate, units: int, corpus: int, entities: float, communities: float,
+                report_tokens: float) -> None:
+    if not settings.embed_text.enabled:
+        return
+    emb = settings.model(settings.embed_text.model_id)
+    if emb.type == "local_embedding":  # computed here: no calls
+        return
+    # each target (text units, entities, reports) is embedded in batches of its own
+    batches = sum(math.ceil(n / emb.batch_size) for n in (units, entities, communities) if n)
+    emb_tokens = corpus + entities * 40 + communities * report_tokens
+    result.stages.append(_stage(settings, "embed", settings.embed_text.model_id, batches, emb_tokens, 0, False))
+
+
+def _fast(ctx: StepContext, docs, units: list[dict], failed: int) -> Estimate:
+    """The fast method calls no chat model: its only calls are the embeddings (none with `local_embedding`)."""
+    corpus = sum(u["n_tokens"] for u in units)
+    result = Estimate(docs.height, len(units), corpus, failed)
+    names = corpus_names(units)
+    entities = float(names.entities)
+    _embeddings(ctx.settings, result, len(units), corpus, entities, max(1.0, entities / ENTITIES_PER_COMMUNITY),
+                REPORT_OUTPUT / 2)  # an extractive report: the community's central sentences
+    return result
+
+
+@dataclass
+class CorpusNames:
+    entities: int       # distinct names
+    relationships: int  # distinct pairs named in one sentence
+    recurring: int      # names and pairs found in two or more text units (a summary call each)
+
+
+def corpus_names(units: list[dict]) -> CorpusNames:
+    """The corpus's named-entity structure, found offline (no LLM)."""
+    from collections import Counter
+
+    from graphrag_ray.nlp.entities import mentions, sentences
+
+    name_units: Counter = Counter()
+    pair_units: Counter = Counter()
+    for unit in units:
+        found = Counter(m.name.upper() if m.name.isascii() else m.name for m in mentions(unit["text"]))
+        kept = sorted(found, key=lambda n: (-found[n], n))[:MAX_NAMES_PER_UNIT]
+        name_units.update(kept)
+        pairs = set()
+        for _, sentence in sentences(unit["text"]):
+            upper = sentence.upper()
+            inside = sorted(n for n in kept if n in (upper if n.isascii() else sentence))
+            pairs.update((a, b) for i, a in enumerate(inside) for b in inside[i + 1:])
+        pair_units.update(pairs)
+    recurring = sum(1 for c in name_units.values() if c > 1) + sum(1 for c in pair_units.values() if c > 1)
+    return CorpusNames(len(name_units), len(pair_units), recurring)
