@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import Optional
@@ -26,7 +27,7 @@ def export(root: Path = RootOpt, config: Optional[Path] = ConfigOpt, data: Optio
     for path in written:
         typer.echo(str(path))
     if fmt == "neo4j":
-        typer.echo(f"load into a stopped Neo4j 5 from NEO4J_HOME with: bash {written[-1]}")
+        typer.echo(f"load into a stopped Neo4j 5 from NEO4J_HOME with: bash {shlex.quote(str(written[-1]))}")
 
 
 @app.command()

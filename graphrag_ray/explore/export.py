@@ -44,11 +44,20 @@ def _networkx_file(nodes: pl.DataFrame, edges: pl.DataFrame, fmt: str, path: Pat
     import networkx as nx
 
     # Nodes are keyed by title, as Microsoft GraphRAG's GraphML snapshot keys them; the entity id is an attribute.
-    g = nx.MultiGraph()  # a pair can have a relationship each way: every row of the table is an edge
+    # A pair can have a relationship each way: every row of the table is an edge, so a pair named twice needs a
+    # multigraph (GraphML writes its keys as edge ids). GEXF only then: networkx writes a multigraph's edge keys
+    # there as a `networkx_key` attribute, a column Gephi would show on every edge.
+    pairs = edges.select(pl.min_horizontal("source", "target").alias("a"),
+                         pl.max_horizontal("source", "target").alias("b"))
+    multi = fmt == "graphml" or bool(pairs.is_duplicated().any())
+    g = nx.MultiGraph() if multi else nx.Graph()
     for row in nodes.rename({"id": "entity_id"}).iter_rows(named=True):
         g.add_node(row["title"], **row)
     for row in edges.drop("source_id", "target_id").rename({"id": "relationship_id"}).iter_rows(named=True):
-        g.add_edge(row["source"], row["target"], key=row["relationship_id"], **row)
+        if multi:
+            g.add_edge(row["source"], row["target"], key=row["relationship_id"], **row)
+        else:
+            g.add_edge(row["source"], row["target"], id=row["relationship_id"], **row)
     writer = nx.write_graphml if fmt == "graphml" else nx.write_gexf
     writer(g, path)
     return path

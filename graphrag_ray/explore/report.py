@@ -88,6 +88,7 @@ def _charts(out: Path, graph: IndexGraph, steps: pl.DataFrame) -> list[Path]:
     ax.set_title(f"Degree distribution ({degree.len():,} entities, median degree {degree.median() or 0:g}"
                  + (f", {isolated:,} isolated" if isolated else "") + ")")
     ax.grid(True, which="major", alpha=0.3)
+    plain_log_ticks(ax.xaxis, ax.yaxis)
     save(fig, "degree_distribution.png")
 
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -95,6 +96,7 @@ def _charts(out: Path, graph: IndexGraph, steps: pl.DataFrame) -> list[Path]:
     if any(sizes):
         ax.boxplot(sizes, tick_labels=[f"{lv}\n({len(s)} comm.)" for lv, s in zip(graph.levels, sizes)])
         ax.set_yscale("log")
+        plain_log_ticks(ax.yaxis)
     ax.set_xlabel("community level (0 = broadest)")
     ax.set_ylabel("entities per community (log scale)")
     ax.set_title("Community sizes per level")
@@ -176,3 +178,13 @@ def write_index_report(graph: IndexGraph, out: Path, versions: list[dict]) -> Pa
     path = out / "report.md"
     path.write_text("\n".join(parts) + "\n", encoding="utf-8")
     return path
+
+
+def plain_log_ticks(*axes) -> None:
+    """Log axes labelled 9, 16, 200 - not 9×10^0, 1.6×10^1 (matplotlib's labels on a range under a decade);
+    minor ticks are labelled only on such short ranges (LogFormatter's thresholds), not on every decade."""
+    from matplotlib.ticker import FuncFormatter, LogFormatter
+
+    for axis in axes:
+        axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        axis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(1, 0.4)))

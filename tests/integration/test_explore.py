@@ -61,8 +61,11 @@ def test_graphml_and_gexf_hold_every_entity_and_relationship_with_its_community(
         assert node["community"] == expected.get(row["id"], -1) == node["community_level_0"]
     assert sorted(g.es["weight"]) == sorted(relationships["weight"].to_list())
 
-    gexf = nx.read_gexf(api.export_graph(root, "gexf", tmp_path / "gexf")[0])
+    gexf_file = api.export_graph(root, "gexf", tmp_path / "gexf")[0]
+    gexf = nx.read_gexf(gexf_file)
     assert (gexf.number_of_nodes(), gexf.number_of_edges()) == (entities.height, relationships.height)
+    assert "networkx_key" not in gexf_file.read_text(encoding="utf-8"), "no attribute of the writer's own"
+    assert {d["relationship_id"] for *_, d in gexf.edges(data=True)} == set(relationships["id"].to_list())
     titles = set(entities["title"].to_list())
     assert set(gexf.nodes) == titles and all(s in titles and t in titles for s, t in gexf.edges())
 
