@@ -79,6 +79,10 @@ class Step(ABC):
     uses_llm: bool = False
     settings_section: str | None = None   # with uses_llm: the settings section naming the model (model_id)
     background: bool = False  # runs beside the steps after it until one reads what it writes (executor.py)
+    # the settings_section keys naming the prompt files the step reads (`update_prompt_keys`: in an update only).
+    # What decides the graph's fingerprint, the run id and the prompt pre-check is derived from these.
+    prompt_keys: tuple[str, ...] = ()
+    update_prompt_keys: tuple[str, ...] = ()
 
     def model_ids(self, settings: Settings) -> list[str]:
         """The models this step will call with these settings (none when its section is disabled)."""
@@ -86,6 +90,15 @@ class Step(ABC):
             return []
         section = getattr(settings, self.settings_section)
         return [section.model_id] if getattr(section, "enabled", True) else []
+
+    def prompts(self, settings: Settings, update: bool = False) -> list[str]:
+        """The prompt files this step reads with these settings (none when its section is disabled)."""
+        if self.settings_section is None:
+            return []
+        section = getattr(settings, self.settings_section)
+        if not getattr(section, "enabled", True):
+            return []
+        return [getattr(section, key) for key in self.prompt_keys + (self.update_prompt_keys if update else ())]
 
     def prepare(self, ctx: StepContext) -> None:
         """Driver work that needs none of the step's input tables (reading the version an update starts from): the

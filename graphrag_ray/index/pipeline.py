@@ -86,7 +86,8 @@ def graph_fingerprint(ctx: StepContext, method: str) -> str:
                                        exclude={"community_reports": {"revise_on_update", "update_prompt"}})
     models = {k: {f: v for f, v in m.model_dump(mode="json").items() if f in _MODEL_RESULT_KEYS}
               for k, m in ctx.settings.models.items()}
-    prompts = {p: hashlib.sha256(ctx.prompt(p).encode()).hexdigest() for p in _prompt_paths(ctx.settings)}
+    prompts = {p: hashlib.sha256(ctx.prompt(p).encode()).hexdigest()
+               for p in declared_prompts(method_steps(method), ctx.settings)}
     material = json.dumps([method, settings, models, prompts], sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(material.encode()).hexdigest()[:16]
 
@@ -133,9 +134,9 @@ def submission_id(root: str | Path, config_file: str | Path | None = None, metho
     return f"graphrag-ray-{method}-{run_id_for(StepContext(load_settings(root, config_file), root), method)}"
 
 
-def _prompt_paths(settings: Settings) -> list[str]:
-    return [settings.extract_graph.prompt, settings.extract_graph.continue_prompt,
-            settings.summarize_descriptions.prompt, settings.community_reports.prompt, settings.extract_claims.prompt]
+def declared_prompts(steps: list[Step], settings: Settings, update: bool = False) -> list[str]:
+    """Every prompt file the steps read with these settings, as they declare them (`Step.prompts`)."""
+    return list(dict.fromkeys(path for step in steps for path in step.prompts(settings, update)))
 
 
 def build_index(root: str | Path = ".", config_file: str | Path | None = None, method: str = "standard",
@@ -166,7 +167,7 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
         ctx.previous, published_stats = _published(output, "update" if update else "--retry-failures")
         method = published_stats.get("method", method)
     steps = method_steps(method)
-    for path in _prompt_paths(settings) + ([settings.community_reports.update_prompt] if update else []):
+    for path in declared_prompts(steps, settings, update):
         ctx.prompt(path)  # a missing prompt file fails now, before any work
     if published_stats is not None and published_stats.get("graph_fingerprint") not in (
             None, graph_fingerprint(ctx, method)):

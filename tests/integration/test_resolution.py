@@ -106,3 +106,33 @@ def test_estimate_shows_what_resolution_will_cost(resolved):
     root, _, _ = resolved
     stages = {s.stage: s for s in api.estimate_index(root).stages}
     assert stages["resolve_entities"].calls >= 1 and stages["resolve_entities_names"].calls >= 1
+
+
+def test_steps_read_only_the_prompts_they_declare_and_each_decides_the_fingerprint(tmp_path, simulator, monkeypatch):
+    """The fingerprint, the run id and the prompt pre-check come from the steps' declarations: a step reading a
+    prompt it does not declare fails here, and editing the resolution prompt makes `update` refuse (it once
+    changed neither: a resumed run published merges the old prompt decided)."""
+    from graphrag_ray.exec.step import StepContext
+    from graphrag_ray.index.pipeline import declared_prompts, graph_fingerprint, method_steps
+
+    read = []
+    real_prompt = StepContext.prompt
+    monkeypatch.setattr(StepContext, "prompt", lambda self, path: read.append(path) or real_prompt(self, path))
+    root = tmp_path / "declared"
+    make_root(root, simulator.base_url, chunks={"size": 60, "overlap": 0}, workers={"executor": "local"},
+              resolve_entities={"enabled": True}, extract_claims={"enabled": True})
+    (root / "input").mkdir()
+    (root / "input" / "story.txt").write_text(STORY, encoding="utf-8")
+    api.build_index(root=root)
+    settings = api.load_settings(root)
+    declared = set(declared_prompts(method_steps("standard"), settings))
+    assert set(read) <= declared, f"read but not declared: {set(read) - declared}"
+    assert settings.resolve_entities.prompt in declared and settings.extract_claims.prompt in declared
+    ctx = StepContext(settings, root)
+    before = graph_fingerprint(ctx, "standard")
+    (root / settings.resolve_entities.prompt).parent.mkdir(parents=True, exist_ok=True)
+    (root / settings.resolve_entities.prompt).write_text(real_prompt(ctx, settings.resolve_entities.prompt)
+                                                         + "\nTreat nicknames as the same person.\n")
+    assert graph_fingerprint(StepContext(settings, root), "standard") != before
+    with pytest.raises(Exception, match="prompts changed since the published index"):
+        api.update_index(root=root)

@@ -195,6 +195,7 @@ class PreviousReports:
 class CommunityReports(ItemStep):
     name = "community_reports"
     uses_llm, settings_section = True, "community_reports"
+    prompt_keys, update_prompt_keys = ("prompt",), ("update_prompt",)
     reads = ("communities", "entities_summarized", "relationships_summarized")
     writes = ("community_reports",)
     yields = {"reports": REPORT_ROW_SCHEMA}

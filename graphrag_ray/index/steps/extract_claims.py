@@ -46,6 +46,7 @@ def usable_claims(output: str) -> bool:
 class ExtractClaims(ItemStep):
     name = "extract_claims"
     uses_llm, settings_section = True, "extract_claims"
+    prompt_keys = ("prompt",)
     reads = ("text_units",)
     writes = ("covariates",)
     yields = CLAIM_SCHEMAS

@@ -43,6 +43,7 @@ YIELDED_SCHEMAS = {
 class ExtractGraph(ItemStep):
     name = "extract_graph"
     uses_llm, settings_section = True, "extract_graph"
+    prompt_keys = ("prompt", "continue_prompt")
     reads = ("text_units",)
     writes = ("extracted_entities", "extracted_relationships")
     yields = YIELDED_SCHEMAS

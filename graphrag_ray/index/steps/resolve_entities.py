@@ -88,6 +88,7 @@ def _chunks(pairs: list[tuple[str, str, str]], max_names: int) -> list[list[tupl
 class ResolveEntities(ItemStep):
     name = "resolve_entities"
     uses_llm, settings_section = True, "resolve_entities"
+    prompt_keys = ("prompt",)
     reads = ("merged_entities", "merged_relationships")
     writes = ("resolved_entities", "resolved_relationships", "entity_merges")
     yields = {"name_vectors": {"key": pl.String, "vector": pl.Binary},  # float32 bytes

@@ -21,6 +21,7 @@ STAGE = "summarize_descriptions"
 class SummarizeDescriptions(ItemStep):
     name = "summarize_descriptions"
     uses_llm, settings_section = True, "summarize_descriptions"
+    prompt_keys = ("prompt",)
     reads = ("resolved_entities", "resolved_relationships")
     writes = ("entities_summarized", "relationships_summarized")
     yields = {"summaries": {"id": pl.String, "description": pl.String}}
