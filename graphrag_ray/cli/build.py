@@ -65,7 +65,8 @@ def index(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
     from graphrag_ray.api import build_index
 
     result = build_index(root=root, config_file=config, method=method, resume=resume, show_progress=progress,
-                         verbose=_STATE["verbose"], retry_failures=retry_failures, skip_unchanged=not force)
+                         verbose=_STATE["verbose"], retry_failures=retry_failures,
+                         skip_unchanged=not force and cache and resume)  # --no-cache / --no-resume: asked to run
     _report_run(result, console)
 
 
@@ -203,6 +204,7 @@ def cache_clear(stage: str = typer.Option(..., "--stage", help="the stage whose 
 
     dropped, kept = clear_cache(root, config, stage)
     typer.echo(f"cache: dropped {dropped:,} answers of stage {stage}, kept {kept:,} of other stages"
-               + ("" if dropped else " (answers cached before this version carry no stage and stay)"))
+               + ("" if dropped else " (answers cached before this version carry no stage and stay)")
+               + "; `graphrag-ray index --force` asks the model again for them")
 
 

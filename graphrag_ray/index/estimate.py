@@ -106,11 +106,11 @@ def estimate(ctx: StepContext, method: str = "standard") -> Estimate:
     result.stages.append(_stage(settings, "extract_graph", ex.model_id, len(units) * rounds,
                                 first_prompt * rounds + glean_extra * len(units) * ex.max_gleanings,
                                 first_out * (1 + GLEANING_OUTPUT_SHARE * ex.max_gleanings), True))
-    names = corpus_names(units)
-    entities = float(names.entities)
+    found = corpus_names(units)
+    entities = float(found.entities)
     resolve = settings.resolve_entities
     if resolve.enabled:  # one call per candidate group, and the names embedded in batches
-        groups = entities * CANDIDATE_GROUP_SHARE
+        groups = max(1.0, entities * CANDIDATE_GROUP_SHARE) if entities > 1 else 0.0  # at least one to ask
         result.stages.append(_stage(settings, "resolve_entities", resolve.model_id, groups,
                                     groups * (tok.count(ctx.prompt(resolve.prompt)) + RESOLVE_CONTEXT),
                                     groups * RESOLVE_OUTPUT, False))
@@ -118,14 +118,14 @@ def estimate(ctx: StepContext, method: str = "standard") -> Estimate:
             names = settings.model(resolve.embedding_model_id)
             result.stages.append(_stage(settings, "resolve_entities_names", resolve.embedding_model_id,
                                         entities / names.batch_size, entities * 6, 0, False))
-    merged = names.recurring
+    merged = found.recurring
     summary_prompt = tok.count(ctx.prompt(settings.summarize_descriptions.prompt)) + \
         DESCRIPTIONS_PER_SUMMARY * DESCRIPTION_TOKENS
     result.stages.append(_stage(settings, "summarize_descriptions", settings.summarize_descriptions.model_id,
                                 merged, merged * summary_prompt, merged * SUMMARY_OUTPUT, False))
     communities = max(1.0, entities / ENTITIES_PER_COMMUNITY)
     report_template = tok.count(ctx.prompt(settings.community_reports.prompt))
-    per_entity = names.relationships / max(1, names.entities)
+    per_entity = found.relationships / max(1, found.entities)
     report_context = min(settings.community_reports.max_input_length, ENTITIES_PER_COMMUNITY * (
         ENTITY_ROW_TOKENS + per_entity * RELATIONSHIP_ROW_TOKENS))
     result.stages.append(_stage(settings, "community_reports", settings.community_reports.model_id, communities,
@@ -151,8 +151,7 @@ def _fast(ctx: StepContext, docs, units: list[dict], failed: int) -> Estimate:
     """The fast method calls no chat model: its only calls are the embeddings (none with `local_embedding`)."""
     corpus = sum(u["n_tokens"] for u in units)
     result = Estimate(docs.height, len(units), corpus, failed)
-    names = corpus_names(units)
-    entities = float(names.entities)
+    entities = float(corpus_names(units).entities)
     _embeddings(ctx.settings, result, len(units), corpus, entities, max(1.0, entities / ENTITIES_PER_COMMUNITY),
                 REPORT_OUTPUT / 2)  # an extractive report: the community's central sentences
     return result

@@ -183,7 +183,7 @@ def test_mistakes_print_one_line(coffee, tmp_path):
     for args, code, words in ((("export", "--format", "dot"), 2, "unknown export format 'dot'"),
                               (("export", "--level", "-1"), 2, "--level -1: a level is 0"),
                               (("view", "--max-nodes", "0"), 2, "--max-nodes"),
-                              (("report", "--data", str(tmp_path / "nothing")), 1, "no index at")):
+                              (("report", "--data", str(tmp_path / "nothing")), 1, "nothing: no such folder")):
         done = cli(args[0], "--root", str(root), *args[1:])
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         assert done.returncode == code and len(lines) == 1 and words in lines[0], (args, done.stderr)

@@ -136,15 +136,16 @@ def test_no_cache_and_clearing_one_stage(tmp_path):
         assert cli("index", "--root", str(root)).returncode == 0
         built = sim.stats()
         sim.reset()
-        cached = cli("index", "--root", str(root))  # the same input again: every answer from the cache
+        cached = cli("index", "--root", str(root), "--force")  # the same input again: every answer cached
         assert cached.returncode == 0 and sim.stats().get("ok", 0) == 0, cached.stderr[-800:]
         sim.reset()
         uncached = cli("index", "--root", str(root), "--no-cache")
         assert uncached.returncode == 0 and sim.stats()["ok"] >= built["ok"], uncached.stderr[-800:]
         cleared = cli("cache", "clear", "--stage", "summarize_descriptions", "--root", str(root))
         assert cleared.returncode == 0 and "dropped" in cleared.stdout and " 0 answers" not in cleared.stdout
+        assert "`graphrag-ray index --force` asks the model again" in cleared.stdout
         sim.reset()
-        assert cli("index", "--root", str(root)).returncode == 0
+        assert cli("index", "--root", str(root), "--force").returncode == 0
         kinds = {k: v for k, v in sim.stats().items() if k.startswith("kind_") and v}
     assert kinds.get("kind_summarize", 0) == built["kind_summarize"], kinds
     assert set(kinds) == {"kind_summarize"}, kinds  # that stage only

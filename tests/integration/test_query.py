@@ -187,7 +187,7 @@ def test_chat_loop_through_stdin_picks_follow_up_two_and_exits(root):
     (["query", ""], "empty query", 2),  # usage mistakes exit 2, as the parser's own do
     (["query", "x", "--method", "magic"], "unknown method", 2),
     (["query", "x", "--method", "global", "--community-level", "-1"], "a level is 0 (the root) or deeper", 2),
-    (["query", "x", "--data", "/nonexistent/index"], "no index at", 1),
+    (["query", "x", "--data", "/nonexistent/index"], "--data /nonexistent/index: no such folder", 1),
 ])
 def test_bad_queries_fail_with_one_line(root, args, message, code):
     out = subprocess.run([sys.executable, "-m", "graphrag_ray.cli", *args, "--root", str(root)],
