@@ -25,8 +25,9 @@ def effective_level(requested: int, data: IndexData, asked: bool = False) -> int
     """One rule for every method (and the view): a level deeper than the index's deepest uses the deepest - said
     as a warning when the user `asked` for that level, on the log when it is the settings' default."""
     if requested > data.max_level:
-        log.log(logging.WARNING if asked else logging.INFO, "community level %d is deeper than the index's deepest level (%d): using %d", requested,
-                 data.max_level, data.max_level)
+        log.log(logging.WARNING if asked else logging.INFO,
+                "community level %d is deeper than the index's deepest level (%d): using %d", requested,
+                data.max_level, data.max_level)
     return min(requested, data.max_level)
 
 
