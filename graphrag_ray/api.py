@@ -16,20 +16,64 @@ from graphrag_ray.storage.location import as_location, resolve
 from graphrag_ray.storage.tables import current_index
 
 
+ENV_HEADER = "# secrets for settings.yaml's ${VAR}s; keep this file out of version control\n"
+
+
 def init_project(root: str | Path, force: bool = False) -> list[Path]:
     """Settings, prompts, input/ and .env. `force` rewrites settings and prompts, each edited one kept as a
     `.bak` copy beside it (listed after what was written); `.env` holds keys and is never rewritten."""
+    files = {Path(root) / SETTINGS_FILE: render_settings()}
+    files.update({Path(root) / "prompts" / name: text for name, text in default_prompts().items()})
+    return _write_project(Path(root), files, force, ENV_HEADER + "GRAPHRAG_API_KEY=\n")
+
+
+def init_from_msgraphrag(root: str | Path, their_settings: str | Path, force: bool = False
+                         ) -> tuple[list[Path], list[str]]:
+    """A project whose settings are translated from a Microsoft GraphRAG settings.yaml (2.x or 3.x): models,
+    endpoints, keys by ${VAR}, chunking, entity types, the prompts ours can fill. Returns (files written, one
+    line per thing of theirs with no counterpart). Their .env is copied when ROOT has none; a literal key in
+    their file goes into .env, never into our settings."""
+    from graphrag_ray.config.from_msgraphrag import read_msgraphrag
+    from graphrag_ray.config.load import validate_settings
+
+    root, path = Path(root), Path(their_settings)
+    if not path.is_file():
+        raise ConfigError(f"--from-msgraphrag {path}: no such file")
+    translated = read_msgraphrag(path, root)
+    settings = validate_settings(translated.settings, source=f"settings translated from {path}")
+    files = {root / SETTINGS_FILE: render_settings(settings)}
+    prompts = default_prompts()
+    files.update({root / "prompts" / name: (translated.prompts[name].read_text(encoding="utf-8")
+                                            if name in translated.prompts else text)
+                  for name, text in prompts.items()})
+    theirs = path.resolve().parent / ".env"
+    env = theirs.read_text(encoding="utf-8").rstrip("\n") + "\n" if theirs.is_file() \
+        else ENV_HEADER + "GRAPHRAG_API_KEY=\n"
+    env_path = root / ".env"
+    wanted = dict(translated.env)
+    if env_path.exists():  # never rewritten; a moved literal key is added when the variable is missing
+        from dotenv import dotenv_values
+
+        wanted = {k: v for k, v in wanted.items() if not dotenv_values(env_path).get(k)}
+        if wanted:
+            with env_path.open("a", encoding="utf-8") as f:
+                f.write("".join(f"\n{k}={v}" for k, v in wanted.items()) + "\n")
+    else:
+        env = "".join(line + "\n" for line in env.splitlines()
+                      if line.split("=", 1)[0].strip() not in wanted or line.split("=", 1)[1:] != [""])
+        env += "".join(f"{k}={v}\n" for k, v in wanted.items() if f"{k}=" not in env)
+    notes = [f"prompts/{name}: copied from {source}" for name, source in sorted(translated.prompts.items())]
+    return _write_project(root, files, force, env), notes + translated.notes
+
+
+def _write_project(root: Path, files: dict[Path, str], force: bool, env_text: str) -> list[Path]:
     from graphrag_ray.storage.edited import replace_keeping_copy
 
-    root = Path(root)
     (root / "input").mkdir(parents=True, exist_ok=True)
     env = root / ".env"
-    files = {root / SETTINGS_FILE: render_settings()}
-    files.update({root / "prompts" / name: text for name, text in default_prompts().items()})
     written, copies = [], []
     if not env.exists():
-        env.write_text("# secrets for settings.yaml's ${VAR}s; keep this file out of version control\n"
-                       "GRAPHRAG_API_KEY=\n", encoding="utf-8")
+        env.write_text(env_text, encoding="utf-8")
         written.append(env)
     for path, text in files.items():
         if path.exists() and not force:
@@ -73,24 +117,28 @@ def index_methods() -> list[str]:
 
 def build_index(config=None, root: str | Path = ".", config_file: str | Path | None = None, method: str = "standard",
                 resume: bool = True, show_progress: bool = False, verbose: bool = False,
-                retry_failures: bool = False, skip_unchanged: bool = False):
+                retry_failures: bool = False, skip_unchanged: bool = False, validate: bool = True):
     """Index ROOT's input into ROOT/output (Microsoft GraphRAG's `build_index(config)` shape: pass a loaded
     Settings as `config`, or a root). `retry_failures`: re-run only what the published index lists as failed
     for a transient cause, and publish a new version. `skip_unchanged`: publish nothing when the published index
-    is already of this input and these settings, with no failures (`stats["nothing_done"]` says so)."""
+    is already of this input and these settings, with no failures (`stats["nothing_done"]` says so).
+    `validate=False` (the command line's --skip-validation): no endpoint check before the run."""
     from graphrag_ray.index.pipeline import build_index as run
 
     return run(root, config_file, method=method, resume=resume, show_progress=show_progress, verbose=verbose,
-               settings=config, retry_failures=retry_failures, skip_unchanged=skip_unchanged)
+               settings=config, retry_failures=retry_failures, skip_unchanged=skip_unchanged, validate=validate)
 
 
 def update_index(root: str | Path = ".", config_file: str | Path | None = None, resume: bool = True,
-                 show_progress: bool = False, verbose: bool = False):
+                 show_progress: bool = False, verbose: bool = False, method: str | None = None,
+                 validate: bool = True):
     """Bring ROOT's published index up to date with its input (documents added, changed, deleted), at a cost in
-    proportion to the change; a new version with `changes.json`."""
+    proportion to the change; a new version with `changes.json`. `method`: refused unless it is the published
+    index's (an update never changes the method)."""
     from graphrag_ray.index.pipeline import build_index as run
 
-    return run(root, config_file, resume=resume, show_progress=show_progress, verbose=verbose, update=True)
+    return run(root, config_file, method=method, resume=resume, show_progress=show_progress, verbose=verbose,
+               update=True, validate=validate)
 
 
 def clear_cache(root: str | Path = ".", config_file: str | Path | None = None, stage: str = "") -> tuple[int, int]:
@@ -123,14 +171,16 @@ def estimate_index(root: str | Path = ".", config_file: str | Path | None = None
 
 
 def prompt_tune(root: str | Path = ".", config_file: str | Path | None = None, sample: int = 12,
-                dry_run: bool = False):
+                dry_run: bool = False, options=None):
     """Extraction, summary and report prompts fitted to ROOT's corpus (its language, domain, entity types, a
-    worked example), written into ROOT/prompts/ unless `dry_run`. Returns what was chosen (TunedPrompts)."""
+    worked example), written into ROOT/prompts/ (or `options.output`) unless `dry_run`. `options`: a
+    `TuneOptions` (Microsoft GraphRAG's prompt-tune flags); `sample` is its `limit`. Returns a TunedPrompts."""
     from graphrag_ray.exec.step import StepContext
-    from graphrag_ray.index.prompt_tune import tune
+    from graphrag_ray.index.prompt_tune import TuneOptions, tune
 
     settings = load_settings(root, config_file)
-    return tune(StepContext(settings, Path(root).resolve()), Models.create(settings, root), sample, dry_run)
+    options = options or TuneOptions(limit=sample)
+    return tune(StepContext(settings, Path(root).resolve()), Models.create(settings, root), options, dry_run)
 
 
 def submission_id(root: str | Path = ".", config_file: str | Path | None = None, method: str = "standard") -> str:

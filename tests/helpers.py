@@ -65,3 +65,28 @@ def published_index(root: Path):
     from graphrag_ray.storage.tables import current_index
 
     return current_index(Path(root) / "output")
+
+
+class CliRun:
+    """What one in-process command printed and its exit code."""
+
+    def __init__(self, code: int, stdout: str, stderr: str):
+        self.returncode, self.stdout, self.stderr = code, stdout, stderr
+
+
+def cli_in_process(*args: str) -> CliRun:
+    """`graphrag-ray ARGS` run by `main()` in this interpreter (no fresh Python to start); the same error
+    handling and exit codes as the installed command. Use a subprocess where a signal or a real exit matters."""
+    import contextlib
+    import io
+
+    from graphrag_ray.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main([str(a) for a in args])
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    return CliRun(code, out.getvalue(), err.getvalue())

@@ -27,6 +27,10 @@ _STATE = {"verbose": False}
 
 RootOpt = typer.Option(Path("."), "--root", "-r", help="project root (settings.yaml, input/, output/)")
 ConfigOpt = typer.Option(None, "--config", "-c", help="settings file (default: ROOT/settings.yaml)")
+OutputOpt = typer.Option(None, "--output", "-o", help="publish the index here (a folder or s3:// / gs:// URI; "
+                         "default: settings' output.base_dir)")
+SkipValidationOpt = typer.Option(False, "--skip-validation", help="do not check the endpoints before the run "
+                                 "(a bad key or address is then said by the first call)")
 DataOpt = typer.Option(None, "--data", help="index folder or s3:// / gs:// URI (default: output.base_dir)")
 
 
@@ -41,17 +45,24 @@ def root(verbose: bool = typer.Option(False, "--verbose", "-v", help="log detail
          version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                       help="print the version and exit")) -> None:
     _STATE["verbose"] = verbose
+    from graphrag_ray.config.load import set_command_overrides
+
+    set_command_overrides({})  # nothing a previous in-process command's flags set
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     install_log_redaction()
 
 
-def _use_cache(cache: bool) -> None:
-    """--no-cache: every settings file this command reads has the LLM response cache off."""
+def _use_cache(cache: bool, output: Path | None = None) -> None:
+    """--no-cache: every settings file this command reads has the LLM response cache off; --output: its index
+    goes there (a path as the shell gave it, relative to the working directory; a URI as is)."""
     from graphrag_ray.config.load import set_command_overrides
 
-    set_command_overrides({} if cache else {"cache": {"enabled": False}})
-
+    overrides = {} if cache else {"cache": {"enabled": False}}
+    if output is not None:
+        where = str(output) if "://" in str(output) else str(Path(output).resolve())
+        overrides["output"] = {"base_dir": where}
+    set_command_overrides(overrides)
 
 
 CacheOpt = typer.Option(True, "--cache/--no-cache", help="use the LLM response cache (--no-cache: ask the model "

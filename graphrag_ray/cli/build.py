@@ -8,20 +8,34 @@ from typing import Optional
 
 import typer
 
-from graphrag_ray.cli import CacheOpt, ConfigOpt, RootOpt, _STATE, _console, _use_cache, app, cache_app
+from graphrag_ray.cli import (CacheOpt, ConfigOpt, OutputOpt, RootOpt, SkipValidationOpt, _STATE, _console,
+                              _use_cache, app, cache_app)
 
 
 @app.command()
 def init(root: Path = RootOpt, force: bool = typer.Option(False, help="rewrite settings.yaml and the prompts "
-                                                        "(edited ones kept as .bak copies; .env is never rewritten)")
+                                                        "(edited ones kept as .bak copies; .env is never rewritten)"),
+         from_msgraphrag: Optional[Path] = typer.Option(None, "--from-msgraphrag", help="a Microsoft GraphRAG "
+                                                        "settings.yaml (2.x or 3.x): our settings and prompts are "
+                                                        "written from it, saying what has no counterpart"),
          ) -> None:
     """Create a project: settings.yaml, prompts/, input/ and a .env for the API key."""
-    from graphrag_ray.api import init_project
+    from graphrag_ray import api
 
-    for path in init_project(root, force=force):
+    if from_msgraphrag is not None:
+        written, notes = api.init_from_msgraphrag(root, from_msgraphrag, force=force)
+    else:
+        written, notes = api.init_project(root, force=force), []
+    for path in written:
         typer.echo(f"kept the previous file as {path}" if path.suffix == ".bak" else f"wrote {path}")
+    if from_msgraphrag is not None and not any(p.name == "settings.yaml" for p in written):
+        typer.echo(f"{root / 'settings.yaml'} exists: left as it is (`--force` writes it from theirs, keeping a "
+                   "copy)")
+    for note in notes:
+        typer.echo(f"from Microsoft GraphRAG: {note}")
     typer.echo(f"next: put documents in {root / 'input'}, set GRAPHRAG_API_KEY in {root / '.env'}, "
-               f"then `graphrag-ray index --root {root}`")
+               f"then `graphrag-ray index --root {root}`" if from_msgraphrag is None else
+               f"next: `graphrag-ray check --root {root}`, then `graphrag-ray index --root {root}`")
 
 
 @app.command()
@@ -35,9 +49,12 @@ def check(root: Path = RootOpt, config: Optional[Path] = ConfigOpt) -> None:
 
 @app.command()
 def index(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
-          method: str = typer.Option("standard", help="index method: standard (LLM graph) | fast (no LLM)"),
+          method: str = typer.Option("standard", help="index method: standard (LLM graph) | fast (no LLM); "
+                                     "standard-update | fast-update run `update` (Microsoft GraphRAG's names)"),
           resume: bool = typer.Option(True, "--resume/--no-resume", help="continue an interrupted run"),
           cache: bool = CacheOpt,
+          output: Optional[Path] = OutputOpt,
+          skip_validation: bool = SkipValidationOpt,
           dry_run: bool = typer.Option(False, "--dry-run", help="count and price the work; call nothing"),
           rehearse: bool = typer.Option(False, "--rehearse", help="run against a simulator that enforces the "
                                         "configured RPM/TPM, and report what the real run would cost and take"),
@@ -49,7 +66,10 @@ def index(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
                                               "(transient causes), and publish a new version"),
           ) -> None:
     """Build the index: documents -> text units -> graph -> communities -> reports -> embeddings."""
-    _use_cache(cache)
+    if method.endswith("-update") and not (dry_run or rehearse or retry_failures):
+        return update(root=root, config=config, resume=resume, cache=cache, output=output,
+                      skip_validation=skip_validation, method=method.removesuffix("-update"))
+    _use_cache(cache, output)
     if dry_run:
         return estimate(root=root, config=config, method=method)
     console = _console()
@@ -66,7 +86,8 @@ def index(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
 
     result = build_index(root=root, config_file=config, method=method, resume=resume, show_progress=progress,
                          verbose=_STATE["verbose"], retry_failures=retry_failures,
-                         skip_unchanged=not force and cache and resume)  # --no-cache / --no-resume: asked to run
+                         skip_unchanged=not force and cache and resume,  # --no-cache / --no-resume: asked to run
+                         validate=not skip_validation)
     _report_run(result, console)
 
 
@@ -112,15 +133,19 @@ def _report_run(result, console) -> None:
 def update(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
            resume: bool = typer.Option(True, "--resume/--no-resume", help="continue an interrupted update"),
            cache: bool = CacheOpt,
-) -> None:
+           output: Optional[Path] = OutputOpt,
+           skip_validation: bool = SkipValidationOpt,
+           method: Optional[str] = typer.Option(None, help="the published index's method (an update keeps it; "
+                                                "another is refused)"),
+           ) -> None:
     """Bring the published index up to date with the input: documents added, changed or deleted cost calls in
     proportion to the change; published as a new version with a changes.json."""
-    _use_cache(cache)
+    _use_cache(cache, output)
     from graphrag_ray.api import update_index
 
     result = update_index(root=root, config_file=config, resume=resume,
                           show_progress=True if sys.stderr.isatty() else "plain",
-                          verbose=_STATE["verbose"])
+                          verbose=_STATE["verbose"], method=method, validate=not skip_validation)
     _report_run(result, _console())
 
 
@@ -170,15 +195,38 @@ def estimate(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
 
 @app.command("prompt-tune")
 def prompt_tune(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
-                sample: int = typer.Option(12, "--sample", help="text units shown to the model"),
+                limit: int = typer.Option(12, "--limit", "--sample", help="text units shown to the model "
+                                          "(selection even, random, top)"),
+                selection_method: str = typer.Option("even", help="even (spread over the corpus) | random | top "
+                                                     "(the first) | all | auto (the --k nearest the centroid of "
+                                                     "--n-subset-max random ones, by the embedding model)"),
+                n_subset_max: int = typer.Option(300, help="auto: text units embedded"),
+                k: int = typer.Option(15, help="auto: text units kept"),
+                domain: Optional[str] = typer.Option(None, help="the corpus's domain (found by the model otherwise)"),
+                language: Optional[str] = typer.Option(None, help="the corpus's language (detected otherwise)"),
+                discover_entity_types: bool = typer.Option(True, "--discover-entity-types/"
+                                                           "--no-discover-entity-types",
+                                                           help="let the model choose the entity types (off: the "
+                                                           "prompt keeps settings' extract_graph.entity_types)"),
+                max_tokens: int = typer.Option(4000, help="token budget of the samples in the tuning prompt"),
+                chunk_size: Optional[int] = typer.Option(None, help="tokens per sampled text unit (settings' "
+                                                         "chunks.size otherwise)"),
+                overlap: Optional[int] = typer.Option(None, help="overlap of the sampled text units"),
+                output: Optional[Path] = typer.Option(None, "--output", "-o", help="write the prompts into this "
+                                                      "folder (default: where settings read them)"),
                 dry_run: bool = typer.Option(False, "--dry-run", help="print the prompts; write nothing"),
                 cache: bool = CacheOpt,
-) -> None:
+                ) -> None:
     """Fit the extraction, summary and report prompts to the corpus (language, domain, entity types, example)."""
     _use_cache(cache)
     from graphrag_ray import api
+    from graphrag_ray.index.prompt_tune import TuneOptions
 
-    result = api.prompt_tune(root, config, sample, dry_run)
+    options = TuneOptions(limit=limit, selection_method=selection_method, n_subset_max=n_subset_max, k=k,
+                          domain=domain, language=language, discover_entity_types=discover_entity_types,
+                          max_tokens=max_tokens, chunk_size=chunk_size, overlap=overlap,
+                          output=output.resolve() if output else None)
+    result = api.prompt_tune(root, config, dry_run=dry_run, options=options)
     if dry_run:
         for relative, text in result.prompts.items():
             typer.echo(f"===== {relative} =====\n{text}")

@@ -47,8 +47,8 @@ def load_settings(root: str | Path = ".", config_file: str | Path | None = None,
     foreign = microsoft_keys(raw)
     if foreign:  # theirs fails one key at a time with no hint otherwise
         raise ConfigError(f"{path} is a Microsoft GraphRAG settings file (it has {', '.join(foreign)}); graphrag-ray "
-                          f"reads its own format: `graphrag-ray init` writes one, and docs/from-msgraphrag.md maps "
-                          f"their keys to ours")
+                          f"reads its own format: `graphrag-ray init --root NEW_ROOT --from-msgraphrag {path}` "
+                          f"writes one from it (docs/from-msgraphrag.md maps their keys to ours)")
     env = {k: v for k, v in dotenv_values(root / ".env").items() if v is not None} if (root / ".env").exists() else {}
     env.update(os.environ)  # the real environment wins over .env, as with docker/compose
     raw = _substitute(raw, env)

@@ -14,7 +14,7 @@ import polars as pl
 
 from graphrag_ray.config.load import load_settings
 from graphrag_ray.config.settings import Settings
-from graphrag_ray.errors import ConfigError, GraphRagRayError, IndexMissingError
+from graphrag_ray.errors import ConfigError, GraphRagRayError, IndexMissingError, UsageError
 from graphrag_ray.exec.carried import publish_carried
 from graphrag_ray.exec.executor import Executor
 from graphrag_ray.exec.progress import progress_bar
@@ -139,10 +139,10 @@ def declared_prompts(steps: list[Step], settings: Settings, update: bool = False
     return list(dict.fromkeys(path for step in steps for path in step.prompts(settings, update)))
 
 
-def build_index(root: str | Path = ".", config_file: str | Path | None = None, method: str = "standard",
+def build_index(root: str | Path = ".", config_file: str | Path | None = None, method: str | None = "standard",
                 resume: bool = True, show_progress: bool = False, verbose: bool = False,
                 settings: Settings | None = None, retry_failures: bool = False, update: bool = False,
-                skip_unchanged: bool = False) -> IndexResult:
+                skip_unchanged: bool = False, validate: bool = True) -> IndexResult:
     """One index run, published as a new version.
 
     `update`: the corpus changed since the published index; the run starts from it - its numbers are carried over,
@@ -152,7 +152,8 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
     from a model call - every other item is answered by the cache, an answer cached unusable is asked anew.
     `skip_unchanged` (the command line's `index` without --force): when the published index is of this very input,
     method, settings and prompts and lists no failures, nothing is run or published (a new identical version would
-    take one of the kept slots)."""
+    take one of the kept slots). `validate=False`: the endpoints are not checked first (Microsoft GraphRAG's
+    --skip-validation); a bad key is then said by the first call."""
     root = Path(root).resolve()
     settings = settings or load_settings(root, config_file)
     ctx = StepContext(settings, root)
@@ -165,7 +166,13 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
         retry_failures, resume = False, True
     if update or retry_failures:
         ctx.previous, published_stats = _published(output, "update" if update else "--retry-failures")
-        method = published_stats.get("method", method)
+        built_with = published_stats.get("method", "standard")
+        if update and method not in (None, built_with):
+            raise UsageError(f"update --method {method}: the published index in {output} was built with the "
+                             f"{built_with} method, and an update keeps it; run `graphrag-ray index --method "
+                             f"{method}` for a {method} index")
+        method = built_with
+    method = method or "standard"
     steps = method_steps(method)
     for path in declared_prompts(steps, settings, update):
         ctx.prompt(path)  # a missing prompt file fails now, before any work
@@ -195,7 +202,7 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
     # with Ray running, the workers start while the endpoints are checked (below); otherwise a bad key is said
     # before anything starts
     workers_first = ray_running()
-    if not workers_first:
+    if not workers_first and validate:
         _check_models(settings, steps, method)
     with RunLock(root):
         run_id = run_id_for(ctx, method, files, input_id)
@@ -223,7 +230,8 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
                 try:  # Ray's actors start (about a second) while the endpoints answer; nothing is sent before
                     if backend == "ray":
                         executor.start_workers()
-                    _check_models(settings, steps, method)
+                    if validate:
+                        _check_models(settings, steps, method)
                 except BaseException:
                     executor.close()
                     raise

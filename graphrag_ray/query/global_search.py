@@ -247,7 +247,8 @@ class GlobalSearch(QueryEngine):
     async def run_maps(self, query: str, batches: list[tuple[str, list[dict]]]) -> tuple[list[list[dict]], list[str]]:
         """Every batch's points, and why each unusable map answer was unusable."""
         template = self.prompt(self.cfg.map_prompt)
-        messages = [system_and_user(fill(template, context_data=text), query) for text, _ in batches]
+        messages = [system_and_user(fill(template, context_data=text, max_length=self.cfg.map_max_length), query)
+                    for text, _ in batches]  # max_length: Microsoft GraphRAG's prompts ask for it
         pool = self._map_pool()
         outcomes = await asyncio.gather(*(pool.call("map", self.cfg.chat_model_id, m, self.cfg.map_max_length,
                                                     "query_global_map") for m in messages))
@@ -317,7 +318,8 @@ class GlobalSearch(QueryEngine):
         result = SearchResult("", records, report_data, method=self.method, details=details)
         if not kept:
             return Prepared(result, answer=NO_DATA_ANSWER)
-        system = fill(self.prompt(self.cfg.reduce_prompt), report_data=report_data, response_type=self.response_type)
+        system = fill(self.prompt(self.cfg.reduce_prompt), report_data=report_data, response_type=self.response_type,
+                      max_length=self.cfg.reduce_max_length)
         if self.cfg.allow_general_knowledge:
             system += "\n" + self.prompt(self.cfg.knowledge_prompt)
         return Prepared(result, system_and_user(system, query), self.cfg.chat_model_id, self.cfg.reduce_max_length)

@@ -92,6 +92,11 @@ def _fixed_size(matrix: np.ndarray) -> pa.FixedSizeListArray:
     return pa.FixedSizeListArray.from_arrays(pa.array(matrix.ravel()), matrix.shape[1])
 
 
+def other_dimensions(path: str, stored: int, asked: int) -> GraphRagRayError:
+    return GraphRagRayError(f"vector table {path} holds {stored}-dimension vectors and the query's embedding has "
+                            f"{asked}: query with the embedding model (and dimensions) the index was built with")
+
+
 def unreadable(path: str, exc: Exception) -> GraphRagRayError:
     """One line naming a vector table that cannot be read, and what to do."""
     first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
@@ -102,7 +107,8 @@ def unreadable(path: str, exc: Exception) -> GraphRagRayError:
 class FlatVectors:
     """A small vector table searched exactly: ids and unit vectors, memory-mapped (a local index) or read."""
 
-    def __init__(self, source):
+    def __init__(self, source, where: str = ""):
+        self.where = where
         table = pa.ipc.open_file(source).read_all()
         self.ids = table["id"].to_pylist()
         values = table["vector"].combine_chunks()
@@ -112,6 +118,8 @@ class FlatVectors:
 
     def nearest(self, vector: list[float], k: int) -> list[str]:
         query = np.asarray(vector, dtype=np.float32)
+        if len(query) != self.matrix.shape[1]:
+            raise other_dimensions(self.where, self.matrix.shape[1], len(query))
         scores = self.matrix @ (query / (np.linalg.norm(query) or 1.0))
         top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
         order = sorted(top.tolist(), key=lambda i: (-float(scores[i]), i))  # ties: table order, deterministic
@@ -125,20 +133,35 @@ class LanceVectors:
 
     def __init__(self, table, nprobes: int = 8, refine_factor: int | None = None):
         self.table, self.nprobes = table, nprobes
-        self.refine_factor = refine_factor or REFINE_BY_INDEX.get(self.index_type(), 40)
+        index = self.vector_index()
+        self.refine_factor = refine_factor or REFINE_BY_INDEX.get(
+            str(index.index_type).upper().replace("_", "") if index else None, 40)
+        # an index built for another metric (Microsoft GraphRAG's tables: IVF_FLAT, L2) cannot rank by cosine:
+        # those tables are searched exactly instead (lance would fall back to that, with a warning per query)
+        self.exact = index is not None and self._metric(index) != "cosine"
+        self.dim = getattr(table.schema.field("vector").type, "list_size", None)
 
-    def index_type(self) -> str | None:
-        """The vector column's index type (IVFHNSWSQ, IVFPQ), None with no index."""
+    def vector_index(self):
+        """The vector column's index (lance's IndexConfig), None with no index."""
         try:
             found = [i for i in self.table.list_indices() if "vector" in i.columns]
         except Exception as exc:  # noqa: BLE001 - lance's own errors
             raise unreadable(self.table.uri, exc) from None
-        return str(found[0].index_type).upper().replace("_", "") if found else None
+        return found[0] if found else None
+
+    def _metric(self, index) -> str:
+        try:
+            return str(self.table.index_stats(index.name).distance_type).lower()
+        except Exception as exc:  # noqa: BLE001 - lance's own errors
+            raise unreadable(self.table.uri, exc) from None
 
     def nearest(self, vector: list[float], k: int) -> list[str]:
+        if self.dim is not None and len(vector) != self.dim:
+            raise other_dimensions(self.table.uri, self.dim, len(vector))
         try:
             query = self.table.search(vector).metric("cosine").limit(k)
-            query = query.nprobes(self.nprobes).refine_factor(self.refine_factor)
+            query = query.bypass_vector_index() if self.exact else \
+                query.nprobes(self.nprobes).refine_factor(self.refine_factor)
             return [hit["id"] for hit in query.select(["id", "_distance"]).to_list()]
         except Exception as exc:  # lance's own errors: a damaged data file shows only when it is read
             raise unreadable(self.table.uri, exc) from None
@@ -153,7 +176,8 @@ def open_searchable(folder: Store | str | Path, name: str, nprobes: int = 8,
     if store.exists(flat):
         try:
             local = store.local_path(flat)
-            return FlatVectors(pa.memory_map(str(local)) if local else pa.BufferReader(store.read_bytes(flat)))
+            return FlatVectors(pa.memory_map(str(local)) if local else pa.BufferReader(store.read_bytes(flat)),
+                               f"{store.location}/{flat}")
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise unreadable(f"{store.location}/{flat}", exc) from None
     table = open_vectors(store, name)
