@@ -171,16 +171,17 @@ def estimate_index(root: str | Path = ".", config_file: str | Path | None = None
 
 
 def prompt_tune(root: str | Path = ".", config_file: str | Path | None = None, sample: int = 12,
-                dry_run: bool = False, options=None):
+                dry_run: bool = False, **options):
     """Extraction, summary and report prompts fitted to ROOT's corpus (its language, domain, entity types, a
-    worked example), written into ROOT/prompts/ (or `options.output`) unless `dry_run`. `options`: a
-    `TuneOptions` (Microsoft GraphRAG's prompt-tune flags); `sample` is its `limit`. Returns a TunedPrompts."""
+    worked example), written into ROOT/prompts/ (or `output`) unless `dry_run`. `options`: Microsoft GraphRAG's
+    prompt-tune flags (index/prompt_tune.TuneOptions: selection_method, domain, language, max_tokens, ...);
+    `sample` is its `limit`. Returns a TunedPrompts."""
     from graphrag_ray.exec.step import StepContext
     from graphrag_ray.index.prompt_tune import TuneOptions, tune
 
     settings = load_settings(root, config_file)
-    options = options or TuneOptions(limit=sample)
-    return tune(StepContext(settings, Path(root).resolve()), Models.create(settings, root), options, dry_run)
+    chosen = TuneOptions(**{"limit": sample, **options})
+    return tune(StepContext(settings, Path(root).resolve()), Models.create(settings, root), chosen, dry_run)
 
 
 def submission_id(root: str | Path = ".", config_file: str | Path | None = None, method: str = "standard") -> str:

@@ -220,13 +220,11 @@ def prompt_tune(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
     """Fit the extraction, summary and report prompts to the corpus (language, domain, entity types, example)."""
     _use_cache(cache)
     from graphrag_ray import api
-    from graphrag_ray.index.prompt_tune import TuneOptions
 
-    options = TuneOptions(limit=limit, selection_method=selection_method, n_subset_max=n_subset_max, k=k,
-                          domain=domain, language=language, discover_entity_types=discover_entity_types,
-                          max_tokens=max_tokens, chunk_size=chunk_size, overlap=overlap,
-                          output=output.resolve() if output else None)
-    result = api.prompt_tune(root, config, dry_run=dry_run, options=options)
+    result = api.prompt_tune(root, config, limit, dry_run, selection_method=selection_method,
+                             n_subset_max=n_subset_max, k=k, domain=domain, language=language,
+                             discover_entity_types=discover_entity_types, max_tokens=max_tokens,
+                             chunk_size=chunk_size, overlap=overlap, output=output.resolve() if output else None)
     if dry_run:
         for relative, text in result.prompts.items():
             typer.echo(f"===== {relative} =====\n{text}")

@@ -228,6 +228,10 @@ class LocalSearchConfig(QueryModels):
     text_unit_prop: float = doc(0.5, "share of the budget for source text units", ge=0, le=1)
     conversation_history_max_turns: int = doc(5, "user turns of history put first in the context", ge=0)
     max_tokens: int = doc(2000, "max answer tokens", gt=0)
+    text_unit_ranking: Literal["ppr", "graphrag"] = doc(
+        "ppr", "order of the Sources: ppr (personalised PageRank from the matched entities over the weighted "
+        "graph, as HippoRAG and fast-graphrag rank passages: a passage one hop away can enter) or graphrag "
+        "(Microsoft GraphRAG's: the matched entities' own text units, in entity order)")
 
 
 class GlobalSearchConfig(Section):
@@ -269,6 +273,10 @@ class BasicSearchConfig(QueryModels):
     prompt: str = doc("prompts/basic_search_system.txt", "system prompt, relative to the root")
     k: int = doc(10, "text units retrieved", gt=0)
     max_context_tokens: int = doc(12000, "token budget of the context", gt=0)
+    retriever: Literal["auto", "lexical", "vector", "hybrid"] = doc(
+        "auto", "lexical (BM25 over the index's lexical/ tables), vector (the embedding model), hybrid (both, "
+        "reciprocal-rank fused); auto: lexical when the embedding model is a local_embedding or has no key, "
+        "hybrid otherwise")
 
 
 class QueryConfig(Section):

@@ -14,6 +14,7 @@ import polars as pl
 
 from graphrag_ray.config.load import load_settings
 from graphrag_ray.config.settings import Settings
+from graphrag_ray.nlp.lexical import LEXICAL_TABLES, write_lexical
 from graphrag_ray.errors import ConfigError, GraphRagRayError, IndexMissingError, UsageError
 from graphrag_ray.exec.carried import publish_carried
 from graphrag_ray.exec.executor import Executor
@@ -318,6 +319,7 @@ def _write_index(folder: Path, tables, ctx: StepContext, executor: Executor, ste
         rows[name] = int(table.height)
         del table
     write_table(tables["failures"], folder, "failures")
+    write_lexical(folder, {name: tables[name] for name in LEXICAL_TABLES})  # BM25, for queries (nlp/lexical.py)
     if settings.extract_claims.enabled and "covariates" in tables:
         write_table(tables["covariates"], folder, "covariates", settings.output.partition_rows)
     if settings.resolve_entities.enabled and "entity_merges" in tables:

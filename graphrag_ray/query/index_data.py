@@ -78,6 +78,7 @@ class IndexData:
     covariates: pl.DataFrame | None = None
     vector_search: dict = field(default_factory=dict)  # nprobes / refine_factor for indexed tables (embed_text)
     _vector_tables: dict = field(default_factory=dict, repr=False)
+    _lexical: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def load(cls, location: str | Path, open_vectors: bool = True, vector_search: dict | None = None,
@@ -136,6 +137,18 @@ class IndexData:
                                                           "relationship_ids").iter_rows(named=True)}
 
     @cached_property
+    def entity_matcher(self):
+        from graphrag_ray.query.context.entity_match import EntityMatcher
+
+        return EntityMatcher(self.entity_rows, self.text_units.height)
+
+    @cached_property
+    def graph_walk(self):
+        from graphrag_ray.query.context.graph_walk import GraphWalk
+
+        return GraphWalk(self.entities, self.relationships, self.text_units)
+
+    @cached_property
     def report_by_community(self) -> dict[int, dict]:
         return {r["community"]: r for r in self.community_reports.iter_rows(named=True)}
 
@@ -178,6 +191,20 @@ class IndexData:
                                     f"({self.vectors_dir}/{name}.lance) although {rows:,} rows need it: "
                                     "rebuild the index with `graphrag-ray index`")
         return table
+
+    def lexical(self, name: str):
+        """The BM25 index of table `name` (text_units, entities, community_reports): the published one, or - for
+        an index published without it (Microsoft GraphRAG's, an older version, frames) - built here once."""
+        from graphrag_ray.nlp.lexical import LEXICAL_DIR, LEXICAL_TABLES, LexicalIndex, joined
+
+        if name not in self._lexical:
+            folder = self.folder.local_tree(f"{LEXICAL_DIR}/{name}") if self.folder is not None else None
+            if folder is not None and (folder / "ids.json").exists():
+                self._lexical[name] = LexicalIndex.load(folder)
+            else:
+                table = getattr(self, name)
+                self._lexical[name] = LexicalIndex.build(table["id"].to_list(), joined(table, LEXICAL_TABLES[name]))
+        return self._lexical[name]
 
     def nearest(self, name: str, rows: int, vector: list[float], k: int) -> list[str] | None:
         """Ids of the k rows of vector table `name` nearest `vector` (cosine), best first; None when the index has

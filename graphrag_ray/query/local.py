@@ -36,7 +36,7 @@ class LocalSearch(QueryEngine):
             self.cfg.top_k_entities, self.cfg.oversample, self.exclude_entities)
         count = self.chat(self.cfg.chat_model_id).tokenizer.count
         return build_local_context(self.data, selected, self.cfg, count, history, self.max_context_tokens,
-                                   self.community_level)
+                                   self.community_level, query=f"{previous}\n{query}".strip())
 
     async def prepare(self, query: str, history: ConversationHistory | None) -> Prepared:
         context = await self.build_context(query, history)

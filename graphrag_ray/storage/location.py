@@ -149,6 +149,25 @@ class Store:
         Path(destination).write_bytes(data)
         return True
 
+    def local_tree(self, relative: str) -> Path | None:
+        """The folder `relative` as a local path to read (from an object store: copied into a temporary folder,
+        removed at exit); None when it does not exist."""
+        local = self.local_path(relative)
+        if local is not None:
+            return local if local.is_dir() else None
+        files = self.child(relative).list_files()
+        if not files:
+            return None
+        import atexit
+        import tempfile
+
+        target = Path(tempfile.mkdtemp(prefix="graphrag-ray-"))
+        atexit.register(shutil.rmtree, target, True)
+        for f in files:
+            (target / f.relative).parent.mkdir(parents=True, exist_ok=True)
+            self.copy_to(f"{relative}/{f.relative}", target / f.relative)
+        return target
+
     def write_bytes(self, relative: str, data: bytes) -> None:
         target = self._full(relative)
         if not self.remote:

@@ -66,11 +66,15 @@ class NlpGraph(ItemStep):
         cfg = ctx.settings.fast
         ents, rels = yielded["extracted_entities"], yielded["extracted_relationships"]
         freq = ents.group_by("title").agg(pl.col("text_unit_id").n_unique().alias("n"),
-                                          (pl.col("type") == "CONCEPT").all().alias("concept"))
+                                          (pl.col("type") == "CONCEPT").all().alias("concept"),
+                                          (pl.col("type") == "OTHER").all().alias("untyped"))
         n_units = max(1, tables["text_units"].height)
         # a common noun found in too many text units says nothing about any of them (IDF's idea)
-        generic = (pl.col("concept") & (pl.col("n") > cfg.max_concept_share * n_units)) if n_units >= 10 \
-            else pl.lit(False)
+        # and so does a one-word English name of no known kind in as many (AMERICAN, BRITISH: adjectives the
+        # capitalised-phrase rule takes, which would link every passage to every other)
+        plain_word = pl.col("untyped") & pl.col("title").str.contains(r"^[A-Z0-9'’-]+$")
+        generic = ((pl.col("concept") | plain_word) & (pl.col("n") > cfg.max_concept_share * n_units)) \
+            if n_units >= 10 else pl.lit(False)
         self.stat_update("generic_concepts_dropped", freq.filter(generic).height)
         keep = freq.filter((pl.col("n") >= cfg.min_node_frequency) & ~generic)["title"]
         dropped_nodes = freq.height - keep.len()
@@ -89,7 +93,7 @@ class NlpGraph(ItemStep):
             strong = pairs.filter(pl.col("score") >= threshold)
         else:
             strong = pairs
-        strong = _strongest_per_entity(strong, cfg.max_edges_per_entity)
+        strong = _strongest_per_entity(strong, cfg.max_edges_per_entity, freq.select("title", "n"))
         self.stat_update("entities_pruned", dropped_nodes)
         self.stat_update("pairs_pruned", pairs.height - strong.height)
         # each co-occurrence contributes its share of the pair's score, so merge_graph's sum is the score
@@ -98,12 +102,17 @@ class NlpGraph(ItemStep):
         return {"extracted_entities": ents, "extracted_relationships": rels}
 
 
-def _strongest_per_entity(pairs: pl.DataFrame, k: int) -> pl.DataFrame:
-    """The pairs among the k strongest of either end (ties broken by name): a word that co-occurs with
-    everything keeps only its strongest links."""
-    ends = pl.concat([pairs.select(pl.col("source").alias("end"), "source", "target", "score"),
-                      pairs.select(pl.col("target").alias("end"), "source", "target", "score")])
-    ranked = ends.sort(["end", "score", "source", "target"], descending=[False, True, False, False]) \
+def _strongest_per_entity(pairs: pl.DataFrame, k: int, spread: pl.DataFrame) -> pl.DataFrame:
+    """The pairs among the k strongest of either end: a word that co-occurs with everything keeps only its
+    strongest links. Ties - within one passage most pairs tie - go to the rarer other end (fewer text units): a
+    film keeps its director before AMERICAN, which links to anything; then by name, for determinism."""
+    ends = pl.concat([pairs.select(pl.col("source").alias("end"), pl.col("target").alias("other"), "source",
+                                   "target", "score"),
+                      pairs.select(pl.col("target").alias("end"), pl.col("source").alias("other"), "source",
+                                   "target", "score")])
+    ends = ends.join(spread.rename({"title": "other", "n": "other_units"}), on="other", how="left")
+    ranked = ends.sort(["end", "score", "other_units", "source", "target"],
+                       descending=[False, True, False, False, False]) \
         .with_columns(pl.int_range(pl.len()).over("end").alias("rank"))
     kept = ranked.filter(pl.col("rank") < k).select("source", "target").unique()
     return pairs.join(kept, on=["source", "target"], how="semi")

@@ -1,0 +1,124 @@
+"""The lexical index: BM25 over text units, entities and reports, published with the index (`lexical/<table>/`).
+
+bm25s (sparse-matrix BM25, numpy only): it scores a query by summing the posting columns of its few terms instead
+of visiting every document as rank_bm25 does, saves to plain .npy/.json files that load memory-mapped (a query
+never imports LanceDB for it), and is maintained. Words are case-folded; English stop words are left out;
+Chinese is cut with jieba's search mode (every word and its shorter words), as the fast method reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+_CJK_RUN = re.compile(r"[\u3400-\u9fff]+")
+_WORD = re.compile(r"[^\W_]+")
+LEXICAL_DIR = "lexical"
+# what each table's documents are: the columns joined, in this order
+LEXICAL_TABLES = {"text_units": ("text",), "entities": ("title", "description"),
+                  "community_reports": ("title", "summary")}
+
+
+@lru_cache(maxsize=1)
+def english_stop_words() -> frozenset[str]:
+    from bm25s.stopwords import STOPWORDS_EN
+
+    return frozenset(STOPWORDS_EN)
+
+
+@lru_cache(maxsize=1)
+def _jieba():
+    import logging
+
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)
+    return jieba
+
+
+def tokens(text: str) -> list[str]:
+    """The words BM25 counts: case-folded, no English stop words; Chinese runs cut by jieba (search mode)."""
+    out: list[str] = []
+    lowered = text.casefold()
+    position = 0
+    for run in _CJK_RUN.finditer(lowered):
+        out += _latin(lowered[position:run.start()])
+        out += [w for w in _jieba().lcut_for_search(run.group()) if len(w) > 1 or run.group() == w]
+        position = run.end()
+    out += _latin(lowered[position:])
+    return out
+
+
+def _latin(text: str) -> list[str]:
+    stop = english_stop_words()
+    return [w for w in _WORD.findall(text) if w not in stop]
+
+
+class LexicalIndex:
+    """BM25 over one table's rows, by row id."""
+
+    def __init__(self, ids: list[str], retriever):
+        self.ids, self.retriever = ids, retriever
+        self.vocab = retriever.vocab_dict
+
+    @classmethod
+    def build(cls, ids: list[str], texts: list[str]) -> "LexicalIndex":
+        import bm25s
+
+        retriever = bm25s.BM25()
+        # an empty document still takes its row (bm25s needs at least one token in the corpus)
+        corpus = [tokens(t) for t in texts]
+        if not any(corpus):
+            corpus[0:1] = [["\x00"]] if corpus else []
+        retriever.index(corpus, show_progress=False)
+        return cls(list(ids), retriever)
+
+    def save(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.retriever.save(str(folder))
+        (folder / "ids.json").write_text(json.dumps(self.ids, ensure_ascii=False), encoding="utf-8")
+
+    @classmethod
+    def load(cls, folder: Path) -> "LexicalIndex":
+        import bm25s
+
+        ids = json.loads((folder / "ids.json").read_text(encoding="utf-8"))
+        return cls(ids, bm25s.BM25.load(str(folder), mmap=True))
+
+    def search(self, query: str, k: int) -> list[tuple[str, float]]:
+        """(row id, score) of the k best rows with a positive score, best first (ties: table order)."""
+        terms = [self.vocab[t] for t in dict.fromkeys(tokens(query)) if t in self.vocab]
+        if not terms or not self.ids:
+            return []
+        scores = np.asarray(self.retriever.get_scores(terms), dtype=np.float64)
+        k = min(k, len(scores))
+        top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+        order = sorted((int(i) for i in top if scores[i] > 0), key=lambda i: (-scores[i], i))
+        return [(self.ids[i], float(scores[i])) for i in order]
+
+
+def write_lexical(folder: Path, tables: dict) -> None:
+    """Every lexical table of a new index version, from its published tables."""
+    for name, columns in LEXICAL_TABLES.items():
+        table = tables[name]
+        if table is None or not table.height:
+            continue
+        LexicalIndex.build(table["id"].to_list(), joined(table, columns)).save(Path(folder) / LEXICAL_DIR / name)
+
+
+def joined(table, columns: tuple[str, ...]) -> list[str]:
+    parts = [table[c].fill_null("").cast(str).to_list() for c in columns]
+    return [": ".join(p for p in row if p) for row in zip(*parts)]
+
+
+def reciprocal_rank_fusion(rankings: list[list[str]], k: int = 60) -> list[str]:
+    """Ids by the sum of 1 / (k + rank) over the rankings they are in (Cormack et al.'s RRF, k = 60)."""
+    score: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, item in enumerate(ranking):
+            score[item] = score.get(item, 0.0) + 1.0 / (k + rank + 1)
+    return sorted(score, key=lambda i: -score[i])

@@ -1,0 +1,90 @@
+"""Entities a question names: whole words or phrases only, rarer first; generic ones never take a slot.
+
+A title matches when its words are a run of the question's words (case-folded; "LA" is not in "later"), or, for a
+Chinese title, when it is one of the question's words as jieba cuts it with the index's titles in its dictionary.
+An entity whose words are all stop words, or that is in most text units (a corpus's AMERICAN, THE), is generic:
+it names nothing in particular. Of overlapping matches the longest wins.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from functools import cached_property
+
+from graphrag_ray.nlp.lexical import _CJK_RUN, _jieba, english_stop_words
+
+_WORD = re.compile(r"[^\W_]+")
+GENERIC_SHARE = 0.5   # in more than this share of the text units: generic (with at least MIN_UNITS of them)
+MIN_UNITS = 10
+
+
+def words(text: str) -> list[str]:
+    return _WORD.findall(text.casefold())
+
+
+class EntityMatcher:
+    """Built once per loaded index (IndexData.entity_matcher)."""
+
+    def __init__(self, entity_rows: dict[str, dict], unit_count: int):
+        self.units = max(1, unit_count)
+        self.rows = entity_rows
+        self.by_first: dict[str, list[tuple[tuple[str, ...], str]]] = {}
+        self.chinese: dict[str, list[str]] = {}
+        for entity_id, row in entity_rows.items():
+            title = row["title"] or ""
+            if _CJK_RUN.search(title):
+                self.chinese.setdefault(title.casefold(), []).append(entity_id)
+            phrase = tuple(words(title))
+            if phrase:
+                self.by_first.setdefault(phrase[0], []).append((phrase, entity_id))
+
+    @cached_property
+    def _segmenter(self):
+        jieba = _jieba()
+        for title in self.chinese:  # the index's own names stay whole when the question is cut
+            jieba.add_word(title, freq=max(jieba.get_FREQ(title) or 0, 50000))
+        return jieba
+
+    def generic(self, entity_id: str) -> bool:
+        row = self.rows[entity_id]
+        phrase = words(row["title"] or "")
+        if not phrase or all(w in english_stop_words() for w in phrase):
+            return True
+        spread = len(row["text_unit_ids"] or [])
+        return self.units >= MIN_UNITS and spread > GENERIC_SHARE * self.units
+
+    def rarity(self, entity_id: str) -> float:
+        """log(1 + units / units holding it): a name in one passage outweighs one in fifty."""
+        return math.log(1 + self.units / max(1, len(self.rows[entity_id]["text_unit_ids"] or [])))
+
+    def named(self, query: str) -> list[tuple[str, float]]:
+        """(entity id, rarity) of the entities the query names, rarest first; generic ones left out."""
+        spans: list[tuple[int, int, str]] = []  # (start, end) in the query's words
+        written = _WORD.findall(query)
+        said = [w.casefold() for w in written]
+        # a question written in mixed case capitalises what it names: there "place" and "director" are words, not
+        # the corpus's PLACE and DIRECTOR (one typed all in lower or upper case says nothing by its case)
+        cased = any(w[:1].isupper() for w in written[1:]) and any(w[:1].islower() for w in written)
+        for i, word in enumerate(said):
+            for phrase, entity_id in self.by_first.get(word, ()):
+                if tuple(said[i:i + len(phrase)]) != phrase or _CJK_RUN.search(phrase[0]):
+                    continue
+                if cased and not any(w[:1].isupper() or w[:1].isdigit() for w in written[i:i + len(phrase)]):
+                    continue
+                spans.append((i, i + len(phrase), entity_id))
+        longest = _maximal(spans)
+        if self.chinese and _CJK_RUN.search(query):
+            for token in self._segmenter.lcut(query.casefold()):
+                longest += self.chinese.get(token, [])
+        found = [e for e in dict.fromkeys(longest) if not self.generic(e)]
+        return sorted(((e, self.rarity(e)) for e in found), key=lambda p: (-p[1], -len(self.rows[p[0]]["title"])))
+
+
+def _maximal(spans: list[tuple[int, int, str]]) -> list[str]:
+    """The entities of the spans no longer span covers (aliases with the same words all stay)."""
+    kept = []
+    for start, end, entity_id in spans:
+        if not any(s <= start and end <= e and (e - s) > (end - start) for s, e, _ in spans):
+            kept.append(entity_id)
+    return kept

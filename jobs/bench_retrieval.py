@@ -1,0 +1,157 @@
+"""Benchmark: retrieval on public benchmarks, beside the peers' published figures.
+
+2WikiMultiHopQA as fast-graphrag's benchmark runs it (circlemind-ai/fast-graphrag:benchmarks, MIT): the corpus is
+the first N questions' context passages, deduplicated in first-seen order (421 for 51 questions, 780 for 101;
+HippoRAG's 2wikimultihopqa_corpus.json holds them in that order), each inserted as "title: text"; a question
+counts when every supporting passage's title is among the first 8 retrieved passages. Their scorer is re-run on
+their own result files first (it must print their published figures). Then our index, offline - the `fast`
+method, `type: local_embedding`, no chat endpoint - and our basic and local search (context only, no answer
+call), and BM25 (bm25s, lower-cased words, no stop words) at the same k.
+
+Data: jobs/data/2wiki (derived from those repositories; see its README).
+
+    python jobs/bench_retrieval.py [--sizes 51 101] [--k 8] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gzip
+import json
+import re
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import polars as pl
+import yaml
+
+DATA = Path(__file__).parent / "data" / "2wiki"
+CORPUS_SIZE = {51: 421, 101: 780}
+PUBLISHED = {"graph": "fast-graphrag (gpt-4o-mini, OpenAI embeddings, PPR)", "nano": "nano-graphrag local (GraphRAG)",
+             "vdb": "vector DB, text-embedding-3-small", "lightrag": "LightRAG local"}
+
+
+def perfect_share(rows: list[tuple[list[str], list[str]]]) -> float:
+    """fast-graphrag's scorer: the share of questions whose every ground-truth title was retrieved."""
+    return sum(1 for truth, got in rows if set(truth) <= set(got)) / len(rows)
+
+
+def passages() -> list[dict]:
+    with gzip.open(DATA / "corpus_780.jsonl.gz", "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def project(root: Path, corpus: list[dict]) -> Path:
+    """An offline project: local embeddings, and a chat model that is never called (context only)."""
+    (root / "input").mkdir(parents=True)
+    pl.DataFrame({"id": [f"p{i:04d}" for i in range(len(corpus))], "title": [p["title"] for p in corpus],
+                  "text": [f"{p['title']}: {p['text']}" for p in corpus]}).write_csv(root / "input" / "corpus.csv")
+    settings = {"models": {"default_chat": {"api_base": "http://127.0.0.1:9/v1", "model": "gpt-4o-mini"},
+                           "default_embedding": {"type": "local_embedding", "model": "local"}},
+                "workers": {"executor": "local"}}
+    (root / "settings.yaml").write_text(yaml.safe_dump(settings), encoding="utf-8")
+    return root
+
+
+def bm25_titles(corpus: list[dict], questions: list[str], k: int) -> list[list[str]]:
+    import bm25s
+
+    words = re.compile(r"\w+")
+    retriever = bm25s.BM25()
+    retriever.index([words.findall(f"{p['title']}: {p['text']}".lower()) for p in corpus], show_progress=False)
+    vocab = set(retriever.vocab_dict)
+    found = []
+    for q in questions:
+        tokens = [t for t in words.findall(q.lower()) if t in vocab] or ["the"]
+        ids, _ = retriever.retrieve([tokens], k=k, show_progress=False)
+        found.append([corpus[i]["title"] for i in ids[0]])
+    return found
+
+
+async def our_titles(root: Path, questions: list[str], method: str, k: int) -> list[list[str]]:
+    from graphrag_ray.api import open_index
+    from graphrag_ray.query.factory import make_engine
+
+    settings, data, models = open_index(root)
+    titles = {r["id"]: r["title"] for r in pl.read_csv(root / "input" / "corpus.csv").iter_rows(named=True)}
+    unit_document = dict(zip(data.text_units["human_readable_id"].to_list(), data.text_units["document_id"].to_list()))
+    documents = _document_titles(root)
+    engine = make_engine(method, data, models, settings, root, no_llm=True)
+    found = []
+    for q in questions:
+        result = await engine.context_only(q)
+        got: list[str] = []
+        for source in result.context_data.get("sources", []):
+            title = documents.get(unit_document.get(int(source["id"])))
+            if title and title not in got:
+                got.append(title)
+        found.append(got[:k])
+    assert titles  # the input the index was built from
+    return found
+
+
+def _document_titles(root: Path) -> dict[str, str]:
+    from graphrag_ray.storage.tables import current_index, read_table
+
+    docs = read_table(current_index(root / "output"), "documents")
+    return dict(zip(docs["id"].to_list(), docs["title"].to_list()))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", type=int, nargs="+", default=[51, 101])
+    parser.add_argument("--k", type=int, default=8)
+    parser.add_argument("--keep", type=Path, help="build the indexes here and keep them")
+    args = parser.parse_args()
+
+    from graphrag_ray.api import build_index
+
+    questions_by_size = json.loads((DATA / "questions.json").read_text(encoding="utf-8"))
+    with gzip.open(DATA / "peer_results.json.gz", "rt", encoding="utf-8") as f:
+        peers = json.load(f)
+    corpus = passages()
+    work = args.keep or Path(tempfile.mkdtemp(prefix="bench-retrieval-"))
+    table = []
+    for n in args.sizes:
+        questions = questions_by_size[str(n)]
+        truth = [q["ground_truth"] for q in questions]
+        text = [q["question"] for q in questions]
+        row = {"questions": n}
+        for method in PUBLISHED:  # their scorer on their files: reproduces the published figure
+            row[method] = perfect_share([(a["ground_truth"], a["evidence"]) for a in peers[f"{method}_{n}"]])
+        sub = corpus[:CORPUS_SIZE[n]]
+        row["bm25"] = perfect_share(list(zip(truth, bm25_titles(sub, text, args.k))))
+        root = work / f"2wiki-{n}"
+        if root.exists() and not args.keep:
+            shutil.rmtree(root)
+        if not (root / "output").exists():
+            project(root, sub)
+            started = time.perf_counter()
+            build_index(root=root, method="fast")
+            row["index_s"] = time.perf_counter() - started
+        for method in ("basic", "local"):
+            started = time.perf_counter()
+            got = asyncio.run(our_titles(root, text, method, args.k))
+            row[f"ours_{method}"] = perfect_share(list(zip(truth, got)))
+            row[f"ours_{method}_ms"] = 1000 * (time.perf_counter() - started) / len(text)
+        table.append(row)
+    print(f"2WikiMultiHopQA: share of questions with every supporting passage among the first {args.k} retrieved")
+    print(f"{'method':58}" + "".join(f"{r['questions']:>8}" for r in table))
+    for key, label in [*PUBLISHED.items(), ("bm25", f"BM25 top {args.k} (bm25s, lower-cased words)"),
+                       ("ours_basic", f"ours, basic search, top {args.k} (offline)"),
+                       ("ours_local", f"ours, local search, first {args.k} Sources (offline)")]:
+        print(f"{label:58}" + "".join(f"{r[key]:8.2f}" for r in table))
+    for r in table:
+        print(f"  {r['questions']} questions: fast index {r.get('index_s', 0):.1f}s; per question basic "
+              f"{r['ours_basic_ms']:.0f} ms, local {r['ours_local_ms']:.0f} ms (context built, no answer call)")
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

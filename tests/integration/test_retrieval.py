@@ -1,0 +1,120 @@
+"""Retrieval that means it: whole-word entity matching, a graph walk that reaches a one-hop passage, BM25 for basic
+search offline, and a lexical index an update leaves as a fresh build would write it."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+from graphrag_ray import api
+from graphrag_ray.nlp.lexical import LEXICAL_DIR, LEXICAL_TABLES, LexicalIndex, joined
+from graphrag_ray.query.context.entity_match import EntityMatcher
+from graphrag_ray.storage.tables import current_index, read_table
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "english" / "settings.yaml"
+
+PASSAGES = {  # a film's page names its director; only the director's page says where she was born
+    "Night Harbor": "Night Harbor: Night Harbor is a 1998 drama film directed by Maren Oskarsdottir. The film "
+                    "follows a ferry crew through one winter.",
+    "Maren Oskarsdottir": "Maren Oskarsdottir: Maren Oskarsdottir was born in Tromsø and studied painting before "
+                          "she made films.",
+    "Blue Ferry": "Blue Ferry: Blue Ferry is a 2003 comedy film about a ferry company that goes broke in winter.",
+    "Winter Crew": "Winter Crew: Winter Crew is a documentary about a ferry crew filmed in one winter.",
+    "Harbor Lights": "Harbor Lights: Harbor Lights is a novel about a drama school, born of one winter in a harbor.",
+}
+
+
+def corpus_root(tmp: Path, passages: dict[str, str], **sections) -> Path:
+    root = tmp / "films"
+    (root / "input").mkdir(parents=True)
+    settings = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8")) | sections
+    (root / "settings.yaml").write_text(yaml.safe_dump(settings), encoding="utf-8")
+    pl.DataFrame({"id": [f"p{i}" for i in range(len(passages))], "title": list(passages),
+                  "text": list(passages.values())}).write_csv(root / "input" / "films.csv")
+    return root
+
+
+def sources_of(root: Path, question: str, method: str) -> list[str]:
+    result = asyncio.run(api.search(question, method, root, context_only=True, no_llm=True))
+    return [s["text"].split(":", 1)[0] for s in result.context_data.get("sources", [])]
+
+
+def test_a_one_hop_passage_enters_local_search_and_bm25_ranks_basic_search(tmp_path, ray_session, no_key):
+    # one entity in the context: the film's. Her page is not among its text units - only an edge leads there
+    root = corpus_root(tmp_path, PASSAGES, local_search={"top_k_entities": 1})
+    api.build_index(root=root, method="fast")
+    question = "Where was the director of Night Harbor born?"
+    local = sources_of(root, question, "local")
+    assert local[:2] == ["Night Harbor", "Maren Oskarsdottir"], local  # reached only through the director's name
+    microsoft = yaml.safe_load((root / "settings.yaml").read_text(encoding="utf-8"))
+    microsoft["local_search"]["text_unit_ranking"] = "graphrag"
+    (root / "settings.yaml").write_text(yaml.safe_dump(microsoft), encoding="utf-8")
+    assert sources_of(root, question, "local") == ["Night Harbor"], "Microsoft's order: the entity's own units"
+    basic = sources_of(root, question, "basic")
+    assert basic[0] == "Night Harbor" and "Maren Oskarsdottir" not in basic[:1]  # BM25: the words it shares
+    folder = current_index(root / "output").local_path()
+    assert all((folder / LEXICAL_DIR / name / "ids.json").exists() for name in LEXICAL_TABLES)
+
+
+def test_the_lexical_index_after_add_edit_delete_equals_a_fresh_build(tmp_path, ray_session, no_key):
+    root = corpus_root(tmp_path, PASSAGES)
+    api.build_index(root=root, method="fast")
+    final = dict(PASSAGES)
+    final.pop("Winter Crew")
+    final["Blue Ferry"] = final["Blue Ferry"].replace("comedy", "musical")
+    final["Cold Dock"] = "Cold Dock: Cold Dock is a 2011 thriller directed by Maren Oskarsdottir."
+    frame = pl.DataFrame({"id": [f"p{i}" for i in range(len(PASSAGES))] + ["p9"],
+                          "title": list(PASSAGES) + ["Cold Dock"],
+                          "text": list(PASSAGES.values()) + [final["Cold Dock"]]})
+    frame = frame.filter(pl.col("title") != "Winter Crew").with_columns(
+        pl.when(pl.col("title") == "Blue Ferry").then(pl.lit(final["Blue Ferry"])).otherwise(pl.col("text"))
+        .alias("text"))
+    frame.write_csv(root / "input" / "films.csv")
+    updated = api.update_index(root=root)
+    assert updated.stats["kind"] == "update"
+    fresh = tmp_path / "fresh"
+    (fresh / "input").mkdir(parents=True)
+    shutil.copy(EXAMPLE, fresh / "settings.yaml")
+    frame.write_csv(fresh / "input" / "films.csv")
+    api.build_index(root=fresh, method="fast")
+    ours, theirs = (current_index(r / "output").local_path() / LEXICAL_DIR for r in (root, fresh))
+    for name in ("text_units", "entities"):  # the graph after an update is a fresh build's: so is its index
+        files = sorted(p.name for p in (ours / name).iterdir())
+        assert files == sorted(p.name for p in (theirs / name).iterdir()) and "ids.json" in files
+        for file in files:
+            assert (ours / name / file).read_bytes() == (theirs / name / file).read_bytes(), (name, file)
+    # reports an update kept or revised may read otherwise than fresh ones: their index is of the published ones
+    published = read_table(current_index(root / "output"), "community_reports")
+    rebuilt = tmp_path / "rebuilt"
+    LexicalIndex.build(published["id"].to_list(), joined(published, LEXICAL_TABLES["community_reports"])
+                       ).save(rebuilt)
+    for file in sorted(p.name for p in rebuilt.iterdir()):
+        assert (ours / "community_reports" / file).read_bytes() == (rebuilt / file).read_bytes(), file
+    assert "Cold Dock" in sources_of(root, "Which thriller did Maren Oskarsdottir direct?", "basic")
+    assert "Winter Crew" not in sources_of(root, "Which documentary follows a ferry crew?", "basic")
+
+
+ROWS = {f"e{i}": {"id": f"e{i}", "title": title, "text_unit_ids": units}
+        for i, (title, units) in enumerate([("LA", ["u1"]), ("ME", ["u2"]), ("ICH", ["u3"]), ("THE", ["u4"]),
+                                            ("LOS ANGELES", ["u5"]), ("AMERICAN", [f"u{k}" for k in range(12)]),
+                                            ("DIRECTOR", ["u6"]), ("李明", ["u7"]), ("咖啡店", ["u8"]),
+                                            ("MAREN OSKARSDOTTIR", ["u9"]), ("OSKARSDOTTIR", ["u9", "u10"])])}
+
+
+@pytest.mark.parametrize("question, expected", [
+    ("Was it later the same film, which one?", []),                          # no title inside a word
+    ("Who was born in Los Angeles, and was she American?", ["LOS ANGELES"]),  # in most units: generic
+    ("Where was the director of Night Harbor born?", []),                    # "director": a word, not a name
+    ("where was the director born", ["DIRECTOR"]),                           # lower case says nothing by case
+    ("Where did Maren Oskarsdottir study?", ["MAREN OSKARSDOTTIR"]),          # the longest of overlapping names
+    ("李明的咖啡店在哪里？", ["李明", "咖啡店"]),                                # Chinese, by jieba's words
+    ("李明喜欢咖啡吗？", ["李明"]),                                              # 咖啡店 is not in 咖啡
+])
+def test_entities_are_matched_by_whole_words(question, expected):
+    matcher = EntityMatcher(ROWS, unit_count=20)
+    assert sorted(ROWS[e]["title"] for e, _ in matcher.named(question)) == sorted(expected)
