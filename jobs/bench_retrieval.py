@@ -8,9 +8,14 @@ their own result files first (it must print their published figures). Then our i
 method, `type: local_embedding`, no chat endpoint - and our basic and local search (context only, no answer
 call), and BM25 (bm25s, lower-cased words, no stop words) at the same k.
 
-Data: jobs/data/2wiki (derived from those repositories; see its README).
+GraphRAG-Bench Medical (yishanyuan/GraphRAG-Benchmark, MIT: the corpus and each question's evidence statements):
+one ~1 MB document in our default text units; a statement counts as retrieved when at least 80 % of its words
+(the lexical index's: case-folded, no stop words) are in one of the k retrieved text units; a question's evidence
+recall is the share of its statements retrieved, and the figure is the mean over the questions.
 
-    python jobs/bench_retrieval.py [--sizes 51 101] [--k 8] [--keep DIR]
+Data: jobs/data/2wiki and jobs/data/graphrag_bench (derived from those repositories; see their READMEs).
+
+    python jobs/bench_retrieval.py [--sizes 51 101] [--k 8] [--medical-k 10] [--medical-questions 2062] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ import polars as pl
 import yaml
 
 DATA = Path(__file__).parent / "data" / "2wiki"
+MEDICAL = Path(__file__).parent / "data" / "graphrag_bench"
+STATEMENT_COVERED = 0.8
 CORPUS_SIZE = {51: 421, 101: 780}
 PUBLISHED = {"graph": "fast-graphrag (gpt-4o-mini, OpenAI embeddings, PPR)", "nano": "nano-graphrag local (GraphRAG)",
              "vdb": "vector DB, text-embedding-3-small", "lightrag": "LightRAG local"}
@@ -46,10 +53,14 @@ def passages() -> list[dict]:
 
 
 def project(root: Path, corpus: list[dict]) -> Path:
-    """An offline project: local embeddings, and a chat model that is never called (context only)."""
     (root / "input").mkdir(parents=True)
     pl.DataFrame({"id": [f"p{i:04d}" for i in range(len(corpus))], "title": [p["title"] for p in corpus],
                   "text": [f"{p['title']}: {p['text']}" for p in corpus]}).write_csv(root / "input" / "corpus.csv")
+    return project_settings(root)
+
+
+def project_settings(root: Path) -> Path:
+    """An offline project: local embeddings, and a chat model that is never called (context only)."""
     settings = {"models": {"default_chat": {"api_base": "http://127.0.0.1:9/v1", "model": "gpt-4o-mini"},
                            "default_embedding": {"type": "local_embedding", "model": "local"}},
                 "workers": {"executor": "local"}}
@@ -94,6 +105,65 @@ async def our_titles(root: Path, questions: list[str], method: str, k: int) -> l
     return found
 
 
+def medical(work: Path, k: int, limit: int) -> dict:
+    """Evidence recall at k text units on GraphRAG-Bench Medical: BM25 over the same units, our basic and local."""
+    import bm25s
+
+    from graphrag_ray.api import build_index, open_index
+    from graphrag_ray.nlp.lexical import tokens
+    from graphrag_ray.query.factory import make_engine
+
+    with gzip.open(MEDICAL / "medical_questions.json.gz", "rt", encoding="utf-8") as f:
+        questions = json.load(f)[:limit]
+    root = work / "medical"
+    if not (root / "output").exists():
+        (root / "input").mkdir(parents=True, exist_ok=True)
+        with gzip.open(MEDICAL / "medical_corpus.txt.gz", "rt", encoding="utf-8") as f:
+            (root / "input" / "medical.txt").write_text(f.read(), encoding="utf-8")
+        project_settings(root)
+        build_index(root=root, method="fast")
+    settings, data, models = open_index(root)
+    units = data.text_units.sort("human_readable_id")
+    unit_words = {u["human_readable_id"]: set(tokens(u["text"])) for u in units.iter_rows(named=True)}
+
+    def recall(evidence: str, got: list[int]) -> float:
+        statements = [set(tokens(s)) for s in evidence.split("; ") if tokens(s)]
+        covered = sum(1 for words in statements
+                      if any(len(words & unit_words[u]) >= STATEMENT_COVERED * len(words) for u in got))
+        return covered / len(statements) if statements else 1.0
+
+    words = re.compile(r"\w+")
+    plain = bm25s.BM25()
+    ids = units["human_readable_id"].to_list()
+    plain.index([words.findall(t.lower()) for t in units["text"].to_list()], show_progress=False)
+    vocab = set(plain.vocab_dict)
+    row = {"questions": len(questions), "units": units.height}
+    scores = []
+    for q in questions:
+        found, _ = plain.retrieve([[t for t in words.findall(q["question"].lower()) if t in vocab] or ["the"]], k=k,
+                                  show_progress=False)
+        scores.append(recall(q["evidence"], [ids[i] for i in found[0]]))
+    row["bm25"] = sum(scores) / len(scores)
+
+    async def ours(method: str, budget: int | None = None) -> float:
+        chosen = settings
+        if budget:  # room for k text units: the ranking at k, not what the default budget packs
+            chosen = settings.model_copy(deep=True)
+            chosen.local_search.max_context_tokens = chosen.basic_search.max_context_tokens = budget
+        engine = make_engine(method, data, models, chosen, root, no_llm=True)
+        total = 0.0
+        for q in questions:
+            result = await engine.context_only(q["question"])
+            total += recall(q["evidence"], [int(s["id"]) for s in result.context_data.get("sources", [])][:k])
+        return total / len(questions)
+
+    room = 2 * k * int(units["n_tokens"].max())  # local search gives text units half of its budget
+    for method in ("basic", "local"):
+        row[f"ours_{method}"] = asyncio.run(ours(method, room))
+        row[f"ours_{method}_default"] = asyncio.run(ours(method))
+    return row
+
+
 def _document_titles(root: Path) -> dict[str, str]:
     from graphrag_ray.storage.tables import current_index, read_table
 
@@ -105,6 +175,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[51, 101])
     parser.add_argument("--k", type=int, default=8)
+    parser.add_argument("--medical-k", type=int, default=10)
+    parser.add_argument("--medical-questions", type=int, default=2062)
     parser.add_argument("--keep", type=Path, help="build the indexes here and keep them")
     args = parser.parse_args()
 
@@ -148,6 +220,16 @@ def main() -> None:
     for r in table:
         print(f"  {r['questions']} questions: fast index {r.get('index_s', 0):.1f}s; per question basic "
               f"{r['ours_basic_ms']:.0f} ms, local {r['ours_local_ms']:.0f} ms (context built, no answer call)")
+    if args.medical_questions:
+        m = medical(work, args.medical_k, args.medical_questions)
+        print(f"\nGraphRAG-Bench Medical ({m['questions']} questions, {m['units']} text units): mean evidence recall at "
+              f"{args.medical_k} text units (a statement: {STATEMENT_COVERED:.0%} of its words in one unit)")
+        for key, label in (("bm25", f"BM25 top {args.medical_k}"),
+                           ("ours_basic", f"ours, basic search, top {args.medical_k} (offline)"),
+                           ("ours_local", f"ours, local search, first {args.medical_k} Sources (offline)"),
+                           ("ours_basic_default", "ours, basic search, as its default budget packs (offline)"),
+                           ("ours_local_default", "ours, local search, as its default budget packs (offline)")):
+            print(f"{label:58}{m[key]:8.3f}")
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     sys.stdout.flush()

@@ -65,7 +65,7 @@ class EntityMatcher:
         said = [w.casefold() for w in written]
         # a question written in mixed case capitalises what it names: there "place" and "director" are words, not
         # the corpus's PLACE and DIRECTOR (one typed all in lower or upper case says nothing by its case)
-        cased = any(w[:1].isupper() for w in written[1:]) and any(w[:1].islower() for w in written)
+        cased = any(c.isupper() for c in query) and any(c.islower() for c in query)
         for i, word in enumerate(said):
             for phrase, entity_id in self.by_first.get(word, ()):
                 if tuple(said[i:i + len(phrase)]) != phrase or _CJK_RUN.search(phrase[0]):

@@ -54,6 +54,10 @@ class GraphWalk:
 
     def rank(self, entity_seeds: dict[str, float], unit_seeds: dict[str, float]) -> list[str]:
         """Text unit ids by their PageRank from the seeds, best first (ties: table order); none without seeds."""
+        return [unit for unit, _ in self.scores(entity_seeds, unit_seeds)]
+
+    def scores(self, entity_seeds: dict[str, float], unit_seeds: dict[str, float]) -> list[tuple[str, float]]:
+        """(text unit id, PageRank) from the seeds, best first (ties: table order); none without seeds."""
         offset = len(self.entity_ids)
         seeds: dict[int, float] = {}
         entities, units = self._positions
@@ -69,7 +73,7 @@ class GraphWalk:
                                            weights="weight")
         ranked = sorted(((scores[j], node) for j, node in enumerate(nodes) if node >= offset and scores[j] > 0),
                         key=lambda p: (-p[0], p[1]))  # ties: table order
-        return [self.unit_ids[node - offset] for _, node in ranked]
+        return [(self.unit_ids[node - offset], score) for score, node in ranked]
 
     @cached_property
     def _positions(self) -> tuple[dict[str, int], dict[str, int]]:

@@ -74,13 +74,16 @@ def ranked_units(data: IndexData, query: str, selected: list[dict], cfg: LocalSe
         # those pulled in passages sharing the question's common words (2Wiki-101: 0.92 alone, 0.41 with them)
         named = dict(data.entity_matcher.named(query))
         entity_seeds = {e["id"]: named[e["id"]] for e in selected if e["id"] in named}
+        first: list[str] = []
         unit_seeds: dict[str, float] = {}
-        if not entity_seeds:
+        if not entity_seeds:  # a question about things, not names (GraphRAG-Bench Medical): its words decide,
+            # the walk from them adds what they do not say (BM25 first: 0.77 evidence recall, the walk alone 0.57)
             entity_seeds = {e["id"]: data.entity_matcher.rarity(e["id"]) for e in selected}
             hits = data.lexical("text_units").search(query, UNIT_SEEDS)
             unit_seeds = {unit_id: score / hits[0][1] for unit_id, score in hits}
-        return [data.text_unit_rows[u] for u in data.graph_walk.rank(entity_seeds, unit_seeds)
-                if u in data.text_unit_rows]
+            first = list(unit_seeds)
+        walked = [u for u in data.graph_walk.rank(entity_seeds, unit_seeds) if u not in unit_seeds]
+        return [data.text_unit_rows[u] for u in first + walked if u in data.text_unit_rows]
     units: list[tuple[int, int, dict]] = []
     seen_units: set[str] = set()
     for order, entity in enumerate(selected):
