@@ -59,10 +59,13 @@ def project(root: Path, corpus: list[dict]) -> Path:
     return project_settings(root)
 
 
-def project_settings(root: Path) -> Path:
-    """An offline project: local embeddings, and a chat model that is never called (context only)."""
-    settings = {"models": {"default_chat": {"api_base": "http://127.0.0.1:9/v1", "model": "gpt-4o-mini"},
-                           "default_embedding": {"type": "local_embedding", "model": "local"}},
+def project_settings(root: Path, chat_base: str = "http://127.0.0.1:9/v1") -> Path:
+    """An offline project: local embeddings, and a chat model that is never called (context only) - or, for the
+    standard method, the simulator at `chat_base`."""
+    chat = {"api_base": chat_base, "model": "gpt-4o-mini"}
+    if not chat_base.endswith(":9/v1"):
+        chat |= {"api_key": "sk-bench", "request_timeout": 60, "stream_requests": "never"}
+    settings = {"models": {"default_chat": chat, "default_embedding": {"type": "local_embedding", "model": "local"}},
                 "workers": {"executor": "local"}}
     (root / "settings.yaml").write_text(yaml.safe_dump(settings), encoding="utf-8")
     return root
@@ -175,6 +178,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[51, 101])
     parser.add_argument("--k", type=int, default=8)
+    parser.add_argument("--standard", action="store_true", help="also the standard method, against the simulator")
     parser.add_argument("--medical-k", type=int, default=10)
     parser.add_argument("--medical-questions", type=int, default=2062)
     parser.add_argument("--keep", type=Path, help="build the indexes here and keep them")
@@ -210,12 +214,25 @@ def main() -> None:
             got = asyncio.run(our_titles(root, text, method, args.k))
             row[f"ours_{method}"] = perfect_share(list(zip(truth, got)))
             row[f"ours_{method}_ms"] = 1000 * (time.perf_counter() - started) / len(text)
+        if args.standard:  # the LLM graph, its extraction by the simulator (no real model is reachable here)
+            from graphrag_ray.simulate.process import SimulatorProcess
+
+            standard = work / f"2wiki-{n}-standard"
+            with SimulatorProcess() as sim:
+                if not (standard / "output").exists():
+                    project(standard, sub)
+                    project_settings(standard, sim.base_url)
+                    build_index(root=standard, method="standard")
+                got = asyncio.run(our_titles(standard, text, "local", args.k))
+            row["standard_local"] = perfect_share(list(zip(truth, got)))
         table.append(row)
     print(f"2WikiMultiHopQA: share of questions with every supporting passage among the first {args.k} retrieved")
     print(f"{'method':58}" + "".join(f"{r['questions']:>8}" for r in table))
     for key, label in [*PUBLISHED.items(), ("bm25", f"BM25 top {args.k} (bm25s, lower-cased words)"),
                        ("ours_basic", f"ours, basic search, top {args.k} (offline)"),
-                       ("ours_local", f"ours, local search, first {args.k} Sources (offline)")]:
+                       ("ours_local", f"ours, local search, first {args.k} Sources (offline)"),
+                       *([("standard_local", "ours, standard method (simulator), local, first 8")]
+                         if args.standard else [])]:
         print(f"{label:58}" + "".join(f"{r[key]:8.2f}" for r in table))
     for r in table:
         print(f"  {r['questions']} questions: fast index {r.get('index_s', 0):.1f}s; per question basic "
