@@ -29,15 +29,16 @@ class EntityMatcher:
     def __init__(self, entity_rows: dict[str, dict], unit_count: int):
         self.units = max(1, unit_count)
         self.rows = entity_rows
-        self.by_first: dict[str, list[tuple[tuple[str, ...], str]]] = {}
+        self.by_phrase: dict[tuple[str, ...], list[str]] = {}
         self.chinese: dict[str, list[str]] = {}
         for entity_id, row in entity_rows.items():
             title = row["title"] or ""
             if _CJK_RUN.search(title):
                 self.chinese.setdefault(title.casefold(), []).append(entity_id)
             phrase = tuple(words(title))
-            if phrase:
-                self.by_first.setdefault(phrase[0], []).append((phrase, entity_id))
+            if phrase and not _CJK_RUN.search(phrase[0]):
+                self.by_phrase.setdefault(phrase, []).append(entity_id)
+        self.lengths = sorted({len(p) for p in self.by_phrase})  # a lookup per word and phrase length
 
     @cached_property
     def _segmenter(self):
@@ -66,13 +67,15 @@ class EntityMatcher:
         # a question written in mixed case capitalises what it names: there "place" and "director" are words, not
         # the corpus's PLACE and DIRECTOR (one typed all in lower or upper case says nothing by its case)
         cased = any(c.isupper() for c in query) and any(c.islower() for c in query)
-        for i, word in enumerate(said):
-            for phrase, entity_id in self.by_first.get(word, ()):
-                if tuple(said[i:i + len(phrase)]) != phrase or _CJK_RUN.search(phrase[0]):
+        for i in range(len(said)):
+            for length in self.lengths:
+                if i + length > len(said):
+                    break
+                found = self.by_phrase.get(tuple(said[i:i + length]))
+                if not found or (cased and not any(w[:1].isupper() or w[:1].isdigit()
+                                                   for w in written[i:i + length])):
                     continue
-                if cased and not any(w[:1].isupper() or w[:1].isdigit() for w in written[i:i + len(phrase)]):
-                    continue
-                spans.append((i, i + len(phrase), entity_id))
+                spans += [(i, i + length, entity_id) for entity_id in found]
         longest = _maximal(spans)
         if self.chinese and _CJK_RUN.search(query):
             for token in self._segmenter.lcut(query.casefold()):

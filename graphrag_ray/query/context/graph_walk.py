@@ -12,7 +12,7 @@ from functools import cached_property
 
 DAMPING = 0.5  # HippoRAG's: half the walk restarts at the question, so mass stays within a few hops of it
 HOPS = 3            # the walk runs on the seeds' neighbourhood: entity -> its passage -> a name in it -> that
-MAX_NODES = 20_000  # name's passage; mass further out is negligible at this damping, and a query must not pay
+MAX_NODES = 5_000   # name's passage; mass further out is negligible at this damping, and a query must not pay
 HUB_DEGREE = 500    # for the whole graph (PRPACK on 100k entities: 0.6 s). A hub is reached, not walked through
 MEMBERSHIP = 5.0  # weight of an entity - text unit edge, against a relationship's (scaled to a mean of 1):
 # the walk is after passages, and in the fast method's graph a relationship only repeats that two share one
