@@ -3,7 +3,7 @@
 bm25s (sparse-matrix BM25, numpy only): it scores a query by summing the posting columns of its few terms instead
 of visiting every document as rank_bm25 does, saves to plain .npy/.json files that load memory-mapped (a query
 never imports LanceDB for it), and is maintained. Words are case-folded; English stop words are left out;
-Chinese is cut with jieba's search mode (every word and its shorter words), as the fast method reads it.
+Chinese is read as overlapping character pairs.
 """
 
 from __future__ import annotations
@@ -30,24 +30,17 @@ def english_stop_words() -> frozenset[str]:
     return frozenset(STOPWORDS_EN)
 
 
-@lru_cache(maxsize=1)
-def _jieba():
-    import logging
-
-    import jieba
-
-    jieba.setLogLevel(logging.WARNING)
-    return jieba
-
-
 def tokens(text: str) -> list[str]:
-    """The words BM25 counts: case-folded, no English stop words; Chinese runs cut by jieba (search mode)."""
+    """The words BM25 counts: case-folded, no English stop words; Chinese as overlapping character pairs (Lucene's
+    CJK analyzer): no dictionary to load - jieba's takes 1.5 s, a third of a query command - and no name split
+    the way a dictionary would not know it."""
     out: list[str] = []
     lowered = text.casefold()
     position = 0
     for run in _CJK_RUN.finditer(lowered):
         out += _latin(lowered[position:run.start()])
-        out += [w for w in _jieba().lcut_for_search(run.group()) if len(w) > 1 or run.group() == w]
+        chars = run.group()
+        out += [chars[i:i + 2] for i in range(len(chars) - 1)] if len(chars) > 1 else [chars]
         position = run.end()
     out += _latin(lowered[position:])
     return out

@@ -112,7 +112,7 @@ ROWS = {f"e{i}": {"id": f"e{i}", "title": title, "text_unit_ids": units}
     ("Where was the director of Night Harbor born?", []),                    # "director": a word, not a name
     ("where was the director born", ["DIRECTOR"]),                           # lower case says nothing by case
     ("Where did Maren Oskarsdottir study?", ["MAREN OSKARSDOTTIR"]),          # the longest of overlapping names
-    ("李明的咖啡店在哪里？", ["李明", "咖啡店"]),                                # Chinese, by jieba's words
+    ("李明的咖啡店在哪里？", ["李明", "咖啡店"]),                                # Chinese: titles standing in it
     ("李明喜欢咖啡吗？", ["李明"]),                                              # 咖啡店 is not in 咖啡
 ])
 def test_entities_are_matched_by_whole_words(question, expected):

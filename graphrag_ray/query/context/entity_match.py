@@ -1,7 +1,8 @@
 """Entities a question names: whole words or phrases only, rarer first; generic ones never take a slot.
 
 A title matches when its words are a run of the question's words (case-folded; "LA" is not in "later"), or, for a
-Chinese title, when it is one of the question's words as jieba cuts it with the index's titles in its dictionary.
+Chinese title (no spaces to tell words apart), when it stands in the question and no longer title of the index
+covers it there (咖啡店 matched, not 咖啡 inside it).
 An entity whose words are all stop words, or that is in most text units (a corpus's AMERICAN, THE), is generic:
 it names nothing in particular. Of overlapping matches the longest wins.
 """
@@ -12,7 +13,7 @@ import math
 import re
 from functools import cached_property
 
-from graphrag_ray.nlp.lexical import _CJK_RUN, _jieba, english_stop_words
+from graphrag_ray.nlp.lexical import _CJK_RUN, english_stop_words
 
 _WORD = re.compile(r"[^\W_]+")
 GENERIC_SHARE = 0.5   # in more than this share of the text units: generic (with at least MIN_UNITS of them)
@@ -41,11 +42,18 @@ class EntityMatcher:
         self.lengths = sorted({len(p) for p in self.by_phrase})  # a lookup per word and phrase length
 
     @cached_property
-    def _segmenter(self):
-        jieba = _jieba()
-        for title in self.chinese:  # the index's own names stay whole when the question is cut
-            jieba.add_word(title, freq=max(jieba.get_FREQ(title) or 0, 50000))
-        return jieba
+    def _chinese_lengths(self) -> list[int]:
+        return sorted({len(t) for t in self.chinese})
+
+    def _chinese_spans(self, query: str) -> list[tuple[int, int, str]]:
+        """(start, end, entity id) of every Chinese title standing in the query (a lookup per position and length)."""
+        spans = []
+        for i in range(len(query)):
+            for length in self._chinese_lengths:
+                if i + length > len(query):
+                    break
+                spans += [(i, i + length, e) for e in self.chinese.get(query[i:i + length], ())]
+        return spans
 
     def generic(self, entity_id: str) -> bool:
         row = self.rows[entity_id]
@@ -78,8 +86,7 @@ class EntityMatcher:
                 spans += [(i, i + length, entity_id) for entity_id in found]
         longest = _maximal(spans)
         if self.chinese and _CJK_RUN.search(query):
-            for token in self._segmenter.lcut(query.casefold()):
-                longest += self.chinese.get(token, [])
+            longest += _maximal(self._chinese_spans(query.casefold()))
         found = [e for e in dict.fromkeys(longest) if not self.generic(e)]
         return sorted(((e, self.rarity(e)) for e in found), key=lambda p: (-p[1], -len(self.rows[p[0]]["title"])))
 
