@@ -112,7 +112,7 @@ def main() -> None:
              data.communities_of_entity, data.report_by_community, data.community_rows)
         load_s = time.perf_counter() - started
         started = time.perf_counter()  # built once per loaded index, on the first local query
-        _ = (data.entity_matcher, data.graph_walk.graph, data.lexical("entities"), data.lexical("text_units"))
+        _ = (data.entity_matcher, data.graph_walk._edges, data.lexical("entities"), data.lexical("text_units"))
         walk_s = time.perf_counter() - started
         models = Models.create(settings, folder)
         local = LocalSearch(data, models, settings, root=folder)
