@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-_CJK_RUN = re.compile(r"[\u3400-\u9fff]+")
+CJK_RUN = re.compile(r"[\u3400-\u9fff]+")
 _WORD = re.compile(r"[^\W_]+")
 LEXICAL_DIR = "lexical"
 # what each table's documents are: the columns joined, in this order
@@ -37,7 +37,7 @@ def tokens(text: str) -> list[str]:
     out: list[str] = []
     lowered = text.casefold()
     position = 0
-    for run in _CJK_RUN.finditer(lowered):
+    for run in CJK_RUN.finditer(lowered):
         out += _latin(lowered[position:run.start()])
         chars = run.group()
         out += [chars[i:i + 2] for i in range(len(chars) - 1)] if len(chars) > 1 else [chars]

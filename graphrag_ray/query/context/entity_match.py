@@ -13,7 +13,7 @@ import math
 import re
 from functools import cached_property
 
-from graphrag_ray.nlp.lexical import _CJK_RUN, english_stop_words
+from graphrag_ray.nlp.lexical import CJK_RUN, english_stop_words
 
 _WORD = re.compile(r"[^\W_]+")
 GENERIC_SHARE = 0.5   # in more than this share of the text units: generic (with at least MIN_UNITS of them)
@@ -34,12 +34,13 @@ class EntityMatcher:
         self.chinese: dict[str, list[str]] = {}
         for entity_id, row in entity_rows.items():
             title = row["title"] or ""
-            if _CJK_RUN.search(title):
+            if CJK_RUN.search(title):
                 self.chinese.setdefault(title.casefold(), []).append(entity_id)
             phrase = tuple(words(title))
-            if phrase and not _CJK_RUN.search(phrase[0]):
+            if phrase and not CJK_RUN.search(phrase[0]):
                 self.by_phrase.setdefault(phrase, []).append(entity_id)
         self.lengths = sorted({len(p) for p in self.by_phrase})  # a lookup per word and phrase length
+        self._asked: dict[str, tuple[tuple[str, float], ...]] = {}  # the last questions' answers
 
     @cached_property
     def _chinese_lengths(self) -> list[int]:
@@ -68,7 +69,15 @@ class EntityMatcher:
         return math.log(1 + self.units / max(1, len(self.rows[entity_id]["text_unit_ids"] or [])))
 
     def named(self, query: str) -> list[tuple[str, float]]:
-        """(entity id, rarity) of the entities the query names, rarest first; generic ones left out."""
+        """(entity id, rarity) of the entities the query names, rarest first; generic ones left out. (Asked twice
+        per local query - for the slots and for the walk's seeds - it is worked out once.)"""
+        if query not in self._asked:
+            if len(self._asked) >= 64:
+                self._asked.clear()
+            self._asked[query] = self._named(query)
+        return list(self._asked[query])
+
+    def _named(self, query: str) -> tuple[tuple[str, float], ...]:
         spans: list[tuple[int, int, str]] = []  # (start, end) in the query's words
         written = _WORD.findall(query)
         said = [w.casefold() for w in written]
@@ -85,10 +94,11 @@ class EntityMatcher:
                     continue
                 spans += [(i, i + length, entity_id) for entity_id in found]
         longest = _maximal(spans)
-        if self.chinese and _CJK_RUN.search(query):
+        if self.chinese and CJK_RUN.search(query):
             longest += _maximal(self._chinese_spans(query.casefold()))
         found = [e for e in dict.fromkeys(longest) if not self.generic(e)]
-        return sorted(((e, self.rarity(e)) for e in found), key=lambda p: (-p[1], -len(self.rows[p[0]]["title"])))
+        return tuple(sorted(((e, self.rarity(e)) for e in found),
+                            key=lambda p: (-p[1], -len(self.rows[p[0]]["title"]))))
 
 
 def _maximal(spans: list[tuple[int, int, str]]) -> list[str]:

@@ -28,7 +28,7 @@ class GraphWalk:
     def __init__(self, entities, relationships, text_units):
         self.entity_ids = entities["id"].to_list()
         self.unit_ids = text_units["id"].to_list()
-        self._entities, self._relationships, self._units = entities, relationships, text_units
+        self._entities, self._relationships = entities, relationships
 
     @cached_property
     def _edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

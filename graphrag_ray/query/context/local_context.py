@@ -66,18 +66,18 @@ async def map_query_to_entities(query: str, data: IndexData, embed: Callable | N
 def ranked_units(data: IndexData, query: str, selected: list[dict], cfg: LocalSearchConfig,
                  chosen_relationships: set[str]) -> list[dict]:
     """The Sources in order. ppr: personalised PageRank from the entities the question names (by rarity);
-    graphrag: Microsoft GraphRAG's order (the selected entities'
-    own text units, by entity, then by how many chosen relationships they hold)."""
+    graphrag: Microsoft GraphRAG's order (the selected entities' own text units, by entity, then by how many chosen
+    relationships they hold)."""
     if cfg.text_unit_ranking == "ppr" and query and data.text_units.height:
         # the walk restarts where the question points: at the entities it names. Only a question naming none
         # restarts at the entities matched otherwise and at its BM25 text units - as extra seeds beside names,
-        # those pulled in passages sharing the question's common words (2Wiki-101: 0.92 alone, 0.41 with them)
+        # those pulled in passages sharing the question's common words (jobs/bench_retrieval.py, 2Wiki)
         named = dict(data.entity_matcher.named(query))
         entity_seeds = {e["id"]: named[e["id"]] for e in selected if e["id"] in named}
         first: list[str] = []
         unit_seeds: dict[str, float] = {}
-        if not entity_seeds:  # a question about things, not names (GraphRAG-Bench Medical): its words decide,
-            # the walk from them adds what they do not say (BM25 first: 0.77 evidence recall, the walk alone 0.57)
+        if not entity_seeds:  # a question about things, not names: its words decide, and the walk from them adds
+            # what they do not say (jobs/bench_retrieval.py, GraphRAG-Bench Medical: the walk alone recalled less)
             entity_seeds = {e["id"]: data.entity_matcher.rarity(e["id"]) for e in selected}
             hits = data.lexical("text_units").search(query, UNIT_SEEDS)
             unit_seeds = {unit_id: score / hits[0][1] for unit_id, score in hits}
