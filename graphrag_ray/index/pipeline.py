@@ -14,7 +14,6 @@ import polars as pl
 
 from graphrag_ray.config.load import load_settings
 from graphrag_ray.config.settings import Settings
-from graphrag_ray.nlp.lexical import LEXICAL_TABLES, write_lexical
 from graphrag_ray.errors import ConfigError, GraphRagRayError, IndexMissingError, UsageError
 from graphrag_ray.exec.carried import publish_carried
 from graphrag_ray.exec.executor import Executor
@@ -29,6 +28,7 @@ from graphrag_ray.index.lock import RunLock
 from graphrag_ray.llm.concurrency import limiter_snapshot, provider_limits, warm_start
 from graphrag_ray.llm.ledger import UsageLedger, run_ledger
 from graphrag_ray.llm.preflight import check_endpoints
+from graphrag_ray.nlp.lexical import LEXICAL_TABLES, write_lexical
 from graphrag_ray.storage.location import FoundFile, Store, disk_full, resolve
 from graphrag_ray.storage.schemas import REQUIRED_TABLES
 from graphrag_ray.storage.tables import current_index, publish, read_table, write_table
