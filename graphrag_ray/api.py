@@ -9,7 +9,7 @@ from graphrag_ray.config.load import SETTINGS_FILE, load_settings
 from graphrag_ray.config.prompts import default_prompts
 from graphrag_ray.config.render import render_settings
 from graphrag_ray.config.settings import Settings
-from graphrag_ray.errors import ConfigError
+from graphrag_ray.errors import ConfigError, UsageError
 from graphrag_ray.llm.client import closing_clients, run as run_async
 from graphrag_ray.llm.models import Models
 from graphrag_ray.storage.location import as_location, resolve
@@ -217,27 +217,51 @@ def check_question(query: str | None, method: str, community_level: int | None =
     return check_method(query, method, community_level)
 
 
-async def _engine(query: str, method: str, root, config_file, data, community_level, dynamic_community_selection,
-                  response_type, settings, no_llm):
-    """Open the index, check the query, route `auto`, build the engine: (engine, details to add)."""
+async def _multi_engine(query: str, method: str, roots: list, community_level, dynamic_community_selection,
+                        response_type, no_llm):
+    """Several indexes asked at once (query/multi.py): each opened with its own settings, all sharing the first
+    one's rate limiter; the first one's models make the answer."""
     from graphrag_ray.query.factory import effective_level, make_engine
     from graphrag_ray.query.methods import check_method
-    from graphrag_ray.query.router import route
+    from graphrag_ray.query.multi import EnginePart, MultiIndexSearch, index_name
 
+    parts, limiter = [], None
+    for root in roots:
+        settings = load_settings(root)
+        method = check_method(query, method, community_level, settings.query.max_question_chars)
+        settings, index, models = open_index(root, settings=settings, vectors=method != "global")
+        if limiter is None:
+            limiter = models.limiter
+        models = Models.create(settings, root, limiter=limiter, check_first=True)
+        level = effective_level(settings.query.community_level if community_level is None else community_level, index,
+                                asked=community_level is not None)
+        engines = [make_engine(m, index, models, settings, Path(root), response_type, level,
+                               dynamic_community_selection, no_llm) for m in ("global", "local")]
+        parts.append(EnginePart(index_name(root, settings), *engines))
+    answerer = parts[0].global_engine if method == "global" else parts[0].local_engine
+    return MultiIndexSearch(method, parts, answerer), {}
+
+
+async def _engine(query: str, method: str, root, config_file, data, community_level, dynamic_community_selection,
+                  response_type, settings, no_llm):
+    """Open the index, check the query, route `auto`, build the engine: (engine, details to add). `root` a list
+    of several roots: one question asked of each (global or local search)."""
+    from graphrag_ray.query.factory import engine_for
+    from graphrag_ray.query.methods import check_method
+
+    if isinstance(root, (list, tuple)):
+        if len(root) > 1:
+            if data is not None or config_file is not None:
+                raise UsageError("--data and --config name one index: with several --root, each root's own "
+                                 "settings.yaml and published index are used")
+            return await _multi_engine(query, method, list(root), community_level, dynamic_community_selection,
+                                       response_type, no_llm)
+        root = root[0]
     settings = settings or load_settings(root, config_file)
     method = check_method(query, method, community_level, settings.query.max_question_chars)
     settings, index, models = open_index(root, config_file, data, settings, vectors=method != "global")
-    level = effective_level(settings.query.community_level if community_level is None else community_level, index,
-                            asked=community_level is not None)
-    no_llm = no_llm or not models.has_chat(settings.global_search.chat_model_id)
-    details = {}
-    chosen = method
-    if method == "auto":
-        chosen, why = await route(query, index, models, settings, Path(root), use_llm=not no_llm)
-        details = {"route": chosen, "route_reason": why}
-    engine = make_engine(chosen, index, models, settings, Path(root), response_type, level,
-                         dynamic_community_selection, no_llm)
-    return engine, details
+    return await engine_for(query, method, index, models, settings, Path(root), community_level,
+                            dynamic_community_selection, response_type, no_llm)
 
 
 async def search(query: str, method: str = "local", root: str | Path = ".", config_file: str | Path | None = None,

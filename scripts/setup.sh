@@ -8,7 +8,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[dev,eval]"
+.venv/bin/python -m pip install -q -e ".[dev,eval,serve]"
 # Byte-compile what was installed: pip skips it when PYTHONDONTWRITEBYTECODE is set (as on some build
 # machines), and then every driver and every Ray worker process recompiles ray, polars, openai... from source
 # at start-up - seconds of CPU per process.

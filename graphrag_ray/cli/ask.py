@@ -73,7 +73,10 @@ def query(question: Optional[str] = typer.Argument(None, help="the question (or 
                                                     "('-': standard input), for long questions"),
           method: str = typer.Option("local", "--method", "-m",
                                      help="local | global | drift | basic | hybrid | auto (or contextual)"),
-          root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
+          roots: list[Path] = typer.Option([Path(".")], "--root", "-r",
+                                           help="project root; give it twice or more to ask several indexes at "
+                                           "once (global or local search; ids cited as <index>:<id>)"),
+          config: Optional[Path] = ConfigOpt,
           data: Optional[str] = DataOpt,
           community_level: Optional[int] = typer.Option(None, "--community-level",
                                                         help="Leiden level of the reports (default 2)"),
@@ -94,6 +97,7 @@ def query(question: Optional[str] = typer.Argument(None, help="the question (or 
     from graphrag_ray import api
 
     method = api.check_question(text, method, community_level)  # before the index loads
+    root = roots if len(roots) > 1 else roots[0]
     if streaming and not context_only:
         finished = []
 

@@ -311,6 +311,19 @@ class ReportingConfig(Section):
     ledger_file: str = doc("ledger.json", "usage ledger written next to the output at the end of each command")
 
 
+class ServeConfig(Section):
+    name: str | None = doc(None, "the index's name in model names (`<name>/local`); null: the root folder's name")
+    api_key: SecretStr | None = doc(None, "clients must send `Authorization: Bearer <key>`; null: the "
+                                    "GRAPHRAG_SERVE_API_KEY environment variable, and with neither the server is "
+                                    "open to anyone who reaches it (said at start)")
+    replicas: int = doc(1, "replicas of this index's deployment (each loads the tables once)", gt=0)
+    max_ongoing_requests: int = doc(32, "questions one replica answers at once (they wait on the model)", gt=0)
+    max_queued_requests: int = doc(64, "questions waiting for a replica; beyond them a request gets 429 with "
+                                   "Retry-After", gt=0)
+    retry_after_s: int = doc(2, "the Retry-After a refused request is given, in seconds", gt=0)
+    reload_check_s: float = doc(2.0, "how often a replica looks for a newly published version (CURRENT)", gt=0)
+
+
 class Settings(Section):
     models: dict[str, ModelConfig] = Field(default_factory=_default_models,
                                            description="model entries, referred to by id from each stage")
@@ -333,6 +346,7 @@ class Settings(Section):
     output: OutputConfig = doc(OutputConfig(), "where tables go")
     cache: CacheConfig = doc(CacheConfig(), "LLM response cache")
     reporting: ReportingConfig = doc(ReportingConfig(), "usage reporting")
+    serve: ServeConfig = doc(ServeConfig(), "`graphrag-ray serve`: the OpenAI- and Ollama-compatible endpoint")
 
     def model(self, model_id: str) -> ModelConfig:
         from graphrag_ray.errors import ConfigError

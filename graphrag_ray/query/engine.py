@@ -36,6 +36,9 @@ class QueryEngine(ABC):
 
     chat_model_key = "local_search"  # the settings section whose chat_model_id this method answers with
     lookups: tuple[str, ...] = ()  # IndexData lookups (cached properties) its queries use
+    # the index's name when one question asks several (query/multi.py): its ids are cited as "<label>:<id>",
+    # since every index numbers its reports and entities from 0
+    label = ""
 
     def __init__(self, data: IndexData, models: Models, settings: Settings | None = None, root: Path | None = None,
                  response_type: str | None = None, community_level: int | None = None, no_llm: bool = False):
@@ -58,6 +61,9 @@ class QueryEngine(ABC):
             self.models.embedding(section.embedding_model_id)
         for name in self.lookups:  # the index's row lookups this method reads, built with it as well
             getattr(self.data, name)
+
+    def cite(self, human_readable_id) -> str | int:
+        return f"{self.label}:{human_readable_id}" if self.label else human_readable_id
 
     def prompt(self, relative_path: str) -> str:
         return load_prompt(self.root, relative_path)

@@ -38,3 +38,23 @@ def make_engine(method: str, data: IndexData, models: Models, settings: Settings
     if method in ("global", "hybrid"):
         kwargs["dynamic_community_selection"] = dynamic_community_selection
     return ENGINES[method](data, models, settings, **kwargs)
+
+
+async def engine_for(query: str, method: str, index: IndexData, models: Models, settings: Settings, root: Path | None,
+                     community_level: int | None = None, dynamic_community_selection: bool = False,
+                     response_type: str | None = None, no_llm: bool = False):
+    """The engine answering `query` with a checked `method` over a loaded index, `auto` routed first:
+    (engine, details to add to its result)."""
+    from graphrag_ray.query.router import route
+
+    level = effective_level(settings.query.community_level if community_level is None else community_level, index,
+                            asked=community_level is not None)
+    no_llm = no_llm or not models.has_chat(settings.global_search.chat_model_id)
+    details = {}
+    chosen = method
+    if method == "auto":
+        chosen, why = await route(query, index, models, settings, root, use_llm=not no_llm)
+        details = {"route": chosen, "route_reason": why}
+    engine = make_engine(chosen, index, models, settings, root, response_type, level, dynamic_community_selection,
+                         no_llm)
+    return engine, details

@@ -13,6 +13,7 @@ import hashlib
 import logging
 import os
 import pickle
+from dataclasses import dataclass, field
 
 import polars as pl
 
@@ -102,6 +103,17 @@ class MapWorker:
             except UnusableAnswerError:  # asked twice: its reports count as not relevant, and are counted
                 scores = None
         return scores or {}, scores is None, ledger.to_dict()
+
+
+@dataclass
+class MapPoints:
+    """What the map half of global search found in one index: the reports it read (records), each batch's
+    points, why unusable map answers were unusable, and counts for the result's details."""
+
+    reports: list[dict]
+    points: list[list[dict]]
+    unusable: list[str]
+    details: dict = field(default_factory=dict)
 
 
 class GlobalSearch(QueryEngine):
@@ -226,13 +238,13 @@ class GlobalSearch(QueryEngine):
         out, i = [], 0
         while i < len(rows):
             text, kept = pack_table("Reports", REPORT_COLUMNS,
-                                    [[r["human_readable_id"], r["title"], weight.get(r["community"], 0.0),
+                                    [[self.cite(r["human_readable_id"]), r["title"], weight.get(r["community"], 0.0),
                                       r["full_content"], r["rank"]] for r in rows[i:]], count, self.cfg.data_max_tokens)
             kept = max(kept, 1)  # a report larger than the budget still gets its own batch
             if not text:
-                text, _ = pack_table("Reports", REPORT_COLUMNS, [[rows[i]["human_readable_id"], rows[i]["title"], 0.0,
-                                                                 rows[i]["full_content"], rows[i]["rank"]]],
-                                     count, 10**9)
+                first = rows[i]
+                text, _ = pack_table("Reports", REPORT_COLUMNS, [[self.cite(first["human_readable_id"]), first["title"],
+                                                                 0.0, first["full_content"], first["rank"]]], count, 10**9)
             out.append((text, rows[i:i + kept]))
             i += kept
         return out
@@ -279,7 +291,8 @@ class GlobalSearch(QueryEngine):
             reports, selection = await self.select_reports(query)
         batches = self.batches(reports)
         text = "\n\n".join(f"=== map batch {i + 1} of {len(batches)} ===\n{t}" for i, (t, _) in enumerate(batches))
-        records = {"reports": [{"id": r["human_readable_id"], "title": r["title"]} for _, rows in batches for r in rows]}
+        records = {"reports": [{"id": self.cite(r["human_readable_id"]), "title": r["title"]} for _, rows in batches
+                               for r in rows]}
         return acc.fill(SearchResult("", records, text, method=self.method,
                                      details={"map_calls": len(batches), "reports_used": reports.height,
                                               **selection}))
@@ -300,21 +313,30 @@ class GlobalSearch(QueryEngine):
             kept.append(p)
         return text, kept
 
-    async def prepare(self, query: str, history: ConversationHistory | None) -> Prepared:
+    async def points(self, query: str) -> MapPoints:
+        """The map half: the reports chosen, every batch's points, and why unusable answers were unusable."""
         reports, selection = await self.select_reports(query)
         batches = self.batches(reports)
         points, unusable = await self.run_maps(query, batches) if batches else ([], [])
-        if batches and len(unusable) == len(batches):
-            raise UnusableAnswerError(f"global search: none of the {len(batches)} map answers was usable, so there "
+        records = [{"id": self.cite(r["human_readable_id"]), "title": r["title"]} for _, rows in batches for r in rows]
+        return MapPoints(records, points, unusable, {"reports_used": reports.height, **selection})
+
+    def answer_from(self, query: str, parts: list[MapPoints]) -> Prepared:
+        """The reduce half, over the map points of one index or of several (query/multi.py): one reduce call."""
+        points = [batch for part in parts for batch in part.points]
+        unusable = [why for part in parts for why in part.unusable]
+        if points and len(unusable) == len(points):
+            raise UnusableAnswerError(f"global search: none of the {len(points)} map answers was usable, so there "
                                       f"is nothing to answer from (e.g. {unusable[0]})")
         if unusable:
-            log.info("global search: %d of %d map answers unusable (e.g. %s)", len(unusable), len(batches),
-                        unusable[0])
+            log.info("global search: %d of %d map answers unusable (e.g. %s)", len(unusable), len(points),
+                     unusable[0])
         report_data, kept = self.reduce_context(points)
-        records = {"reports": [{"id": r["human_readable_id"], "title": r["title"]} for _, rows in batches
-                               for r in rows], "points": kept}
-        details = {"map_calls": len(batches), "map_unparsed": len(unusable), "reports_used": reports.height,
-                   **selection}
+        records = {"reports": [r for part in parts for r in part.reports], "points": kept}
+        details = {"map_calls": len(points), "map_unparsed": len(unusable)}
+        for part in parts:
+            for key, value in part.details.items():
+                details[key] = details.get(key, 0) + value if isinstance(value, (int, float)) else value
         result = SearchResult("", records, report_data, method=self.method, details=details)
         if not kept:
             return Prepared(result, answer=NO_DATA_ANSWER)
@@ -323,3 +345,6 @@ class GlobalSearch(QueryEngine):
         if self.cfg.allow_general_knowledge:
             system += "\n" + self.prompt(self.cfg.knowledge_prompt)
         return Prepared(result, system_and_user(system, query), self.cfg.chat_model_id, self.cfg.reduce_max_length)
+
+    async def prepare(self, query: str, history: ConversationHistory | None) -> Prepared:
+        return self.answer_from(query, [await self.points(query)])

@@ -141,10 +141,21 @@ def test_an_answer_cut_inside_the_reasoning_is_asked_again_with_a_larger_budget(
 
 
 def cli_index(root: Path) -> tuple[subprocess.CompletedProcess, float]:
+    """The index command's outcome; a hang fails here (not forever) with the hung process's stacks, so an
+    intermittent one seen in CI says where it waits."""
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "graphrag_ray.cli", "index", "--root", str(root)],
-                          capture_output=True, text=True, timeout=120)  # a hang fails here, not forever
-    return done, time.monotonic() - started
+    args = [sys.executable, "-m", "graphrag_ray.cli", "index", "--root", str(root)]
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = process.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        spy = Path(sys.executable).with_name("py-spy")
+        stacks = subprocess.run([str(spy), "dump", "--pid", str(process.pid)], capture_output=True, text=True,
+                                timeout=60).stdout if spy.exists() else "(py-spy not installed)"
+        process.kill()
+        out, err = process.communicate()
+        pytest.fail(f"`graphrag-ray index` did not exit within 120 s; its threads:\n{stacks}\nstderr:\n{err[-3000:]}")
+    return subprocess.CompletedProcess(args, process.returncode, out, err), time.monotonic() - started
 
 
 @pytest.mark.parametrize("executor", ["local", "ray"])

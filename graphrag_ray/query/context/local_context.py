@@ -29,6 +29,10 @@ class LocalContext:
     text: str
     records: dict[str, list[dict]] = field(default_factory=dict)
     selected: list[dict] = field(default_factory=list)   # matched entities, best first
+    # the rows sent, per table, best first: {key: (title, columns, rows)} - what a question asking several
+    # indexes merges (query/multi.py)
+    tables: dict[str, tuple[str, list[str], list[list]]] = field(default_factory=dict)
+    named: int = 0  # how many of the selected entities the question names (a strength several indexes compare)
 
 
 async def map_query_to_entities(query: str, data: IndexData, embed: Callable | None, k: int, oversample: int,
@@ -103,14 +107,21 @@ def build_local_context(data: IndexData, selected: list[dict], cfg: LocalSearchC
     budget = max_tokens or cfg.max_context_tokens
     parts: list[str] = []
     records: dict[str, list[dict]] = {}
+    tables: dict[str, tuple[str, list[str], list[list]]] = {}
     used = 0
+
+    def table(key: str, title: str, columns: list[str], rows: list[list], budget: int) -> tuple[str, int]:
+        text, kept = pack_table(title, columns, rows, count, budget)
+        if kept:
+            parts.append(text)
+            tables[key] = (title, columns, rows[:kept])
+        return text, kept
 
     if history and cfg.conversation_history_max_turns:
         turns = history.recent(cfg.conversation_history_max_turns)
-        text, kept = pack_table("Conversation History", ["role", "content"],
-                                [[t.role.value, t.content] for t in turns], count, budget // 4)
+        text, kept = table("history", "Conversation History", ["role", "content"],
+                           [[t.role.value, t.content] for t in turns], budget // 4)
         if kept:
-            parts.append(text)
             used += count(text)
             records["history"] = [{"role": t.role.value, "content": t.content} for t in turns[:kept]]
 
@@ -126,50 +137,44 @@ def build_local_context(data: IndexData, selected: list[dict], cfg: LocalSearchC
                 matches[community] = matches.get(community, 0) + 1
     reports = [data.report_by_community[c] for c in matches if c in data.report_by_community]
     reports.sort(key=lambda r: (-matches[r["community"]], -(r["rank"] or 0), r["community"]))
-    text, kept = pack_table("Reports", ["id", "title", "content"],
-                            [[r["human_readable_id"], r["title"], r["full_content"]] for r in reports],
-                            count, community_budget)
+    text, kept = table("reports", "Reports", ["id", "title", "content"],
+                       [[r["human_readable_id"], r["title"], r["full_content"]] for r in reports], community_budget)
     if kept:
-        parts.append(text)
         records["reports"] = [{"id": r["human_readable_id"], "title": r["title"]} for r in reports[:kept]]
 
     # entities, then relationships: in-network first, then out-of-network by links and combined degree
     titles = {e["title"] for e in selected}
-    text_e, kept_e = pack_table("Entities", ["id", "entity", "description", "number of relationships"],
-                                [[e["human_readable_id"], e["title"], e["description"], e["degree"]]
-                                 for e in selected], count, local_budget)
+    text_e, kept_e = table("entities", "Entities", ["id", "entity", "description", "number of relationships"],
+                           [[e["human_readable_id"], e["title"], e["description"], e["degree"]] for e in selected],
+                           local_budget)
     if kept_e:
-        parts.append(text_e)
         records["entities"] = [{"id": e["human_readable_id"], "entity": e["title"]} for e in selected[:kept_e]]
     rels = _ranked_relationships(data, selected, titles, cfg.top_k_relationships)
-    text_r, kept_r = pack_table("Relationships", ["id", "source", "target", "description", "weight", "rank", "links"],
-                                [[r["human_readable_id"], r["source"], r["target"], r["description"], r["weight"],
-                                  r["combined_degree"], links] for r, links in rels], count,
-                                max(0, local_budget - count(text_e)))
+    text_r, kept_r = table("relationships", "Relationships",
+                           ["id", "source", "target", "description", "weight", "rank", "links"],
+                           [[r["human_readable_id"], r["source"], r["target"], r["description"], r["weight"],
+                             r["combined_degree"], links] for r, links in rels], max(0, local_budget - count(text_e)))
     if kept_r:
-        parts.append(text_r)
         records["relationships"] = [{"id": r["human_readable_id"], "source": r["source"], "target": r["target"]}
                                     for r, _ in rels[:kept_r]]
 
     # claims about the selected entities (Microsoft GraphRAG's "Claims" table), from what the local budget left
     claims = [c for e in selected for c in data.claims_by_subject.get(e["title"], [])]
-    text_c, kept_c = pack_table("Claims", ["id", "entity", *CLAIM_COLUMNS],
-                                [[c["human_readable_id"], c["subject_id"], *(c[k] for k in CLAIM_COLUMNS)]
-                                 for c in claims], count,
-                                max(0, local_budget - count(text_e) - (count(text_r) if kept_r else 0)))
+    text_c, kept_c = table("claims", "Claims", ["id", "entity", *CLAIM_COLUMNS],
+                           [[c["human_readable_id"], c["subject_id"], *(c[k] for k in CLAIM_COLUMNS)] for c in claims],
+                           max(0, local_budget - count(text_e) - (count(text_r) if kept_r else 0)))
     if kept_c:
-        parts.append(text_c)
         records["claims"] = [{"id": c["human_readable_id"], "entity": c["subject_id"], "type": c["type"],
                               "description": c["description"]} for c in claims[:kept_c]]
 
     # text units: by personalised PageRank from the question (or Microsoft GraphRAG's entity order)
     units = ranked_units(data, query, selected, cfg, {r["id"] for r, _ in rels[:kept_r]})
-    text_u, kept_u = pack_table("Sources", ["id", "text"], [[u["human_readable_id"], u["text"]] for u in units],
-                                count, unit_budget)
+    _, kept_u = table("sources", "Sources", ["id", "text"], [[u["human_readable_id"], u["text"]] for u in units],
+                      unit_budget)
     if kept_u:
-        parts.append(text_u)
         records["sources"] = [{"id": u["human_readable_id"], "text": u["text"]} for u in units[:kept_u]]
-    return LocalContext("\n".join(parts), records, selected)
+    named = dict(data.entity_matcher.named(query)) if query else {}
+    return LocalContext("\n".join(parts), records, selected, tables, sum(1 for e in selected if e["id"] in named))
 
 
 def _ranked_relationships(data: IndexData, selected: list[dict], titles: set[str], top_k: int):
