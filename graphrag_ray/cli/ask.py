@@ -10,6 +10,7 @@ from typing import Optional
 import typer
 
 from graphrag_ray.cli import CacheOpt, ConfigOpt, DataOpt, RootOpt, _use_cache, app
+from graphrag_ray.errors import GraphRagRayError
 
 LevelOpt = typer.Option(None, "--level", help="community level whose communities colour / label the graph "
                         "(default: 0, the broadest)")
@@ -161,3 +162,24 @@ def eval_(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
     typer.echo(f"tables and charts in {result.out}")
 
 
+
+
+@app.command()
+def serve(roots: list[Path] = typer.Option(..., "--root", "-r", help="a project root to serve; give it once per "
+                                           "index (each is named by serve.name or its folder's name)"),
+          host: str = typer.Option("127.0.0.1", "--host", help="address to bind (loopback unless told otherwise)"),
+          port: int = typer.Option(8000, "--port", help="port"),
+          request_log: Optional[Path] = typer.Option(None, "--request-log", help="append one JSON line per request "
+                                                     "to this file (also on Ray Serve's log)"),
+          ) -> None:
+    """Serve indexes over HTTP on Ray Serve: OpenAI's /v1/chat/completions and /v1/models, Ollama's /api/chat,
+    /api/generate and /api/tags, retrieval-only /v1/context, /health. The model name picks the index and the
+    method: <index>/local, <index>/global, ..., all/global (every index at once)."""
+    try:
+        from graphrag_ray.serve.deploy import run_server
+    except ImportError as exc:
+        raise GraphRagRayError(f"serve needs Ray Serve: pip install 'graphrag-ray[serve]' ({exc})") from None
+    from graphrag_ray.cli import _STATE
+
+    run_server([str(r) for r in roots], host, port, str(request_log.resolve()) if request_log else None,
+               verbose=_STATE["verbose"], say=lambda line: sys.stderr.write(line + "\n"))

@@ -317,6 +317,7 @@ class ServeConfig(Section):
                                     "GRAPHRAG_SERVE_API_KEY environment variable, and with neither the server is "
                                     "open to anyone who reaches it (said at start)")
     replicas: int = doc(1, "replicas of this index's deployment (each loads the tables once)", gt=0)
+    replica_cpus: float = doc(0.5, "CPUs Ray reserves for each replica (placing replicas over the nodes)", gt=0)
     max_ongoing_requests: int = doc(32, "questions one replica answers at once (they wait on the model)", gt=0)
     max_queued_requests: int = doc(64, "questions waiting for a replica; beyond them a request gets 429 with "
                                    "Retry-After", gt=0)

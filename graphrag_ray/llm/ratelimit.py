@@ -480,6 +480,16 @@ class RayRateLimiter(_Client):
                                    namespace=LIMITER_NAMESPACE).remote()
         return cls(handle)
 
+    @classmethod
+    def shared(cls, name: str) -> "RayRateLimiter":
+        """The limiter named `name`, made by whichever process asks first (every replica of a server asks for
+        the same one): detached, so it outlives the replica that made it."""
+        import ray
+
+        actor_cls = ray.remote(num_cpus=0, max_restarts=-1, max_concurrency=100_000)(LimiterActor)
+        return cls(actor_cls.options(name=name, namespace=LIMITER_NAMESPACE, get_if_exists=True,
+                                     lifetime="detached").remote())
+
     async def _acquire(self, *args) -> int:
         return await self._handle.acquire.remote(*args)
 

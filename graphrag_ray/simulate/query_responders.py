@@ -91,7 +91,19 @@ def global_map(system: str, question: str) -> str:
 
 
 def global_reduce(system: str, question: str) -> str:
-    return answer(system, question)
+    """The reduce answer keeps the references of the analysts' points it uses, as the reduce prompt asks (a real
+    model copies them; sentences alone would drop them)."""
+    text = answer(system, question)
+    if "[Data:" in text:
+        return text
+    analysts = re.findall(r"----Analyst \d+----\nImportance Score: [\d.]+\n(.+)", system)
+    cited = []
+    for point in analysts:
+        body = point.split("[Data:", 1)[0]
+        if any(sentence.strip() and sentence.strip() in text for sentence in re.split(r"(?<=[.!?。！？])\s*", body)):
+            cited += [i.strip() for ids in re.findall(r"Reports \(([^)]*)\)", point) for i in ids.split(",")]
+    cited = [i for n, i in enumerate(cited) if i and i not in cited[:n]]
+    return text + (f" [Data: Reports ({', '.join(cited)})]" if cited else "")
 
 
 def rating(system: str, question: str) -> str:

@@ -1,0 +1,245 @@
+"""`graphrag-ray serve` on Ray Serve: one deployment per index (its own replicas, tables loaded once per replica),
+one HTTP ingress (serve/app.py) in front of them, and one rate limiter every replica on every node reserves from.
+
+`build_app({"roots": [...]})` is the application builder `serve deploy` / KubeRay's RayService import
+(`import_path: graphrag_ray.serve.deploy:build_app`); `run_server` is the command.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+from ray import serve
+
+from graphrag_ray.config.load import load_settings
+from graphrag_ray.errors import UsageError
+from graphrag_ray.query.context.history import ConversationHistory
+from graphrag_ray.query.multi import index_name
+from graphrag_ray.serve.app import Busy, make_app
+from graphrag_ray.serve.index_service import IndexService
+from graphrag_ray.serve.protocol import Target
+
+log = logging.getLogger(__name__)
+APP_NAME = "graphrag"
+
+
+def limiter_name(app_name: str) -> str:
+    return f"limiter-serve-{app_name}"
+
+
+@serve.deployment
+class IndexDeployment:
+    """One index's replica: the IndexService's methods, callable through a deployment handle."""
+
+    def __init__(self, root: str, app_name: str = APP_NAME):
+        from graphrag_ray.llm.ratelimit import RayRateLimiter
+
+        self.service = IndexService(root, RayRateLimiter.shared(limiter_name(app_name)))
+
+    async def info(self) -> dict:
+        return await self.service.info()
+
+    async def ask(self, method: str, messages: list[dict], options: dict, others: list | None = None) -> dict:
+        return await self.service.ask(method, messages, options, parts(others))
+
+    async def stream(self, method: str, messages: list[dict], options: dict,
+                     others: list | None = None) -> AsyncIterator[dict]:
+        async for piece in self.service.stream(method, messages, options, parts(others)):
+            yield piece
+
+    async def context(self, method: str, messages: list[dict], options: dict, others: list | None = None) -> dict:
+        return await self.service.context(method, messages, options, parts(others))
+
+    # a part of another replica's question: what it costs here goes back with it, into that question's usage
+    async def points(self, question: str, options: dict):
+        return await spent(self.service.points(question, options))
+
+    async def local_context(self, question: str, history: ConversationHistory | None, options: dict):
+        return await spent(self.service.local_context(question, history, options))
+
+    async def report_batches(self, question: str, options: dict):
+        return await spent(self.service.report_batches(question, options))
+
+
+async def spent(work) -> tuple[Any, dict]:
+    """(what `work` returns, the usage it recorded)."""
+    from graphrag_ray.llm.ledger import UsageLedger, recording_into
+
+    with recording_into(UsageLedger(), roll_up=False) as ledger:
+        return await work, ledger.to_dict()
+
+
+async def merged(response) -> Any:
+    """A part's result, its usage merged into the question's own ledger."""
+    from graphrag_ray.llm.ledger import active_ledger
+
+    value, usage = await response
+    ledger = active_ledger(None)
+    if ledger is not None:
+        ledger.merge(usage)
+    return value
+
+
+@dataclass
+class HandlePart:
+    """Another index of a multi-index question, asked through its deployment (query/multi.py's IndexPart)."""
+
+    name: str
+    handle: Any
+    options: dict
+
+    async def points(self, query: str):
+        return await merged(self.handle.points.remote(query, self.options))
+
+    async def local_context(self, query: str, history: ConversationHistory | None):
+        return await merged(self.handle.local_context.remote(query, history, self.options))
+
+    async def report_batches(self, query: str):
+        return await merged(self.handle.report_batches.remote(query, self.options))
+
+
+def parts(others: list | None) -> list[HandlePart]:
+    return [HandlePart(name, handle, options) for name, handle, options in others or []]
+
+
+class HandleBackend:
+    """serve/app.py's backend over the index deployments' handles; a full queue becomes Busy (429)."""
+
+    def __init__(self, handles: dict[str, Any], retry_after: int):
+        self.handles, self.indexes, self.retry_after = handles, list(handles), retry_after
+
+    def _call(self, target: Target, options: dict, stream: bool = False):
+        """(handle of the index that answers, the others as (name, handle, options))."""
+        first, *rest = target.indexes
+        handle = self.handles[first].options(stream=True) if stream else self.handles[first]
+        return handle, [(name, self.handles[name], options) for name in rest]
+
+    async def _awaited(self, response):
+        from ray.serve.exceptions import BackPressureError
+
+        try:
+            return await response
+        except BackPressureError:
+            raise Busy(self.retry_after) from None
+
+    async def info(self, index: str) -> dict:
+        return await self._awaited(self.handles[index].info.remote())
+
+    async def ask(self, target: Target, messages: list[dict], options: dict) -> dict:
+        handle, others = self._call(target, options)
+        return await self._awaited(handle.ask.remote(target.method, messages, options, others))
+
+    async def context(self, target: Target, messages: list[dict], options: dict) -> dict:
+        handle, others = self._call(target, options)
+        return await self._awaited(handle.context.remote(target.method, messages, options, others))
+
+    async def stream(self, target: Target, messages: list[dict], options: dict) -> AsyncIterator[dict]:
+        from ray.serve.exceptions import BackPressureError
+
+        handle, others = self._call(target, options, stream=True)
+        pieces = handle.stream.remote(target.method, messages, options, others)
+        try:
+            async for piece in pieces:
+                yield piece
+        except BackPressureError:
+            raise Busy(self.retry_after) from None
+
+
+@serve.deployment(ray_actor_options={"num_cpus": 0.1}, max_ongoing_requests=1000)
+@serve.ingress()
+class Ingress:
+    """The HTTP ingress: routes every request to the deployments of the indexes its model names."""
+
+    def __init__(self, handles: dict[str, Any], key_root: str, request_log: str | None):
+        # the key is read here, from the first root's settings (.env included) or the environment: never an
+        # argument, which Ray Serve keeps in its application state
+        settings = load_settings(key_root)
+        self.api_key = settings.serve.api_key.get_secret_value() if settings.serve.api_key else None
+        self.retry_after, self.request_log = settings.serve.retry_after_s, request_log
+        self.backend = HandleBackend(handles, self.retry_after)
+
+    def __serve_build_asgi_app__(self):
+        return make_app(self.backend, self.api_key, self.retry_after, self.request_log)
+
+
+def build_app(args: dict):
+    """The application: `roots` (a list of project roots); optional `request_log` (a JSON-lines file) and `name`
+    (the application's, naming its limiter). The API key is the first root's serve.api_key or
+    GRAPHRAG_SERVE_API_KEY. Each index's replicas and queue come from its own settings' serve section."""
+    roots = [str(Path(r).resolve()) for r in args.get("roots") or []]
+    if not roots:
+        raise UsageError("serve: give at least one --root (or `roots:` in the application's args)")
+    app_name = args.get("name", APP_NAME)
+    handles = {}
+    for root in roots:
+        settings = load_settings(root)
+        name = index_name(root, settings)
+        if name in handles:
+            raise UsageError(f"two served indexes are both named {name!r}: set serve.name in one's settings.yaml")
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+            raise UsageError(f"index name {name!r}: use letters, digits, '_', '.', '-' (serve.name)")
+        cfg = settings.serve
+        deployment = IndexDeployment.options(name=f"index-{name}", num_replicas=cfg.replicas,
+                                             max_ongoing_requests=cfg.max_ongoing_requests,
+                                             max_queued_requests=cfg.max_queued_requests,
+                                             ray_actor_options={"num_cpus": cfg.replica_cpus})
+        handles[name] = deployment.bind(root, app_name)
+    return Ingress.bind(handles, roots[0], args.get("request_log"))
+
+
+def run_server(roots: list[str], host: str = "127.0.0.1", port: int = 8000, request_log: str | None = None,
+               verbose: bool = False, say=print, block: bool = True) -> str:
+    """Serve the indexes at ROOTS on this Ray cluster (joined, or started here) until Ctrl-C; returns the base
+    URL (at once with block=False)."""
+    import os
+    import time
+
+    import ray
+
+    from graphrag_ray.exec.runtime import ensure_ray
+
+    settings = [load_settings(root) for root in roots]
+    for root, s in zip(roots, settings):  # a missing index is said now, not on the first question
+        from graphrag_ray.query.index_data import read_index_tables
+        from graphrag_ray.storage.location import resolve
+
+        read_index_tables(resolve(root, s.output.base_dir), ())
+    ensure_ray(verbose)
+    serve.start(http_options={"host": host, "port": port})
+    serve.run(build_app({"roots": roots, "request_log": request_log}), name=APP_NAME, route_prefix="/")
+    url = f"http://{host}:{port}"
+    names = [index_name(root, s) for root, s in zip(roots, settings)]
+    say(f"serving {', '.join(names)} at {url} (OpenAI: {url}/v1, Ollama: {url}); models: "
+        + ", ".join(f"{n}/local" for n in names) + ", ... (GET /v1/models lists them)")
+    if not (settings[0].serve.api_key or os.environ.get("GRAPHRAG_SERVE_API_KEY")):
+        say("warning: no API key (serve.api_key / GRAPHRAG_SERVE_API_KEY): anyone who reaches "
+            f"{host}:{port} can query and spend model tokens")
+    if not block:
+        return url
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        say("stopping")
+    finally:
+        stop_server()
+        if ray.is_initialized():
+            ray.shutdown()
+    return url
+
+
+def stop_server(app_name: str = APP_NAME) -> None:
+    """The application and its limiter gone (the limiter is detached: it would outlive the server)."""
+    import ray
+
+    from graphrag_ray.llm.ratelimit import LIMITER_NAMESPACE
+
+    serve.delete(app_name)
+    try:
+        ray.kill(ray.get_actor(limiter_name(app_name), namespace=LIMITER_NAMESPACE))
+    except ValueError:  # never made: no request reached a replica
+        pass

@@ -1,0 +1,137 @@
+"""The wire formats: model names, OpenAI chat completions (JSON and server-sent events) and Ollama's chat /
+generate / tags replies (JSON and NDJSON). Pure functions of their inputs: the app (serve/app.py) sends them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from graphrag_ray.errors import GraphRagRayError
+
+SERVED_METHODS = ("local", "global", "drift", "basic", "hybrid", "auto")
+MULTI = "all"  # `all/global`: every served index at once
+# the names people copy from the GraphRAG4OpenWebUI pattern, and a bare "graphrag"
+ALIASES = {f"graphrag-{m}-search": m for m in SERVED_METHODS} | {"graphrag": "auto"}
+OLLAMA_VERSION = "0.6.3"  # the Ollama API version whose shapes these are
+
+
+class ModelNotFound(GraphRagRayError):
+    """A model name that names no served index or method (404, OpenAI's model_not_found)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    indexes: tuple[str, ...]
+    method: str
+
+
+def model_names(indexes: list[str]) -> list[str]:
+    """Every name /v1/models and /api/tags list: `<index>/<method>`, `all/<global|local>` for several indexes,
+    and the bare method names when one index is served."""
+    names = [f"{index}/{method}" for index in indexes for method in SERVED_METHODS]
+    if len(indexes) > 1:
+        names += [f"{MULTI}/global", f"{MULTI}/local"]
+    else:
+        names += list(SERVED_METHODS)
+    return names
+
+
+def resolve_model(model: str, indexes: list[str]) -> Target:
+    name = (model or "").strip()
+    if ":" in name:  # Ollama's tag (`:latest`)
+        name = name.rsplit(":", 1)[0]
+    name = ALIASES.get(name, name)
+    if "/" not in name:
+        if name in SERVED_METHODS and len(indexes) == 1:
+            return Target((indexes[0],), name)
+        raise ModelNotFound(f"model {model!r}: name an index and a method, as <index>/<method> (have: "
+                            f"{', '.join(indexes)}; methods: {', '.join(SERVED_METHODS)})")
+    where, method = name.rsplit("/", 1)
+    method = ALIASES.get(method, method)
+    if method not in SERVED_METHODS:
+        raise ModelNotFound(f"model {model!r}: unknown method {method!r} (have: {', '.join(SERVED_METHODS)})")
+    chosen = tuple(indexes) if where == MULTI else tuple(where.split("+"))
+    unknown = [i for i in chosen if i not in indexes]
+    if unknown:
+        raise ModelNotFound(f"model {model!r}: no index named {unknown[0]!r} is served (have: {', '.join(indexes)})")
+    return Target(chosen, method)
+
+
+# -- OpenAI ------------------------------------------------------------------------------------------------
+def completion_id() -> str:
+    return f"chatcmpl-{uuid.uuid4().hex[:24]}"
+
+
+def usage_of(payload: dict) -> dict:
+    prompt, output = payload["usage"]["prompt_tokens"], payload["usage"]["output_tokens"]
+    return {"prompt_tokens": prompt, "completion_tokens": output, "total_tokens": prompt + output}
+
+
+def extension(payload: dict, target: Target) -> dict:
+    """The `graphrag` field of a reply: which indexes and method answered, the context's ids per table, the
+    calls behind the answer and their cost."""
+    return {"indexes": list(target.indexes), "method": payload["method"], "sources": payload["sources"],
+            "llm_calls": payload["usage"]["llm_calls"], "cost": payload["usage"]["cost"],
+            "details": payload.get("details", {})}
+
+
+def chat_completion(payload: dict, model: str, target: Target) -> dict:
+    return {"id": completion_id(), "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": payload["response"]},
+                         "finish_reason": "stop", "logprobs": None}],
+            "usage": usage_of(payload), "graphrag": extension(payload, target)}
+
+
+def sse(data: dict | str) -> str:
+    return f"data: {data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+def chunk(cid: str, model: str, delta: dict, finish: str | None = None, **extra) -> dict:
+    return {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}], **extra}
+
+
+def openai_error(message: str, status: int, code: str | None = None) -> dict:
+    kind = {400: "invalid_request_error", 401: "authentication_error", 404: "invalid_request_error",
+            429: "rate_limit_error"}.get(status, "server_error")
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+# -- Ollama ------------------------------------------------------------------------------------------------
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def ollama_final(payload: dict, model: str, started: float, chat: bool) -> dict:
+    """The last line of an Ollama reply: done, with the counts Ollama reports (durations in nanoseconds)."""
+    elapsed = int((time.monotonic() - started) * 1e9)
+    body = {"model": model, "created_at": now_iso(), "done": True, "done_reason": "stop",
+            "total_duration": elapsed, "load_duration": 0,
+            "prompt_eval_count": payload["usage"]["prompt_tokens"], "prompt_eval_duration": 0,
+            "eval_count": payload["usage"]["output_tokens"], "eval_duration": elapsed}
+    if chat:
+        body["message"] = {"role": "assistant", "content": ""}
+    else:
+        body["response"] = ""
+    return body
+
+
+def ollama_piece(text: str, model: str, chat: bool) -> dict:
+    body = {"model": model, "created_at": now_iso(), "done": False}
+    if chat:
+        body["message"] = {"role": "assistant", "content": text}
+    else:
+        body["response"] = text
+    return body
+
+
+def ollama_tag(name: str, version: str) -> dict:
+    """One /api/tags entry: a served index and method as an Ollama model (`:latest` tagged, as Ollama lists)."""
+    digest = hashlib.sha256(f"{name}@{version}".encode()).hexdigest()
+    return {"name": f"{name}:latest", "model": f"{name}:latest", "modified_at": now_iso(), "size": 0,
+            "digest": digest, "details": {"parent_model": "", "format": "graphrag", "family": "graphrag",
+                                          "families": ["graphrag"], "parameter_size": "", "quantization_level": ""}}
