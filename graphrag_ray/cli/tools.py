@@ -17,6 +17,8 @@ def simulate_llm(
     seed: int = typer.Option(0, help="seed of the deterministic faults"),
     latency: float = typer.Option(0.0, help="seconds added to every request"),
     latency_per_token: float = typer.Option(0.0, help="seconds added per completion token"),
+    embedding_latency: Optional[float] = typer.Option(None, help="seconds added to every embedding request "
+                                                      "(default: --latency)"),
     rpm: Optional[int] = typer.Option(None, help="server-side requests/min limit (429 beyond)"),
     tpm: Optional[int] = typer.Option(None, help="server-side tokens/min limit (429 beyond)"),
     api_key: Optional[str] = typer.Option(None, envvar="SIMULATOR_API_KEY",
@@ -58,7 +60,8 @@ def simulate_llm(
 
     faults = FaultRates(fault_429, fault_500, fault_503, fault_hang, fault_drop, fault_malformed, retry_after,
                         hang_seconds)
-    config = SimulatorConfig(seed=seed, latency=latency, latency_per_token=latency_per_token, rpm=rpm, tpm=tpm,
+    config = SimulatorConfig(seed=seed, latency=latency, latency_per_token=latency_per_token,
+                             embedding_latency=embedding_latency, rpm=rpm, tpm=tpm,
                              api_key=api_key, models=[m for m in (models or "").split(",") if m],
                              embedding_dim=embedding_dim, faults=faults, answer_mode=answer_mode,
                              limits_after=parse_limit_changes(limits_after or ""), no_usage=no_usage,

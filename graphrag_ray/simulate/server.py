@@ -36,6 +36,9 @@ class SimulatorConfig:
     seed: int = 0
     latency: float = 0.0            # seconds per request
     latency_per_token: float = 0.0  # extra seconds per completion token
+    # seconds per embedding request (None: `latency`): real embedding endpoints answer in tens of milliseconds
+    # where a chat answer takes seconds, so a query's one embedding is not a second model round
+    embedding_latency: float | None = None
     rpm: int | None = None
     tpm: int | None = None
     api_key: str | None = None      # when set, requests must carry it (else 401)
@@ -370,8 +373,9 @@ class Simulator:
             return denied
         if (faulty := await self._fault(request, body)) is not None:
             return faulty
-        if self.config.latency > 0:
-            await asyncio.sleep(self.config.latency)
+        pause = self.config.latency if self.config.embedding_latency is None else self.config.embedding_latency
+        if pause > 0:
+            await asyncio.sleep(pause)
         dim = int(body.get("dimensions") or self.config.embedding_dim)
         self._served("embedding", tokens, 0)
         self.answered.add(model)
