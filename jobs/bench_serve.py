@@ -2,8 +2,9 @@
 
 The simulator answers each chat call in --latency seconds (embeddings in 0.05 s, as real embedding endpoints do);
 --clients concurrent OpenAI-SDK clients ask local, global and basic questions in turn for --seconds per phase.
-Phases: 1 replica, then 2 (unlimited), then 2 replicas under a TPM limit set below what they reached (the
-simulator enforcing the same limit server-side: any 429 it sends is counted). The response cache is off, so every
+Phases: latency (1 replica taking every client at once); scaling (1, then 2 replicas, each taking
+--replica-concurrency questions at once, the rest queued); TPM-bound (2 replicas under a TPM limit below what they
+reached, the simulator enforcing the same limit server-side: any 429 it sends is counted). The response cache is off, so every
 question costs its model calls. Prints p50 / p95 latency per method, queries per second, errors, the simulator's
 429s and the memory of each replica process; then the CLI, one process per question.
 
@@ -67,13 +68,13 @@ def project(folder: Path, base_url: str) -> Path:
     return root
 
 
-def configure(root: Path, base_url: str, replicas: int, tpm: int | None) -> None:
+def configure(root: Path, base_url: str, replicas: int, tpm: int | None, concurrency: int = 128) -> None:
     settings = yaml.safe_load((root / "settings.yaml").read_text(encoding="utf-8"))
     for model in settings["models"].values():
         model["api_base"] = base_url
         model["rate_limit"] = {"tpm": tpm} if tpm else {}
     settings["cache"] = {"enabled": False}  # every question pays its calls, as distinct users' questions do
-    settings["serve"] = {"replicas": replicas, "replica_cpus": 0.25, "max_ongoing_requests": 128,
+    settings["serve"] = {"replicas": replicas, "replica_cpus": 0.25, "max_ongoing_requests": concurrency,
                          "max_queued_requests": 512}
     (root / "settings.yaml").write_text(yaml.safe_dump(settings), encoding="utf-8")
 
@@ -99,7 +100,8 @@ async def load(url: str, clients: int, seconds: float) -> tuple[dict[str, list[f
         i = n
         while time.monotonic() < end:
             method = methods[i % len(methods)]
-            question = QUESTIONS[method][(i // len(methods)) % len(QUESTIONS[method])]
+            # each user's question its own: the same request in flight twice is sent once (llm/model.py)
+            question = QUESTIONS[method][(i // len(methods)) % len(QUESTIONS[method])] + f" (user {n}, #{i})"
             started = time.monotonic()
             try:
                 reply = await client.chat.completions.create(model=f"lighthouse/{method}",
@@ -121,12 +123,13 @@ def pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100)[q - 1] if len(values) > 1 else (values[0] if values else float("nan"))
 
 
-def phase(name: str, root: Path, sim: SimulatorProcess, replicas: int, tpm: int | None, args) -> dict:
+def phase(name: str, root: Path, sim: SimulatorProcess, replicas: int, tpm: int | None, args,
+          concurrency: int = 128) -> dict:
     from ray import serve
 
     from graphrag_ray.serve.deploy import build_app, stop_server
 
-    configure(root, sim.base_url, replicas, tpm)
+    configure(root, sim.base_url, replicas, tpm, concurrency)
     serve.run(build_app({"roots": [str(root)]}), name="graphrag", route_prefix="/")
     before = sim.stats()
     latencies, errors, wall = asyncio.run(load(args.url, args.clients, args.seconds))
@@ -137,11 +140,15 @@ def phase(name: str, root: Path, sim: SimulatorProcess, replicas: int, tpm: int 
     limited = after.get("429_limit", 0) - before.get("429_limit", 0)
     tokens = (after.get("prompt_tokens", 0) + after.get("completion_tokens", 0)
               - before.get("prompt_tokens", 0) - before.get("completion_tokens", 0))
-    print(f"\n{name}: {replicas} replica(s), tpm {tpm or 'unlimited'}, {args.clients} clients, {wall:.0f} s")
+    print(f"\n{name}: {replicas} replica(s) x {concurrency} questions at once, tpm {tpm or 'unlimited'}, "
+          f"{args.clients} clients, {wall:.0f} s")
     for method, values in latencies.items():
         goal = ROUNDS[method] * args.latency + (0.3 if method != "global" else 0.5)
         print(f"  {method:7s} n={len(values):5d}  p50 {pct(values, 50):6.2f} s  p95 {pct(values, 95):6.2f} s  "
               f"(goal p50 <= {goal:.1f} s)")
+    calls = {k[5:]: after.get(k, 0) - before.get(k, 0) for k in after if k.startswith("kind_")}
+    print("  model calls: " + ", ".join(f"{kind} {n:,}" for kind, n in sorted(calls.items()) if n)
+          + f" ({sum(calls.values()) / max(done, 1):.2f} per question)")
     print(f"  {done / wall:.1f} queries/s, {tokens / wall * 60:,.0f} tokens/min, errors {len(errors)}, "
           f"simulator 429s {limited}, replica memory " + ", ".join(f"{gb:.2f} GB" for gb in memory))
     for line in sorted(set(errors))[:5]:
@@ -172,6 +179,8 @@ def main() -> None:
     parser.add_argument("--tpm-share", type=float, default=0.6, help="the TPM phase's limit, as a share of what "
                         "2 replicas reached unlimited")
     parser.add_argument("--cli-questions", type=int, default=3)
+    parser.add_argument("--replica-concurrency", type=int, default=16, help="serve.max_ongoing_requests in the "
+                        "scaling and TPM phases: what one replica takes at once, so replicas are the capacity")
     args = parser.parse_args()
 
     import ray
@@ -187,15 +196,17 @@ def main() -> None:
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     print(f"simulator latency {args.latency} s per chat call, 0.05 s per embedding; machine: "
           f"{psutil.cpu_count()} cores")
-    one = two = None
+    width = args.replica_concurrency
     with SimulatorProcess(latency=args.latency, embedding_latency=0.05) as sim:
-        one = phase("unlimited", root, sim, 1, None, args)
-        two = phase("unlimited", root, sim, 2, None, args)
+        phase("latency (every client served at once)", root, sim, 1, None, args)
+        one = phase("scaling", root, sim, 1, None, args, width)
+        two = phase("scaling", root, sim, 2, None, args, width)
         limit = int(two["tpm"] * args.tpm_share)
     with SimulatorProcess(latency=args.latency, embedding_latency=0.05, tpm=limit) as sim:
-        bound = phase("TPM-bound", root, sim, 2, limit, args)
-        print(f"\nthroughput: 1 replica {one['qps']:.1f} q/s, 2 replicas {two['qps']:.1f} q/s; under tpm {limit:,}: "
-              f"{bound['tpm']:,.0f} tokens/min used ({bound['tpm'] / limit:.0%} of the limit)")
+        bound = phase("TPM-bound", root, sim, 2, limit, args, width)
+        print(f"\nthroughput at {width} questions per replica: 1 replica {one['qps']:.1f} q/s, 2 replicas "
+              f"{two['qps']:.1f} q/s; 2 replicas under tpm {limit:,} ({args.tpm_share:.0%} of theirs): "
+              f"{bound['qps']:.1f} q/s, {bound['tpm']:,.0f} tokens/min ({bound['tpm'] / limit:.0%} of the limit)")
         cli_baseline(root, sim, args.cli_questions)
     serve.shutdown()
     ray.shutdown()
