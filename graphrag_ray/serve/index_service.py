@@ -79,6 +79,12 @@ class IndexService:
         self.settings: Settings = load_settings(self.root)
         # map calls run here, on this replica's event loop: a replica is already one of many Ray processes
         self.settings.global_search.executor = "local"
+        for model in self.settings.models.values():
+            if "concurrency" not in model.model_fields_set:
+                # the default is an index worker's; a replica answers max_ongoing_requests questions at once, each
+                # with calls in flight (jobs/bench_serve.py: 16 held one replica to ~6 questions/s at 1 s a call).
+                # A concurrency set on purpose (a local server's) stands; rate limits hold in the limiter anyway
+                model.concurrency = max(model.concurrency, 4 * self.settings.serve.max_ongoing_requests)
         self.name = index_name(self.root, self.settings)
         self.output = resolve(self.root, self.settings.output.base_dir)
         self.models = Models.create(self.settings, self.root, limiter=limiter, check_first=True)
