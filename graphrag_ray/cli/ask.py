@@ -171,6 +171,8 @@ def serve(roots: list[Path] = typer.Option(..., "--root", "-r", help="a project 
           port: int = typer.Option(8000, "--port", help="port"),
           request_log: Optional[Path] = typer.Option(None, "--request-log", help="append one JSON line per request "
                                                      "to this file (also on Ray Serve's log)"),
+          proxy_location: str = typer.Option("HeadOnly", "--proxy-location",
+                                             help="HeadOnly (one address) or EveryNode (a proxy on every node)"),
           ) -> None:
     """Serve indexes over HTTP on Ray Serve: OpenAI's /v1/chat/completions and /v1/models, Ollama's /api/chat,
     /api/generate and /api/tags, retrieval-only /v1/context, /health. The model name picks the index and the
@@ -182,4 +184,5 @@ def serve(roots: list[Path] = typer.Option(..., "--root", "-r", help="a project 
     from graphrag_ray.cli import _STATE
 
     run_server([str(r) for r in roots], host, port, str(request_log.resolve()) if request_log else None,
-               verbose=_STATE["verbose"], say=lambda line: sys.stderr.write(line + "\n"))
+               verbose=_STATE["verbose"], say=lambda line: sys.stderr.write(line + "\n"),
+               proxy_location=proxy_location)

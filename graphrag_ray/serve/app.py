@@ -23,18 +23,10 @@ from graphrag_ray.errors import (ConfigError, EndpointError, GraphRagRayError, I
                                  LLMUnavailableError, UsageError)
 from graphrag_ray.serve import protocol
 from graphrag_ray.serve.index_service import OPTIONS
-from graphrag_ray.serve.protocol import ModelNotFound, Target
+from graphrag_ray.serve.protocol import Busy, ModelNotFound, Target
 
 log = logging.getLogger("ray.serve.graphrag")  # under ray.serve: lands in the replica's Serve log
 OPEN_PATHS = ("/health",)
-
-
-class Busy(Exception):
-    """A replica's queue is full (Ray Serve's back-pressure)."""
-
-    def __init__(self, retry_after: int):
-        super().__init__(f"the index is busy: every replica's queue is full; retry in {retry_after} s")
-        self.retry_after = retry_after
 
 
 class Backend(Protocol):

@@ -19,9 +19,9 @@ from graphrag_ray.config.load import load_settings
 from graphrag_ray.errors import UsageError
 from graphrag_ray.query.context.history import ConversationHistory
 from graphrag_ray.query.multi import index_name
-from graphrag_ray.serve.app import Busy, make_app
+from graphrag_ray.serve.app import make_app
 from graphrag_ray.serve.index_service import IndexService
-from graphrag_ray.serve.protocol import Target
+from graphrag_ray.serve.protocol import Busy, Target
 
 log = logging.getLogger(__name__)
 APP_NAME = "graphrag"
@@ -183,8 +183,10 @@ def build_app(args: dict):
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
             raise UsageError(f"index name {name!r}: use letters, digits, '_', '.', '-' (serve.name)")
         cfg = settings.serve
+        # Ray Serve hands a replica its whole queue (IndexService.turn keeps it). Its caller-side queue (which
+        # also holds every request while it is being routed) is bounded the same; beyond it, Busy: 429
         deployment = IndexDeployment.options(name=f"index-{name}", num_replicas=cfg.replicas,
-                                             max_ongoing_requests=cfg.max_ongoing_requests,
+                                             max_ongoing_requests=cfg.max_ongoing_requests + cfg.max_queued_requests,
                                              max_queued_requests=cfg.max_queued_requests,
                                              ray_actor_options={"num_cpus": cfg.replica_cpus})
         handles[name] = deployment.bind(root, app_name)
@@ -192,7 +194,7 @@ def build_app(args: dict):
 
 
 def run_server(roots: list[str], host: str = "127.0.0.1", port: int = 8000, request_log: str | None = None,
-               verbose: bool = False, say=print, block: bool = True) -> str:
+               verbose: bool = False, say=print, block: bool = True, proxy_location: str = "HeadOnly") -> str:
     """Serve the indexes at ROOTS on this Ray cluster (joined, or started here) until Ctrl-C; returns the base
     URL (at once with block=False)."""
     import os
@@ -209,7 +211,9 @@ def run_server(roots: list[str], host: str = "127.0.0.1", port: int = 8000, requ
 
         read_index_tables(resolve(root, s.output.base_dir), ())
     ensure_ray(verbose)
-    serve.start(http_options={"host": host, "port": port})
+    # HeadOnly: one address, the one printed (several nodes on one host would each bind the port); a cluster
+    # whose clients reach every node runs cluster/serve.yaml with EveryNode
+    serve.start(proxy_location=proxy_location, http_options={"host": host, "port": port})
     serve.run(build_app({"roots": roots, "request_log": request_log}), name=APP_NAME, route_prefix="/")
     url = f"http://{host}:{port}"
     names = [index_name(root, s) for root, s in zip(roots, settings)]

@@ -9,6 +9,7 @@ published under a running server is picked up without a restart and without a fa
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from graphrag_ray.query.index_data import IndexData
 from graphrag_ray.query.methods import check_method
 from graphrag_ray.query.multi import EnginePart, MultiIndexSearch, index_name
 from graphrag_ray.query.result import SearchResult
+from graphrag_ray.serve.protocol import Busy
 from graphrag_ray.storage.location import resolve
 from graphrag_ray.storage.tables import current_index
 
@@ -92,6 +94,11 @@ class IndexService:
         self.loaded = self._load()
         self._checked = time.monotonic()
         self._reloading: asyncio.Task | None = None
+        # the replica's own queue: max_ongoing_requests questions answered at once, max_queued_requests waiting
+        # for a turn, a Busy beyond them (429). Ray Serve hands every question straight here (its own limit is
+        # the sum): its router, finding replicas full, retries with backoff and left turns idle (bench_serve)
+        self._turns = asyncio.Semaphore(self.settings.serve.max_ongoing_requests)
+        self._waiting = 0
 
     # -- the tables ------------------------------------------------------------------------------------
     def _load(self) -> Loaded:
@@ -136,9 +143,29 @@ class IndexService:
                                 options.get("community_level"), bool(options.get("dynamic_community_selection")),
                                 options.get("response_type"))
 
+    @contextlib.asynccontextmanager
+    async def turn(self):
+        """A turn to answer a question: at once, after the questions ahead in this replica's queue, or Busy."""
+        cfg = self.settings.serve
+        if self._turns.locked() and self._waiting >= cfg.max_queued_requests:
+            raise Busy(cfg.retry_after_s)
+        self._waiting += 1
+        try:
+            await self._turns.acquire()
+        finally:
+            self._waiting -= 1
+        try:
+            yield
+        finally:
+            self._turns.release()
+
     async def ask(self, method: str, messages: list[dict], options: dict, others: list | None = None) -> dict:
         """The answer and its payload. `others`: further indexes asked with this one (query/multi.py), as parts
         (other deployments' handles): this replica makes the answer."""
+        async with self.turn():
+            return await self._ask(method, messages, options, others)
+
+    async def _ask(self, method: str, messages: list[dict], options: dict, others: list | None) -> dict:
         engine, question, history, details = await self._question(method, messages, options, others)
         result = await engine.search(question, history)
         result.details.update(details)
@@ -147,17 +174,19 @@ class IndexService:
     async def stream(self, method: str, messages: list[dict], options: dict,
                      others: list | None = None) -> AsyncIterator[dict]:
         """{"delta": text} pieces as the answer arrives, then {"done": payload}."""
-        engine, question, history, details = await self._question(method, messages, options, others)
-        async for piece in engine.stream_search(question, history):
-            if piece:
-                yield {"delta": piece}
-        engine.last_result.details.update(details)
-        yield {"done": result_payload(engine.last_result)}
+        async with self.turn():
+            engine, question, history, details = await self._question(method, messages, options, others)
+            async for piece in engine.stream_search(question, history):
+                if piece:
+                    yield {"delta": piece}
+            engine.last_result.details.update(details)
+            yield {"done": result_payload(engine.last_result)}
 
     async def context(self, method: str, messages: list[dict], options: dict, others: list | None = None) -> dict:
         """The context a method would answer from, as tables of records, and its text; no answer call."""
-        engine, question, history, details = await self._question(method, messages, options, others)
-        result = await engine.context_only(question, history)
+        async with self.turn():
+            engine, question, history, details = await self._question(method, messages, options, others)
+            result = await engine.context_only(question, history)
         result.details.update(details)
         return {**result_payload(result), "context": result.context_data, "context_text": result.context_text}
 

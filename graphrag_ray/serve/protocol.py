@@ -23,6 +23,17 @@ class ModelNotFound(GraphRagRayError):
     """A model name that names no served index or method (404, OpenAI's model_not_found)."""
 
 
+class Busy(GraphRagRayError):
+    """Every replica's queue is full (429 with Retry-After)."""
+
+    def __init__(self, retry_after: int):
+        super().__init__(f"the index is busy: every replica's queue is full; retry in {retry_after} s")
+        self.retry_after = retry_after
+
+    def __reduce__(self):  # raised in a replica, re-raised in the ingress: rebuilt from its number
+        return Busy, (self.retry_after,)
+
+
 @dataclass(frozen=True)
 class Target:
     indexes: tuple[str, ...]
