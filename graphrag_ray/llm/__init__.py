@@ -1,8 +1,9 @@
 """LLM access in visible layers, innermost first:
 
     client.py     one HTTP call through the openai SDK (its own retries off)
+    ratelimit.py  one RPM/TPM limiter for the whole job (a Ray actor shared by every worker on every node):
+                  every attempt reserves, so a retried request is limited like a new one
     retry.py      tenacity: backoff with jitter on 429/5xx/timeouts/drops; 400/401/403/404 stop at once
-    ratelimit.py  one RPM/TPM limiter for the whole job (a Ray actor shared by every worker on every node)
     cache.py      content-addressed response cache: a re-run of the same work makes zero calls
     ledger.py     usage ledger: calls, tokens, cache hits, retries, 429s and cost per stage and model
     model.py      the call path composing the layers above once, and ChatModel (an unusable answer is asked
