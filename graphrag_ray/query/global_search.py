@@ -249,6 +249,10 @@ class GlobalSearch(QueryEngine):
             i += kept
         return out
 
+    def report_records(self, batches: list[tuple[str, list[dict]]]) -> list[dict]:
+        """The reports of the batches, as a result's records (cited ids)."""
+        return [{"id": self.cite(r["human_readable_id"]), "title": r["title"]} for _, rows in batches for r in rows]
+
     def _occurrence(self, rows: list[dict]) -> dict[int, float]:
         """Share of text units of each community (normalised), as Microsoft GraphRAG's occurrence weight."""
         counts = {r["community"]: len(self.data.community_rows[r["community"]]["text_unit_ids"] or [])
@@ -291,8 +295,7 @@ class GlobalSearch(QueryEngine):
             reports, selection = await self.select_reports(query)
         batches = self.batches(reports)
         text = "\n\n".join(f"=== map batch {i + 1} of {len(batches)} ===\n{t}" for i, (t, _) in enumerate(batches))
-        records = {"reports": [{"id": self.cite(r["human_readable_id"]), "title": r["title"]} for _, rows in batches
-                               for r in rows]}
+        records = {"reports": self.report_records(batches)}
         return acc.fill(SearchResult("", records, text, method=self.method,
                                      details={"map_calls": len(batches), "reports_used": reports.height,
                                               **selection}))
@@ -318,8 +321,7 @@ class GlobalSearch(QueryEngine):
         reports, selection = await self.select_reports(query)
         batches = self.batches(reports)
         points, unusable = await self.run_maps(query, batches) if batches else ([], [])
-        records = [{"id": self.cite(r["human_readable_id"]), "title": r["title"]} for _, rows in batches for r in rows]
-        return MapPoints(records, points, unusable, {"reports_used": reports.height, **selection})
+        return MapPoints(self.report_records(batches), points, unusable, {"reports_used": reports.height, **selection})
 
     def answer_from(self, query: str, parts: list[MapPoints]) -> Prepared:
         """The reduce half, over the map points of one index or of several (query/multi.py): one reduce call."""
