@@ -9,7 +9,11 @@ from dataclasses import dataclass
 
 _SENTENCE_END = re.compile(r"[。！？!?；;]+|\.(?=\s)|\n+")
 _CJK = re.compile(r"[\u3400-\u9fff]")
-_EN_JOINERS = ("of", "the", "and", "de", "la", "van", "von", "for")  # lower-case words inside a name
+# lower-case words inside a name (Ermengarde of Tours, Mohammed bin Salman); "and" joins two names as often as it
+# sits inside one, so a phrase is split there ("Nicki Minaj and Lil Wayne": two people, each linking its pages)
+_EN_JOINERS = ("of", "the", "and", "de", "la", "van", "von", "for", "bin", "ibn", "bint", "del", "della", "der",
+               "den", "du", "da", "di", "dos", "das")
+_POSSESSIVE = re.compile(r"['’]s?$")  # Frank Sinatra's album: the name is Frank Sinatra
 _EN_PHRASE = re.compile(r"\b[A-Z][\w'’&-]*(?:\s+(?:" + "|".join(_EN_JOINERS) + r")?\s*[A-Z][\w'’&-]*)*")
 _EN_STOP = {"The", "A", "An", "In", "On", "At", "He", "She", "It", "They", "We", "I", "This", "That", "These",
             "Those", "His", "Her", "Their", "Our", "But", "And", "Or", "If", "When", "After", "Before", "As",
@@ -112,37 +116,76 @@ def _zh_mentions(text: str, concept_min_count: int) -> list[Mention]:
 
 def _en_mentions(text: str) -> list[Mention]:
     out: list[Mention] = []
-    opening: _OpeningWords | None = None
-    for m in _EN_PHRASE.finditer(text):
-        words = m.group().split()
-        while words and words[0] in _EN_STOP:
-            words = words[1:]
-        while len(words) > 2 and words[0] in _EN_COMMON and words[1] in _EN_JOINERS:
-            words = words[2:]  # "Consider the Readline changes", "Support for Unicode": the name is what follows
-        if not words:
-            continue
-        name = " ".join(words)
-        if len(name) < 2 or name.isupper() and len(name) < 3:
-            continue
-        if len(words) >= 2 and all(w.isupper() for w in words):
-            continue  # an ALL-CAPS phrase is markup or boilerplate ("MAIN CONTENT STARTS HERE"), not a name
-        start = m.start() + m.group().index(words[0])
-        if len(words) == 1:
-            if opening is None:  # once per text, and only for a text with a word alone to judge
-                opening = _OpeningWords(text)
-            if name in _CALENDAR or opening(name, start):
-                continue
-        if any(w.rstrip(".") in _ORG_WORDS for w in words):
-            kind = "ORGANIZATION"
-        elif _GEO_PREP.search(text[max(0, start - 8):start]):
-            kind = "GEO"
-        elif _TITLE_BEFORE.search(text[max(0, start - 12):start]) or \
-                (2 <= len(words) <= 3 and all(_NAME_WORD.match(w) for w in words)):
-            kind = "PERSON"  # with evidence: a title before it, or a name's shape (two or three capitalised words)
-        else:
-            kind = "OTHER"
-        out.append(Mention(name, kind, start))
+    opening = _Lazy(lambda: _OpeningWords(text))  # built once per text, and only for a text with a word alone
+    for phrase in _EN_PHRASE.finditer(text):
+        for start, words in _names_in(phrase):
+            if mention := _en_mention(text, start, words, opening):
+                out.append(mention)
     return out
+
+
+def _names_in(phrase: re.Match) -> list[tuple[int, list[str]]]:
+    """(offset, words) of each name in a capitalised phrase: split at "and", a possessive's ending dropped."""
+    names: list[tuple[int, list[str]]] = []
+    current: list[str] = []
+    begin = phrase.start()
+    for word in re.finditer(r"\S+", phrase.group()):
+        if word.group() == "and":
+            names.append((begin, current))
+            current = []
+            continue
+        if not current:
+            begin = phrase.start() + word.start()
+        current.append(word.group())
+        if len(word.group()) > 2 and _POSSESSIVE.search(word.group()):
+            current[-1] = _POSSESSIVE.sub("", word.group())
+            names.append((begin, current))  # what follows a possessive is the thing owned, not more of the name
+            current = []
+    names.append((begin, current))
+    return [(start, words) for start, words in names if words]
+
+
+def _en_mention(text: str, start: int, words: list[str], opening: _Lazy) -> Mention | None:
+    """The mention of the name `words` found at `start`, or None when it is no name."""
+    while words and (words[0] in _EN_STOP or words[0] in _EN_JOINERS):
+        start += len(words[0]) + 1
+        words = words[1:]
+    while len(words) > 2 and words[0] in _EN_COMMON and words[1] in _EN_JOINERS:
+        start = text.index(words[2], start)
+        words = words[2:]  # "Consider the Readline changes", "Support for Unicode": the name is what follows
+    while words and words[-1] in _EN_JOINERS:
+        words = words[:-1]  # "Lothair of" before a possessive or an "and" that was split off
+    if not words:
+        return None
+    start = text.index(words[0], start)
+    name = " ".join(words)
+    if len(name) < 2 or name.isupper() and len(name) < 3:
+        return None
+    if len(words) >= 2 and all(w.isupper() for w in words):
+        return None  # an ALL-CAPS phrase is markup or boilerplate ("MAIN CONTENT STARTS HERE"), not a name
+    if len(words) == 1 and (name in _CALENDAR or opening.value(name, start)):
+        return None
+    if any(w.rstrip(".") in _ORG_WORDS for w in words):
+        kind = "ORGANIZATION"
+    elif _GEO_PREP.search(text[max(0, start - 8):start]):
+        kind = "GEO"
+    elif _TITLE_BEFORE.search(text[max(0, start - 12):start]) or \
+            (2 <= len(words) <= 3 and all(_NAME_WORD.match(w) for w in words)):
+        kind = "PERSON"  # with evidence: a title before it, or a name's shape (two or three capitalised words)
+    else:
+        kind = "OTHER"
+    return Mention(name, kind, start)
+
+
+class _Lazy:
+    def __init__(self, make):
+        self._make, self._value = make, None
+
+    @property
+    def value(self):
+        if self._value is None:
+            self._value = self._make()
+        return self._value
 
 
 class _OpeningWords:

@@ -61,6 +61,23 @@ def test_a_one_hop_passage_enters_local_search_and_bm25_ranks_basic_search(tmp_p
     assert all((folder / LEXICAL_DIR / name / "ids.json").exists() for name in LEXICAL_TABLES)
 
 
+FILM_PAGE = {  # the film's page names two people; the question's other word says which one's page it wants
+    "Night Harbor": "Night Harbor: Night Harbor is a 1998 drama film starring Ivo Lundgren, with music by Maren "
+                    "Oskarsdottir.",
+    "Ivo Lundgren": "Ivo Lundgren: Ivo Lundgren is an actor. Ivo Lundgren was born in Bergen and grew up by the sea.",
+    "Maren Oskarsdottir": "Maren Oskarsdottir: Maren Oskarsdottir is a composer. She was born in Tromsø.",
+}
+
+
+def test_the_question_s_other_words_choose_among_the_passages_its_names_reach(tmp_path, ray_session, no_key):
+    root = corpus_root(tmp_path, FILM_PAGE, local_search={"top_k_entities": 1})
+    api.build_index(root=root, method="fast")
+    assert sources_of(root, "Where was the composer of Night Harbor born?", "local")[:2] == \
+        ["Night Harbor", "Maren Oskarsdottir"]
+    assert sources_of(root, "Where was the actor of Night Harbor born?", "local")[:2] == \
+        ["Night Harbor", "Ivo Lundgren"]
+
+
 def test_the_lexical_index_after_add_edit_delete_equals_a_fresh_build(tmp_path, ray_session, no_key):
     root = corpus_root(tmp_path, PASSAGES)
     api.build_index(root=root, method="fast")

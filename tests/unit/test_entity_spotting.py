@@ -50,3 +50,15 @@ def test_the_simulated_model_extracts_what_a_model_would_from_a_changelog():
     entities, relationships = graph_of(CHANGELOG, ["ORGANIZATION", "PERSON", "GEO", "EVENT"])
     assert {"MATTHIAS KLOSE", "HELMUT GROHNE", "READLINE"} <= set(entities), entities
     assert not set(entities) & {"ADD", "TUE", "WED", "SOME", "NEW", "CLOSES", "DON'T"}, entities
+
+
+def test_two_names_joined_by_and_are_two_entities_and_a_possessive_names_its_owner():
+    text = ('"Changed It" is a song by singer Nicki Minaj and American rapper Lil Wayne. He was the son of Emperor '
+            "Lothair I and Ermengarde of Tours. It was the title track on Frank Sinatra's album. Mohammed bin Salman "
+            "spoke.")
+    found = names(text)
+    assert {"Nicki Minaj", "Lil Wayne", "Emperor Lothair I", "Ermengarde of Tours", "Frank Sinatra",
+            "Mohammed bin Salman"} <= found, found
+    assert not {n for n in found if " and " in n or n.endswith(("'s", "’s"))}, found
+    for m in mentions(text):  # each mention's offset is where its name is written
+        assert text[m.start:m.start + len(m.name)] == m.name, m
