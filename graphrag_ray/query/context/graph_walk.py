@@ -28,7 +28,7 @@ UNIT_DEGREE_POWER = 0.25
 
 
 class GraphWalk:
-    """Built once per loaded index (IndexData.graph_walk); `rank` is one PageRank."""
+    """Built once per loaded index (IndexData.graph_walk); `scores` is one PageRank."""
 
     def __init__(self, entities, relationships, text_units):
         self.entity_ids = entities["id"].to_list()
@@ -71,10 +71,6 @@ class GraphWalk:
         """The node of each entity id, and of each text unit id (after the entities)."""
         return ({e: i for i, e in enumerate(self.entity_ids)},
                 {u: len(self.entity_ids) + i for i, u in enumerate(self.unit_ids)})
-
-    def rank(self, entity_seeds: dict[str, float], unit_seeds: dict[str, float]) -> list[str]:
-        """Text unit ids by their PageRank from the seeds, best first (ties: table order); none without seeds."""
-        return [unit for unit, _ in self.scores(entity_seeds, unit_seeds)]
 
     def scores(self, entity_seeds: dict[str, float], unit_seeds: dict[str, float]) -> list[tuple[str, float]]:
         """(text unit id, PageRank) from the seeds, best first (ties: table order); none without seeds."""
