@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -82,19 +82,24 @@ class LexicalIndex:
         ids = json.loads((folder / "ids.json").read_text(encoding="utf-8"))
         return cls(ids, bm25s.BM25.load(str(folder), mmap=True))
 
+    def _terms(self, query: str) -> list[int]:
+        return [self.vocab[t] for t in dict.fromkeys(tokens(query)) if t in self.vocab]
+
+    @cached_property
+    def _position(self) -> dict[str, int]:
+        return {row: i for i, row in enumerate(self.ids)}
+
     def scores(self, query: str, ids: list[str]) -> list[float]:
         """The BM25 score of each row in `ids` for `query` (0 for a row the index does not hold)."""
-        terms = [self.vocab[t] for t in dict.fromkeys(tokens(query)) if t in self.vocab]
+        terms = self._terms(query)
         if not terms or not self.ids:
             return [0.0] * len(ids)
-        if not hasattr(self, "_position"):
-            self._position = {row: i for i, row in enumerate(self.ids)}
         every = self.retriever.get_scores(terms)
         return [float(every[self._position[row]]) if row in self._position else 0.0 for row in ids]
 
     def search(self, query: str, k: int) -> list[tuple[str, float]]:
         """(row id, score) of the k best rows with a positive score, best first (ties: table order)."""
-        terms = [self.vocab[t] for t in dict.fromkeys(tokens(query)) if t in self.vocab]
+        terms = self._terms(query)
         if not terms or not self.ids:
             return []
         scores = np.asarray(self.retriever.get_scores(terms), dtype=np.float64)
