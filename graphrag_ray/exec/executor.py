@@ -24,7 +24,7 @@ from graphrag_ray.exec.dispatch import dispatch
 from graphrag_ray.exec.pools import Pool, WorkerSpec, open_pool
 from graphrag_ray.exec.progress import watching_limits
 from graphrag_ray.exec.run_state import RunState, RunTables
-from graphrag_ray.exec.step import BatchStep, ItemStep, SpilledRows, Step, StepContext, Tables, collecting_stats
+from graphrag_ray.exec.step import BatchStep, ItemStep, SpilledRows, Step, StepContext, Tables, collecting_stats, running
 from graphrag_ray.exec.worker import StepWorker
 from graphrag_ray.llm.ledger import UsageLedger, run_ledger
 from graphrag_ray.storage.schemas import SCHEMAS
@@ -155,10 +155,11 @@ class Executor:
         if missing:
             raise GraphRagRayError(f"step {step.name}: input tables missing from the run: {', '.join(missing)}")
         step_ledger = UsageLedger()  # this step's own calls (another step may be spending at the same time)
-        if isinstance(step, BatchStep):
-            out, stats = self._batch(step, inputs)
-        else:
-            out, stats = self._items(step, inputs, step_ledger)
+        with running(step, self.ctx):
+            if isinstance(step, BatchStep):
+                out, stats = self._batch(step, inputs)
+            else:
+                out, stats = self._items(step, inputs, step_ledger)
         step_failures = out.pop("failures", None)
         if step_failures is not None and step_failures.height:
             self.run.save_tables({f"failures__{step.name}": step_failures})

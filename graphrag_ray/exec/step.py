@@ -14,6 +14,11 @@ which: `model_ids`, so a run checks exactly those endpoints before any work), co
     gets a `SpilledRows`, the partition files holding its rows, and reads them one at a time.
     A step with `carries_results` has each item's rows kept with the digest of the item (exec/carried.py): an
     update takes the rows of items that did not change from the version it updates, and computes only the rest.
+What a step reads and adds besides its tables it declares, and the run derives everything from the declarations:
+  * `prompt_keys`: its settings section's keys naming the prompt files it reads - the graph's fingerprint, the run
+    id and the prompt pre-check are made from them, and reading a prompt it did not declare fails (`running`);
+  * `publishes`: which of its `writes` the published index keeps beyond the required tables (`publish` writes them);
+  * `update_lines`: what it adds to an update's changes.json (how many reports were revised).
 """
 
 from __future__ import annotations
@@ -31,12 +36,18 @@ import polars as pl
 from graphrag_ray.config.prompts import load_prompt
 from graphrag_ray.config.settings import Settings
 from graphrag_ray.storage.location import Store
-from graphrag_ray.storage.tables import read_table
+from graphrag_ray.storage.tables import read_table, write_table
 
 Tables = dict[str, pl.DataFrame]
 Rows = dict[str, list[dict[str, Any]]]
 
 _STATS: ContextVar[Counter | None] = ContextVar("graphrag_ray_step_stats", default=None)
+# the step whose code runs in this context and the prompt files it declared (None: not inside a step)
+_DECLARED: ContextVar[tuple[str, frozenset[str]] | None] = ContextVar("graphrag_ray_step_prompts", default=None)
+
+
+class UndeclaredPromptError(RuntimeError):
+    """A step read a prompt file it does not declare: its fingerprint would miss it (a programming error)."""
 
 
 @contextmanager
@@ -48,6 +59,16 @@ def collecting_stats() -> Iterator[Counter]:
         yield counts
     finally:
         _STATS.reset(token)
+
+
+@contextmanager
+def running(step: "Step", ctx: "StepContext") -> Iterator[None]:
+    """While a step's code runs (in the driver or a worker): the prompts it declared are all it may read."""
+    token = _DECLARED.set((step.name, frozenset(step.prompts(ctx.settings, update=ctx.previous is not None))))
+    try:
+        yield
+    finally:
+        _DECLARED.reset(token)
 
 
 @dataclass
@@ -66,6 +87,10 @@ class StepContext:
         return read_table(self.previous, name) if self.previous is not None else None
 
     def prompt(self, relative_path: str) -> str:
+        declared = _DECLARED.get()
+        if declared is not None and relative_path not in declared[1]:
+            raise UndeclaredPromptError(f"step {declared[0]} reads {relative_path}, which it does not declare "
+                                        "(prompt_keys): the index's fingerprint would not change with it")
         if relative_path not in self.prompts:
             self.prompts[relative_path] = load_prompt(self.root, relative_path)
         return self.prompts[relative_path]
@@ -83,26 +108,45 @@ class Step(ABC):
     # What decides the graph's fingerprint, the run id and the prompt pre-check is derived from these.
     prompt_keys: tuple[str, ...] = ()
     update_prompt_keys: tuple[str, ...] = ()
+    slow_imports: tuple[str, ...] = ()  # modules it needs that take long to import: imported early, beside calls
+    publishes: tuple[str, ...] = ()  # of `writes`, what the published index keeps besides the required tables
+    # an update takes the rows of items the previous version already computed from it (exec/carried.py); only
+    # for item steps whose rows come from `process`, one item at a time, and are not spilled
+    carries_results: bool = False
+
+    def enabled(self, settings: Settings) -> bool:
+        """False when the step's settings section is switched off (it then reads no prompt and publishes nothing)."""
+        return self.settings_section is None or getattr(getattr(settings, self.settings_section), "enabled", True)
 
     def model_ids(self, settings: Settings) -> list[str]:
         """The models this step will call with these settings (none when its section is disabled)."""
         if not self.uses_llm or self.settings_section is None:
             return []
-        section = getattr(settings, self.settings_section)
-        return [section.model_id] if getattr(section, "enabled", True) else []
+        return [getattr(settings, self.settings_section).model_id] if self.enabled(settings) else []
 
     def prompts(self, settings: Settings, update: bool = False) -> list[str]:
         """The prompt files this step reads with these settings (none when its section is disabled)."""
-        if self.settings_section is None:
+        if self.settings_section is None or not self.enabled(settings):
             return []
         section = getattr(settings, self.settings_section)
-        if not getattr(section, "enabled", True):
-            return []
         return [getattr(section, key) for key in self.prompt_keys + (self.update_prompt_keys if update else ())]
 
     def prepare(self, ctx: StepContext) -> None:
         """Driver work that needs none of the step's input tables (reading the version an update starts from): the
         executor runs it beside the step before this one, while that step waits on its calls."""
+
+    def publish(self, ctx: StepContext, folder: Path, tables: Any, run: Store) -> None:
+        """Write the tables this step `publishes` into the version being published (`run`: the run's files)."""
+        if not self.enabled(ctx.settings):
+            return
+        for name in self.publishes:
+            if name in tables:
+                table = tables[name]
+                write_table(table, folder, name, ctx.settings.output.partition_rows if "id" in table.columns else None)
+
+    def update_lines(self, stats: dict) -> dict:
+        """What this step adds to an update's changes.json (and stats.json), from its stats in this run."""
+        return {}
 
     def stat_update(self, key: str, value: int = 1) -> None:
         """Count an event (a gleaning round, an unparsed record, a truncated answer) into this step's stats."""
@@ -135,9 +179,6 @@ class ItemStep(Step):
     yields: dict[str, dict] = {}        # tables each item yields rows of (besides failures), with their schemas
     partition_size: int | None = None   # None: settings.workers.partition_size
     spilled: tuple[str, ...] = ()       # yields given to finish as SpilledRows, not gathered in memory
-    # an update takes the rows of items the previous version already computed from it (exec/carried.py); only
-    # for steps whose rows come from `process`, one item at a time, and are not spilled
-    carries_results: bool = False
     # what the driver keeps on the step between calls of one run (previous-version rows, items of later rounds):
     # never pickled - the step travels to a worker with every partition
     driver_only: tuple[str, ...] = ()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from graphrag_ray.exec.step import ItemStep, StepContext, collecting_stats
+from graphrag_ray.exec.step import ItemStep, StepContext, collecting_stats, running
 from graphrag_ray.llm.ledger import PaidJournal, UsageLedger, recording_into
 from graphrag_ray.llm.models import Models
 from graphrag_ray.llm.tokens import load_in_background
@@ -25,7 +25,7 @@ class StepWorker:
             load_in_background(model, encoding or None)
 
     async def run_partition(self, step: ItemStep, items: list[dict]) -> dict:
-        with recording_into(UsageLedger()) as ledger, collecting_stats() as stats:
+        with recording_into(UsageLedger()) as ledger, collecting_stats() as stats, running(step, self.ctx):
             if step.process_batch is not None:
                 results = [await step.process_batch(self.ctx, items, self.models)]
             else:

@@ -22,7 +22,6 @@ from graphrag_ray.exec.run_state import RunState
 from graphrag_ray.exec.runtime import choose_backend, job_limiter, ray_running
 from graphrag_ray.exec.step import Step, StepContext
 from graphrag_ray.index.changes import describe_changes
-from graphrag_ray.index.steps.embed import vector_batches
 from graphrag_ray.index.input import check_columns, discover
 from graphrag_ray.index.lock import RunLock
 from graphrag_ray.llm.concurrency import limiter_snapshot, provider_limits, warm_start
@@ -32,7 +31,6 @@ from graphrag_ray.nlp.lexical import LEXICAL_TABLES, write_lexical
 from graphrag_ray.storage.location import FoundFile, Store, disk_full, resolve
 from graphrag_ray.storage.schemas import REQUIRED_TABLES
 from graphrag_ray.storage.tables import current_index, publish, read_table, write_table
-from graphrag_ray.storage.vectors import VECTOR_TABLES, write_vector_batches
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +45,6 @@ INDEX_METHODS: dict[str, list[str]] = {
              "communities", "extractive_reports", "embed", "finalize"],
 }
 
-# What a run publishes: the executor lets go of every other table once no later step reads it
-PUBLISHED_TABLES = {*REQUIRED_TABLES, "covariates", "entity_merges", "embeddings"}
 
 # Settings that change what is computed (and so the run id); workers, limits, prices and keys do not.
 _MODEL_RESULT_KEYS = ("type", "model", "encoding", "max_tokens", "temperature", "dimensions")
@@ -135,6 +131,12 @@ def submission_id(root: str | Path, config_file: str | Path | None = None, metho
     return f"graphrag-ray-{method}-{run_id_for(StepContext(load_settings(root, config_file), root), method)}"
 
 
+def published_tables(steps: list[Step]) -> set[str]:
+    """What a run of these steps publishes (the executor lets go of every other table once no later step reads
+    it): the required tables, and what each step declares it publishes."""
+    return {*REQUIRED_TABLES, *(name for step in steps for name in step.publishes)}
+
+
 def declared_prompts(steps: list[Step], settings: Settings, update: bool = False) -> list[str]:
     """Every prompt file the steps read with these settings, as they declare them (`Step.prompts`)."""
     return list(dict.fromkeys(path for step in steps for path in step.prompts(settings, update)))
@@ -204,7 +206,7 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
     # before anything starts
     workers_first = ray_running()
     if not workers_first and validate:
-        _check_models(settings, steps, method)
+        _check_models(settings, steps)
     with RunLock(root):
         run_id = run_id_for(ctx, method, files, input_id)
         runs = Store(resolve(root, settings.output.runs_dir))
@@ -232,19 +234,18 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
                     if backend == "ray":
                         executor.start_workers()
                     if validate:
-                        _check_models(settings, steps, method)
+                        _check_models(settings, steps)
                 except BaseException:
                     executor.close()
                     raise
-            # lancedb (1.1 s), igraph and leidenalg (0.8 s) are slow to import and needed only later: imported
-            # while the run waits on its first model calls - not at the start, where they held the GIL the run's
-            # first steps and first requests needed
-            slow = (["lancedb"] if settings.embed_text.enabled else []) + \
-                (["igraph", "leidenalg"] if any(step.name == "communities" for step in steps) else [])
+            # modules slow to import (about a second each: lancedb, igraph, leidenalg) and needed only later are
+            # imported while the run waits on its first model calls - not at the start, where they held the GIL the
+            # run's first steps and first requests needed
+            slow = list(dict.fromkeys(m for step in steps if step.enabled(settings) for m in step.slow_imports))
             if slow:
                 executor.beside_first_calls(lambda: [importlib.import_module(m) for m in slow])
             try:
-                tables = executor.run_steps(steps, keep=PUBLISHED_TABLES)
+                tables = executor.run_steps(steps, keep=published_tables(steps))
             except Exception as exc:
                 if not disk_full(exc):
                     raise
@@ -270,14 +271,16 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
         return IndexResult(output, run_id, stats, executor.ledger, dict(executor.node_ids), version)
 
 
-def _check_models(settings: Settings, steps: list[Step], method: str) -> None:
+def _check_models(settings: Settings, steps: list[Step]) -> None:
     """Exactly the models the method's steps will call, each checked before anything is spent."""
+    needed = [m for step in steps for m in step.model_ids(settings)]
     try:
-        check_endpoints(settings, [m for step in steps for m in step.model_ids(settings)])
+        check_endpoints(settings, needed)
     except GraphRagRayError as exc:
-        if method == "fast":  # the offline method needs no endpoint at all: say how
-            raise type(exc)(f"{exc}. The fast method can run with no endpoint: set the embedding model's "
-                            "`type: local_embedding` (vectors computed here)") from None
+        if {getattr(settings.models.get(m), "type", None) for m in needed} == {"embedding"}:
+            # no chat model: the method can run with no endpoint at all (the fast method): say how
+            raise type(exc)(f"{exc}. This method calls no chat model and can run with no endpoint: set the "
+                            "embedding model's `type: local_embedding` (vectors computed here)") from None
         raise
 
 
@@ -320,21 +323,10 @@ def _write_index(folder: Path, tables, ctx: StepContext, executor: Executor, ste
         del table
     write_table(tables["failures"], folder, "failures")
     write_lexical(folder, {name: tables[name] for name in LEXICAL_TABLES})  # BM25, for queries (nlp/lexical.py)
-    if settings.extract_claims.enabled and "covariates" in tables:
-        write_table(tables["covariates"], folder, "covariates", settings.output.partition_rows)
-    if settings.resolve_entities.enabled and "entity_merges" in tables:
-        write_table(tables["entity_merges"], folder, "entity_merges")
-    for step in steps:  # each item's rows, for the next update to carry (exec/carried.py)
-        if getattr(step, "carries_results", False):
+    for step in steps:
+        step.publish(ctx, folder, tables, executor.run.store)
+        if step.carries_results:  # each item's rows, for the next update to carry (exec/carried.py)
             publish_carried(executor.run.store, folder, step.name, list(step.yields))
-    embeddings = tables.get("embeddings")  # the manifest: the vectors are in the run's partition files
-    if embeddings is not None and embeddings.height:
-        for target in VECTOR_TABLES:
-            part = embeddings.filter(embeddings["target"] == target)
-            if not part.height:
-                continue
-            write_vector_batches(folder / "lancedb", target, vector_batches(executor.run.store, part), part.height,
-                                 settings.embed_text.ann_index_rows, settings.embed_text.ann_index)
     billed = run_ledger(ctx.paid_dir) if ctx.paid_dir else executor.ledger  # every attempt of this run
     total, attempt = billed.total(), executor.ledger.total()
     stats = {**about, "wall_s": round(wall, 3), "steps": executor.stats,
@@ -347,11 +339,11 @@ def _write_index(folder: Path, tables, ctx: StepContext, executor: Executor, ste
              "rows": rows}
     if ctx.previous is not None:  # what changed since the version this run started from, and what it cost
         changes = describe_changes(ctx.previous, tables, executor.ledger)
-        reports = executor.stats.get("community_reports")
-        if reports is not None:  # revised reports are not what a full index would write: say how many
-            changes["reports_written"] = stats["reports_written"] = {
-                "afresh": reports.get("items", 0) - reports.get("events", {}).get("revised", 0),
-                "revised": reports.get("events", {}).get("revised", 0), "kept": reports.get("carried_items", 0)}
+        for step in steps:  # what a step adds itself (revised reports are not what a full index would write)
+            if step.name in executor.stats:
+                lines = step.update_lines(executor.stats[step.name])
+                changes.update(lines)
+                stats.update(lines)
         (folder / "changes.json").write_text(json.dumps(changes, indent=2), encoding="utf-8")
         stats["changes"] = {table: {k: len(v) for k, v in diff.items()} for table, diff in changes["tables"].items()}
     (folder / "stats.json").write_text(json.dumps(stats, indent=2, default=str), encoding="utf-8")

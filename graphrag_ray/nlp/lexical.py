@@ -32,7 +32,7 @@ def english_stop_words() -> frozenset[str]:
 
 def tokens(text: str) -> list[str]:
     """The words BM25 counts: case-folded, no English stop words; Chinese as overlapping character pairs (Lucene's
-    CJK analyzer): no dictionary to load - jieba's takes 1.5 s, a third of a query command - and no name split
+    CJK analyzer): no dictionary to load - jieba's takes longer than the rest of a query command - and no name split
     the way a dictionary would not know it."""
     out: list[str] = []
     lowered = text.casefold()

@@ -341,3 +341,47 @@ def test_a_dead_ray_start_record_starts_a_local_cluster_and_a_live_one_is_joined
         assert ray_address(str(tmp_path)) is None  # a live `ray start` cluster is joined, as Ray does
     monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{dead_port}")
     assert ray_address(str(tmp_path)) is None  # a submitted job's address is Ray's to use, never overridden
+
+
+class Summaries(ItemStep):
+    """Reads the summaries' prompt in its workers (process) and, when `in_finish`, in the driver (finish)."""
+
+    name = "summaries"
+    uses_llm, settings_section = True, "summarize_descriptions"
+    reads = ("numbers",)
+    writes = ("summaries",)
+    yields = {"summaries": {"n": pl.Int64, "prompt_chars": pl.Int64}}
+
+    def __init__(self, declares: bool, in_finish: bool = False):
+        self.prompt_keys = ("prompt",) if declares else ()
+        self.in_finish = in_finish
+
+    def items(self, ctx, tables, round_index, earlier):
+        return [{"item_id": f"{n:03d}", "n": n} for n in tables["numbers"]["n"].to_list()[:3]]
+
+    async def process(self, ctx, item, models):
+        read = "" if self.in_finish else ctx.prompt(ctx.settings.summarize_descriptions.prompt)
+        return {"summaries": [{"n": item["n"], "prompt_chars": len(read)}]}
+
+    def finish(self, ctx, tables, yielded):
+        if self.in_finish:
+            ctx.prompt(ctx.settings.summarize_descriptions.prompt)
+        return {"summaries": yielded["summaries"].sort("n")}
+
+
+@pytest.mark.parametrize("in_finish", [False, True], ids=["in-a-worker", "in-the-driver"])
+def test_a_step_reading_a_prompt_it_does_not_declare_fails_and_one_it_declares_is_read(tmp_path, backend,
+                                                                                       in_finish):
+    """The index's fingerprint, run id and prompt pre-check are made from what steps declare: a prompt read but
+    not declared would let an edited prompt file change nothing (a resumed run would publish the old prompt's
+    work, an update would not refuse)."""
+    from graphrag_ray.exec.step import UndeclaredPromptError
+
+    with pytest.raises(UndeclaredPromptError, match="step summaries reads prompts/summarize_descriptions.txt"):
+        _executor(tmp_path / "undeclared", backend).run_steps([Summaries(declares=False, in_finish=in_finish)],
+                                                              given={"numbers": NUMBERS})
+    tables = _executor(tmp_path / "declared", backend).run_steps([Summaries(declares=True, in_finish=in_finish)],
+                                                                 given={"numbers": NUMBERS})
+    assert tables["summaries"]["n"].to_list() == [0, 1, 2]
+    if not in_finish:
+        assert tables["summaries"]["prompt_chars"].min() > 100, "the packaged prompt was read"

@@ -125,6 +125,7 @@ class Communities(BatchStep):
     reads = ("resolved_entities", "resolved_relationships", "documents")
     writes = ("communities",)
     background = True
+    slow_imports = ("igraph", "leidenalg")
 
     def run(self, ctx: StepContext, tables: Tables) -> Tables:
         cfg = ctx.settings.cluster_graph
@@ -160,7 +161,7 @@ class Communities(BatchStep):
         period = (docs["creation_date"].max() or "")[:10] if docs.height else ""
         # the relationships inside each community: an entity is in one community per level, so one pass over the
         # relationships per level finds them all (testing every relationship against every community was
-        # 5k x 59k tests at 10M tokens: 27 s)
+        # 5k x 59k tests at 10M tokens, most of the step's wall)
         community_at: dict[int, dict[str, int]] = {}
         for i, community in enumerate(tree):
             for member in community["members"]:

@@ -204,6 +204,12 @@ class CommunityReports(ItemStep):
     _waiting: tuple[pl.DataFrame, tuple] | None = None  # this run's communities, and their items by round
     driver_only = ("_previous", "_waiting")
 
+    def update_lines(self, stats: dict) -> dict:
+        """Revised reports are not what a full index would write: an update says how many it revised."""
+        revised = stats.get("events", {}).get("revised", 0)
+        return {"reports_written": {"afresh": stats.get("items", 0) - revised, "revised": revised,
+                                    "kept": stats.get("carried_items", 0)}}
+
     def rounds(self, ctx: StepContext, tables: Tables) -> int:
         """The first round: every community whose report needs no sub-report; then one per level, deepest first,
         for those that do."""

@@ -8,6 +8,8 @@ sorted in the driver they were several times that."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 
@@ -16,7 +18,7 @@ from graphrag_ray.exec.step import ItemStep, Rows, SpilledRows, StepContext, Tab
 from graphrag_ray.storage.location import Store
 from graphrag_ray.storage.schemas import RUN_SCHEMAS
 from graphrag_ray.storage.tables import write_table
-from graphrag_ray.storage.vectors import stored_vectors, vector_matrix
+from graphrag_ray.storage.vectors import VECTOR_TABLES, stored_vectors, vector_matrix, write_vector_batches
 
 STAGE = "embed"
 EMBEDDING_ROWS = RUN_SCHEMAS["embedding_rows"]
@@ -26,7 +28,8 @@ class Embed(ItemStep):
     name = "embed"
     uses_llm, settings_section = True, "embed_text"
     reads = ("entities_summarized", "community_reports", "text_unit_embeddings")
-    writes = ("embeddings",)
+    writes = publishes = ("embeddings",)
+    slow_imports = ("lancedb",)  # the vectors are published into LanceDB
     yields = {"embeddings": EMBEDDING_ROWS}
     spilled = ("embeddings",)
     partition_size = 256
@@ -113,6 +116,18 @@ class Embed(ItemStep):
         return {"embeddings": [{"id": it["item_id"], "target": it["target"], "text": it["text"],
                                 "vector": np.asarray(vec, dtype=np.float32).tobytes()}
                                for it, vec in zip(items, vectors)]}
+
+    def publish(self, ctx: StepContext, folder: Path, tables, run: Store) -> None:
+        """The vectors into the version's lancedb tables, one target at a time, read from the run's partition
+        files (the `embeddings` manifest says where each row's vector is)."""
+        embeddings = tables.get("embeddings") if self.publishes else None  # embed_text_units: published by embed
+        if embeddings is None or not embeddings.height:
+            return
+        for target in VECTOR_TABLES:
+            part = embeddings.filter(embeddings["target"] == target)
+            if part.height:
+                write_vector_batches(folder / "lancedb", target, vector_batches(run, part), part.height,
+                                     ctx.settings.embed_text.ann_index_rows, ctx.settings.embed_text.ann_index)
 
     def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
         mine = self.manifest(tables, self.with_carried(ctx, tables, yielded["embeddings"]))

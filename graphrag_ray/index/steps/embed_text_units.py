@@ -13,6 +13,7 @@ class EmbedTextUnits(Embed):
     background = True
     reads = ("text_units",)
     writes = ("text_unit_embeddings",)
+    publishes = ()  # its vectors are published with embed's
 
     def rows(self, tables: Tables) -> list[dict]:
         return [{"item_id": r["id"], "target": "text_unit_text", "text": r["text"]}

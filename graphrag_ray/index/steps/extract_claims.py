@@ -48,7 +48,7 @@ class ExtractClaims(ItemStep):
     uses_llm, settings_section = True, "extract_claims"
     prompt_keys = ("prompt",)
     reads = ("text_units",)
-    writes = ("covariates",)
+    writes = publishes = ("covariates",)
     yields = CLAIM_SCHEMAS
     carries_results = True  # an update takes unchanged items' rows from the version it updates
 

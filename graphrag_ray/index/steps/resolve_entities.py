@@ -91,6 +91,7 @@ class ResolveEntities(ItemStep):
     prompt_keys = ("prompt",)
     reads = ("merged_entities", "merged_relationships")
     writes = ("resolved_entities", "resolved_relationships", "entity_merges")
+    publishes = ("entity_merges",)  # which names were merged, and why
     yields = {"name_vectors": {"key": pl.String, "vector": pl.Binary},  # float32 bytes
               "merges": {"group": pl.String, "canonical": pl.String, "merged": pl.String, "rule": pl.String,
                          "reason": pl.String}}
