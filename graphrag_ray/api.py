@@ -117,28 +117,30 @@ def index_methods() -> list[str]:
 
 def build_index(config=None, root: str | Path = ".", config_file: str | Path | None = None, method: str = "standard",
                 resume: bool = True, show_progress: bool = False, verbose: bool = False,
-                retry_failures: bool = False, skip_unchanged: bool = False, validate: bool = True):
+                retry_failures: bool = False, skip_unchanged: bool = False, validate: bool = True, announce=None):
     """Index ROOT's input into ROOT/output (Microsoft GraphRAG's `build_index(config)` shape: pass a loaded
     Settings as `config`, or a root). `retry_failures`: re-run only what the published index lists as failed
     for a transient cause, and publish a new version. `skip_unchanged`: publish nothing when the published index
     is already of this input and these settings, with no failures (`stats["nothing_done"]` says so).
-    `validate=False` (the command line's --skip-validation): no endpoint check before the run."""
+    `validate=False` (the command line's --skip-validation): no endpoint check before the run. `announce(line)`
+    gets the run's first line: the Ray cluster it started or joined, or that it runs in this process."""
     from graphrag_ray.index.pipeline import build_index as run
 
     return run(root, config_file, method=method, resume=resume, show_progress=show_progress, verbose=verbose,
-               settings=config, retry_failures=retry_failures, skip_unchanged=skip_unchanged, validate=validate)
+               settings=config, retry_failures=retry_failures, skip_unchanged=skip_unchanged, validate=validate,
+               announce=announce)
 
 
 def update_index(root: str | Path = ".", config_file: str | Path | None = None, resume: bool = True,
                  show_progress: bool = False, verbose: bool = False, method: str | None = None,
-                 validate: bool = True):
+                 validate: bool = True, announce=None):
     """Bring ROOT's published index up to date with its input (documents added, changed, deleted), at a cost in
     proportion to the change; a new version with `changes.json`. `method`: refused unless it is the published
-    index's (an update never changes the method)."""
+    index's (an update never changes the method). `announce`: as build_index's."""
     from graphrag_ray.index.pipeline import build_index as run
 
     return run(root, config_file, method=method, resume=resume, show_progress=show_progress, verbose=verbose,
-               update=True, validate=validate)
+               update=True, validate=validate, announce=announce)
 
 
 def clear_cache(root: str | Path = ".", config_file: str | Path | None = None, stage: str = "") -> tuple[int, int]:

@@ -35,7 +35,7 @@ def main() -> None:
     (root / "settings.yaml").write_text(yaml.safe_dump(SETTINGS))
     join_ray()
     with Meter() as meter:
-        result = build_index(root=root, method="fast")
+        result = build_index(root=root, method="fast", announce=print)
     print(f"corpus: {corpus_tokens:,} tokens in {len(list((root / 'input').iterdir()))} documents")
     print(f"{'step':<22}{'wall s':>9}{'tokens/s':>12}")
     for name, step in result.stats["steps"].items():

@@ -64,7 +64,7 @@ def main() -> None:
             settings["resolve_entities"] = {"enabled": True}
         (root / "settings.yaml").write_text(yaml.safe_dump(settings))
         with Meter(exclude_pids={sim.pid()}) as meter:
-            result = build_index(root=root)
+            result = build_index(root=root, announce=print)
         served = sim.stats()
     total = result.ledger.total()
     print(f"corpus: {corpus_tokens:,} tokens in {len(list((root / 'input').iterdir()))} documents")

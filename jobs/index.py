@@ -31,10 +31,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         api.join_ray()
         if args.update:
-            result = api.update_index(root=args.root, config_file=args.config, resume=not args.no_resume)
+            result = api.update_index(root=args.root, config_file=args.config, resume=not args.no_resume,
+                                      announce=print)
         else:
             result = api.build_index(root=args.root, config_file=args.config, method=args.method,
-                                     resume=not args.no_resume, retry_failures=args.retry_failures)
+                                     resume=not args.no_resume, retry_failures=args.retry_failures, announce=print)
     except GraphRagRayError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

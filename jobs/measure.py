@@ -1,6 +1,6 @@
-"""Benchmark helpers: engine CPU seconds (machine CPU minus the simulator's and this harness's own: its /proc
-sampling thread, or its whole process when the engine runs as a command) and peak RSS of the engine (every
-process this one started - Ray's included - except the simulator), read from /proc."""
+"""Benchmark helpers: engine CPU seconds and peak RSS of the engine - every process this one started, Ray's
+included, except the simulator (and this harness's own sampling thread, or its whole process when the engine
+runs as a command) - read per process from /proc, so other work on the machine is never counted as ours."""
 
 from __future__ import annotations
 
@@ -12,12 +12,6 @@ from pathlib import Path
 CLOCK = os.sysconf("SC_CLK_TCK")
 PROVISIONAL = {"?", "ray::IDLE", "default_worker.py"}
 PAGE = os.sysconf("SC_PAGE_SIZE")
-
-
-def machine_cpu_seconds() -> float:
-    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-    user, nice, system, idle, iowait, irq, softirq = (int(x) for x in fields[:7])
-    return (user + nice + system + irq + softirq) / CLOCK
 
 
 def process_cpu_seconds(pid: int, children: bool = True) -> float:
@@ -46,19 +40,6 @@ def _process_name(pid: int) -> str:
         if marker in joined:
             return marker
     return comm
-
-
-def cpu_by_process(names: dict[int, str] | None = None) -> dict[int, tuple[str, float]]:
-    """Every process's (label, CPU seconds); `names` keeps the labels already read (a pid's label is read once)."""
-    names = {} if names is None else names
-    out = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            pid = int(entry.name)
-            if names.get(pid, "?") in PROVISIONAL:  # a Ray worker is labelled by its actor once it has one
-                names[pid] = _process_name(pid)
-            out[pid] = (names[pid], process_cpu_seconds(pid, children=False))  # a reaped child once
-    return out
 
 
 def _children() -> dict[int, list[int]]:
@@ -91,7 +72,12 @@ def engine_rss_bytes(exclude: set[int], count_self: bool = True) -> int:
 
 
 class Meter:
-    """with Meter(exclude_pids={sim.pid()}) as m: ... ; m.cpu_s, m.peak_rss_gb, m.wall_s"""
+    """with Meter(exclude_pids={sim.pid()}) as m: ... ; m.cpu_s, m.peak_rss_gb, m.wall_s
+
+    The engine is the tree of processes this one started (Ray's head processes and workers included: a local
+    cluster's processes are this process's descendants), less `exclude_pids` and theirs; its CPU is each such
+    process's own CPU over the run, read every `interval` (a process that exits keeps its last reading). Other
+    processes on the machine - another user's jobs on a shared one - are never counted."""
 
     def __init__(self, exclude_pids: set[int] | None = None, interval: float = 0.5, engine_here: bool = True):
         """engine_here: the engine runs in this process (else only in the processes it starts, and this one -
@@ -104,20 +90,37 @@ class Meter:
         self._names: dict[int, str] = {}
         self._stop = threading.Event()
 
+    def _tree(self) -> set[int]:
+        """This process (when the engine runs here) and every process it started, and theirs, but the excluded."""
+        tree, found, stack = _children(), set(), [os.getpid()]
+        while stack:
+            pid = stack.pop()
+            if pid in self.exclude:
+                continue
+            stack.extend(tree.get(pid, []))
+            if pid != os.getpid() or self.engine_here:
+                found.add(pid)
+        return found
+
+    def _read_tree(self) -> None:
+        for pid in self._tree():
+            if self._names.get(pid, "?") in PROVISIONAL:  # a Ray worker is labelled by its actor once it has one
+                self._names[pid] = _process_name(pid)
+            cpu = process_cpu_seconds(pid, children=False)  # a reaped child is counted as itself, once
+            if cpu > 0 or pid not in self._procs_last:
+                self._procs_last[pid] = (self._names[pid], cpu)
+
     def _sample(self) -> None:
         while not self._stop.is_set():
             self.peak_rss = max(self.peak_rss, engine_rss_bytes(self.exclude, count_self=self.engine_here))
-            # processes that exit mid-run keep their last reading
-            self._procs_last.update(cpu_by_process(self._names))
+            self._read_tree()
             self.sampler_cpu_s = time.thread_time()  # this thread's own CPU: the harness's, not the engine's
             self._stop.wait(self.interval)
 
     def __enter__(self) -> "Meter":
-        self._procs0 = cpu_by_process(self._names)
-        self._procs_last = dict(self._procs0)
-        self._cpu0 = machine_cpu_seconds()
-        self._excluded0 = sum(process_cpu_seconds(p) for p in self.exclude)
-        self._self0 = process_cpu_seconds(os.getpid(), children=False)
+        self._procs_last: dict[int, tuple[str, float]] = {}
+        self._read_tree()
+        self._procs0 = dict(self._procs_last)
         self._t0 = time.perf_counter()
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
@@ -125,25 +128,16 @@ class Meter:
 
     def __exit__(self, *exc) -> None:
         self.wall_s = time.perf_counter() - self._t0
-        excluded = sum(process_cpu_seconds(p) for p in self.exclude) - self._excluded0
-        harness = 0.0 if self.engine_here else process_cpu_seconds(os.getpid(), children=False) - self._self0
-        cpu_s = machine_cpu_seconds() - self._cpu0 - excluded - harness
         self._stop.set()
         self._thread.join()
-        if self.engine_here:  # the sampling thread runs in the engine's process: its CPU is taken out
-            cpu_s -= self.sampler_cpu_s
-        self.cpu_s = cpu_s
+        self._read_tree()
+        self.cpu_s = 0.0
         self.cpu_by_name: dict[str, float] = {}
-        final = cpu_by_process()  # labels read anew: a Ray worker seen first as ray::IDLE is now its actor
-        self._procs_last = {pid: (final[pid][0] if pid in final else name, cpu)
-                            for pid, (name, cpu) in self._procs_last.items()}
-        self._procs_last.update(final)
         for pid, (name, cpu) in self._procs_last.items():
-            if pid in self.exclude:
-                continue
             spent = cpu - self._procs0.get(pid, (name, 0.0))[1]
-            if pid == os.getpid() and self.engine_here:
+            if pid == os.getpid():  # the sampling thread runs in the engine's process: its CPU is taken out
                 spent -= self.sampler_cpu_s
+            self.cpu_s += spent
             if spent > 0.05:
                 self.cpu_by_name[name] = round(self.cpu_by_name.get(name, 0.0) + spent, 2)
         self.peak_rss_gb = self.peak_rss / 2**30
@@ -151,8 +145,8 @@ class Meter:
 
 def run_measured(cmd: list[str], *, env: dict | None = None, exclude_pids: set[int] | None = None,
                  timeout: float | None = None, log: Path | None = None) -> dict:
-    """Run a command; its wall time, the engine CPU (machine CPU minus the excluded processes) and peak RSS of
-    the process tree. A command past `timeout` is killed (with its process group) and reported as capped."""
+    """Run a command; its wall time, the engine CPU (its process tree's, less the excluded processes) and peak
+    RSS of the process tree. A command past `timeout` is killed (with its process group) and reported as capped."""
     import signal
     import subprocess
 

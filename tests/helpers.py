@@ -1,4 +1,5 @@
-"""Shared helpers: a project root whose models point at a simulator."""
+"""Shared helpers: a project root whose models point at a simulator, the command line (in a fresh interpreter or
+in this one), the published index."""
 
 from __future__ import annotations
 
@@ -65,6 +66,17 @@ def published_index(root: Path):
     from graphrag_ray.storage.tables import current_index
 
     return current_index(Path(root) / "output")
+
+
+def cli(*args: str, root: Path | None = None, env: dict | None = None, timeout: float = 300, **kwargs):
+    """`graphrag-ray ARGS [--root ROOT]` in a fresh interpreter: for what needs a real process (a signal, an exit
+    code from the interpreter, environment variables, Ray workers inheriting them); `cli_in_process` otherwise."""
+    import subprocess
+    import sys
+
+    extra = ["--root", str(root)] if root is not None else []
+    return subprocess.run([sys.executable, "-m", "graphrag_ray.cli", *args, *extra], capture_output=True, text=True,
+                          timeout=timeout, env=env, **kwargs)
 
 
 class CliRun:

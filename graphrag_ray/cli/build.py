@@ -87,7 +87,7 @@ def index(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
     result = build_index(root=root, config_file=config, method=method, resume=resume, show_progress=progress,
                          verbose=_STATE["verbose"], retry_failures=retry_failures,
                          skip_unchanged=not force and cache and resume,  # --no-cache / --no-resume: asked to run
-                         validate=not skip_validation)
+                         validate=not skip_validation, announce=lambda line: console.print(line, highlight=False))
     _report_run(result, console)
 
 
@@ -143,10 +143,12 @@ def update(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
     _use_cache(cache, output)
     from graphrag_ray.api import update_index
 
+    console = _console()
     result = update_index(root=root, config_file=config, resume=resume,
                           show_progress=True if sys.stderr.isatty() else "plain",
-                          verbose=_STATE["verbose"], method=method, validate=not skip_validation)
-    _report_run(result, _console())
+                          verbose=_STATE["verbose"], method=method, validate=not skip_validation,
+                          announce=lambda line: console.print(line, highlight=False))
+    _report_run(result, console)
 
 
 @app.command()

@@ -9,6 +9,7 @@ calls already answered come from the cache.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import Counter
@@ -29,6 +30,7 @@ from graphrag_ray.exec.worker import StepWorker
 from graphrag_ray.llm.ledger import UsageLedger, run_ledger
 from graphrag_ray.storage.schemas import SCHEMAS
 
+log = logging.getLogger(__name__)
 FAILURE_SCHEMA = SCHEMAS["failures"]
 PARTITIONS_PER_WORKER = 2  # in flight per worker: one running, one queued, so no worker idles between partitions
 
@@ -145,7 +147,9 @@ class Executor:
             prepared.result()
         if self.run.step_done(step.name):
             self.stats[step.name] = {**self.run.step_stats(step.name), "resumed": True}
+            log.info("step %s: done in an earlier attempt of this run, its tables read back", step.name)
             return {w: self.run.load_table(w) for w in step.writes}
+        log.info("step %s: starting (%s backend)", step.name, self.backend)
         inputs = {r: tables[r] if r in tables else self.run.load_table(r) for r in step.reads}
         for r in step.optional_reads:
             found = tables.get(r) if r in tables else self.run.load_table(r)
@@ -170,6 +174,8 @@ class Executor:
         self.run.save_tables(out)
         self.run.mark_step(step.name, stats)
         self.stats[step.name] = stats
+        log.info("step %s: done in %.1f s (%s items, %s failures, %s calls)", step.name, stats["wall_s"],
+                 stats.get("items"), stats["failures"], step_ledger.total().calls)
         del out, inputs, step_failures  # before the tables are read back: not two copies of them at once
         # continue from what is on disk, so a fresh run and a resumed one take the same path
         return {w: self.run.load_table(w) for w in step.writes}

@@ -9,6 +9,7 @@ import socket
 import sys
 
 BACKENDS = ("local", "ray")
+log = logging.getLogger(__name__)
 
 
 def ray_running() -> bool:
@@ -26,11 +27,14 @@ def _answers(address: str, timeout: float = 1.0) -> bool:
         return False
 
 
-def ray_address(temp_dir: str | None = None) -> str | None:
-    """The address for `ray.init`: None lets Ray join what RAY_ADDRESS names (a submitted job) or the cluster
-    `ray start` recorded in its temp dir; "local" starts one here when that record names a cluster that is gone.
-    Ray itself would wait on a dead record forever (it is left behind when a `ray start` head or a test
-    cluster dies without `ray stop`)."""
+def ray_address(temp_dir: str | None = None, join_recorded: bool = False) -> str | None:
+    """The address for `ray.init`: None lets Ray join what RAY_ADDRESS names (a submitted job, or a cluster
+    named on purpose); otherwise "local", a cluster of this process's own.
+
+    A cluster `ray start` recorded on this machine is joined only with `join_recorded` (`serve`, whose
+    deployments belong on the cluster it is started beside): a plain run does not become a job on a cluster
+    nobody named - on a shared machine that was another user's, and its teardown killed the run. A record
+    naming a cluster that is gone is never followed (Ray would wait on it forever)."""
     if os.environ.get("RAY_ADDRESS"):
         return None
     from ray._common.utils import get_ray_address_file
@@ -39,20 +43,45 @@ def ray_address(temp_dir: str | None = None) -> str | None:
     try:
         recorded = open(record, encoding="utf-8").read().strip()
     except OSError:
-        return None
+        return "local"
     if recorded and _answers(recorded):
-        return None
-    logging.getLogger(__name__).warning("ignoring %s: the Ray cluster it names (%s) does not answer; "
-                                        "starting one in this process", record, recorded or "nothing")
+        if join_recorded:
+            return None
+        log.warning("not joining the Ray cluster at %s (recorded by `ray start` in %s): a run joins a cluster only "
+                    "when RAY_ADDRESS names it (RAY_ADDRESS=%s, as `ray job submit` sets it); starting one of "
+                    "its own", recorded, record, recorded)
     return "local"
 
 
-def ensure_ray(verbose: bool = False) -> None:
+# how this process's Ray came up: "started" (a cluster of its own) or "joined"; unset: its caller initialised it
+_HOW: dict[str, str] = {}
+
+
+def where_ray_runs() -> str:
+    """One line naming the Ray cluster this process is on: its address, live nodes and CPUs, and whether this
+    process started it or joined it."""
+    import ray
+
+    address = ray.get_runtime_context().gcs_address
+    nodes = sum(1 for node in ray.nodes() if node.get("Alive"))
+    cpus = ray.cluster_resources().get("CPU", 0)
+    shape = f"{nodes} node{'s' if nodes != 1 else ''}, {cpus:g} CPUs"
+    how = _HOW.get("how")
+    if how == "started":
+        return f"Ray: started a local cluster at {address} ({shape})"
+    if how == "joined":
+        return f"Ray: joined the cluster at {address} ({shape})"
+    return f"Ray: on the cluster this process is connected to at {address} ({shape})"
+
+
+def ensure_ray(verbose: bool = False, join_recorded: bool = False) -> None:
     import ray
 
     if not ray.is_initialized():
-        ray.init(address=ray_address(), include_dashboard=False, log_to_driver=verbose,
+        address = ray_address(join_recorded=join_recorded)
+        ray.init(address=address, include_dashboard=False, log_to_driver=verbose,
                  logging_level=logging.INFO if verbose else logging.ERROR)
+        _HOW["how"] = "started" if address == "local" else "joined"
 
 
 def choose_backend(setting: str, input_bytes: int = 0, local_max_input_mb: float = float("inf"),

@@ -7,7 +7,8 @@ which: `model_ids`, so a run checks exactly those endpoints before any work), co
   * an `ItemStep`, fanned out by the executor over partitions and workers:
       rounds(ctx, tables)                   how many dependent rounds (report levels); 1 by default
       items(ctx, tables, round, earlier)    work items (dicts with an "item_id"); `earlier` = prior rounds' rows
-      async process(ctx, item, models)      rows per table in `yields` for one item (+ "failures" rows)
+      async process(ctx, item, models)      rows per table in `yields` for one item; a model call that cannot be
+                                            had (LLMUnavailableError) becomes the item's failures row (worker.py)
         or async process_batch(ctx, items, models) for steps that batch their own calls (embeddings)
       finish(ctx, tables, yielded)          the step's output tables from the rows every item yielded
     A yield named in `spilled` (vectors: hundreds of MB at 10M tokens) is never gathered in the driver: `finish`
@@ -191,6 +192,16 @@ class ItemStep(Step):
 
     def rounds(self, ctx: StepContext, tables: Tables) -> int:
         return 1
+
+    def failure_source(self, item: dict) -> str:
+        """What a failures row names as the item's source (a document, a community): where a user looks."""
+        return str(item.get("document_id") or item.get("source") or "")
+
+    def failure_row(self, item: dict, exc: BaseException | str, note: str = "") -> dict:
+        """The failures row of an item whose model call could not be had (the worker writes it for an
+        LLMUnavailableError that leaves `process`; a step with a fallback writes it beside its fallback rows)."""
+        return {"step": self.name, "item_id": item["item_id"], "source": self.failure_source(item),
+                "reason": f"{exc}{'; ' + note if note else ''}"}
 
     def carry_identity(self, item: dict) -> Any:
         """What an update compares with the previous version to carry this item's rows: by default the whole item

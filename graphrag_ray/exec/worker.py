@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+from graphrag_ray.errors import LLMUnavailableError
 from graphrag_ray.exec.step import ItemStep, StepContext, collecting_stats, running
 from graphrag_ray.llm.ledger import PaidJournal, UsageLedger, recording_into
 from graphrag_ray.llm.models import Models
@@ -27,9 +28,10 @@ class StepWorker:
     async def run_partition(self, step: ItemStep, items: list[dict]) -> dict:
         with recording_into(UsageLedger()) as ledger, collecting_stats() as stats, running(step, self.ctx):
             if step.process_batch is not None:
-                results = [await step.process_batch(self.ctx, items, self.models)]
+                results = [await _or_failures(step, items, step.process_batch(self.ctx, items, self.models))]
             else:
-                results = await asyncio.gather(*(step.process(self.ctx, item, self.models) for item in items))
+                results = await asyncio.gather(*(_or_failures(step, [item], step.process(self.ctx, item, self.models))
+                                                 for item in items))
         if self.models.journal is not None:  # what the partition recorded, on disk before its rows are
             self.models.journal.flush()
         rows: dict[str, list] = {}
@@ -40,6 +42,15 @@ class StepWorker:
         if step.carries_results:  # how many rows of each table each item yielded, in item order
             answer["spans"] = {table: [len(result.get(table, ())) for result in results] for table in rows}
         return answer
+
+
+async def _or_failures(step: ItemStep, items: list[dict], work) -> dict:
+    """The rows `work` yields, or - its model call could not be had (the endpoint is down past its retries, the
+    answers stayed unusable) - a failures row per item: the run goes on, and `--retry-failures` redoes them."""
+    try:
+        return await work
+    except LLMUnavailableError as exc:
+        return {"failures": [step.failure_row(item, exc) for item in items]}
 
 
 def node_id() -> str:

@@ -20,7 +20,7 @@ from graphrag_ray.config.settings import Settings
 from graphrag_ray.parsing.llm_output import COMPLETION_DELIMITER
 from graphrag_ray.exec.step import StepContext
 from graphrag_ray.config.prompts import fill
-from graphrag_ray.index.steps.extract_graph import extraction_prompt
+from graphrag_ray.index.operations.extraction import extraction_prompt
 from graphrag_ray.index.units import corpus_units
 from graphrag_ray.llm.tokens import count_chat_tokens, tokenizer_for
 

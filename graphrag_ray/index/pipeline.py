@@ -9,6 +9,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import polars as pl
 
@@ -19,7 +20,7 @@ from graphrag_ray.exec.carried import publish_carried
 from graphrag_ray.exec.executor import Executor
 from graphrag_ray.exec.progress import progress_bar
 from graphrag_ray.exec.run_state import RunState
-from graphrag_ray.exec.runtime import choose_backend, job_limiter, ray_running
+from graphrag_ray.exec.runtime import choose_backend, job_limiter, ray_running, where_ray_runs
 from graphrag_ray.exec.step import Step, StepContext
 from graphrag_ray.index.changes import describe_changes
 from graphrag_ray.index.input import check_columns, discover
@@ -51,7 +52,9 @@ _MODEL_RESULT_KEYS = ("type", "model", "encoding", "max_tokens", "temperature", 
 
 
 def load_step(name: str) -> Step:
-    return importlib.import_module(f"graphrag_ray.index.steps.{name}").STEP
+    """A fresh instance of the step: what a step keeps in the driver during a run (the version an update
+    revises, later rounds' items) belongs to that run - two runs in one process never share it."""
+    return type(importlib.import_module(f"graphrag_ray.index.steps.{name}").STEP)()
 
 
 def method_steps(method: str) -> list[Step]:
@@ -145,7 +148,8 @@ def declared_prompts(steps: list[Step], settings: Settings, update: bool = False
 def build_index(root: str | Path = ".", config_file: str | Path | None = None, method: str | None = "standard",
                 resume: bool = True, show_progress: bool = False, verbose: bool = False,
                 settings: Settings | None = None, retry_failures: bool = False, update: bool = False,
-                skip_unchanged: bool = False, validate: bool = True) -> IndexResult:
+                skip_unchanged: bool = False, validate: bool = True,
+                announce: Callable[[str], None] | None = None) -> IndexResult:
     """One index run, published as a new version.
 
     `update`: the corpus changed since the published index; the run starts from it - its numbers are carried over,
@@ -156,7 +160,8 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
     `skip_unchanged` (the command line's `index` without --force): when the published index is of this very input,
     method, settings and prompts and lists no failures, nothing is run or published (a new identical version would
     take one of the kept slots). `validate=False`: the endpoints are not checked first (Microsoft GraphRAG's
-    --skip-validation); a bad key is then said by the first call."""
+    --skip-validation); a bad key is then said by the first call. `announce` gets the run's first line: where it
+    runs (the Ray cluster it started or joined: address, nodes, CPUs; or this process)."""
     root = Path(root).resolve()
     settings = settings or load_settings(root, config_file)
     ctx = StepContext(settings, root)
@@ -224,6 +229,9 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
             else sum(f.size for f in files)
         backend = choose_backend(workers.executor, work_bytes, workers.local_max_input_mb, join_cluster=not update)
         limiter = job_limiter(backend, run_id, verbose)
+        runs_on = where_ray_runs() if backend == "ray" else \
+            f"running in this process, no Ray (workers.executor: {workers.executor})"
+        (announce or log.info)(runs_on)
         warm = warm_start(limiter, published_stats.get("provider_limits") or {}, settings.models) \
             if update else []
         started = time.perf_counter()
@@ -253,7 +261,7 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
                                        f"{runs.location}; the published index is unchanged and the run resumes "
                                        "once there is room") from None
         about = {"run_id": run_id, "input_id": input_id, "method": method,
-                 "graph_fingerprint": graph_fingerprint(ctx, method), "executor": backend, "started_warm": warm,
+                 "graph_fingerprint": graph_fingerprint(ctx, method), "executor": backend, "runs_on": runs_on, "started_warm": warm,
                  "provider_limits": provider_limits(limiter_snapshot(limiter), settings.models),
                  "kind": "update" if update else "retry" if retry_failures else "index",
                  **({"retried": retried} if retried is not None else {})}
@@ -266,6 +274,7 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
                 raise
             raise GraphRagRayError(f"no space left on the device while writing the index to {output}; the "
                                    f"published index is unchanged and the run resumes once there is room") from None
+        log.info("published %s (%s)", version.location, ", ".join(f"{k} {v}" for k, v in stats["rows"].items()))
         run.reset()
         paid.delete_tree()
         return IndexResult(output, run_id, stats, executor.ledger, dict(executor.node_ids), version)

@@ -64,6 +64,12 @@ class Mention:
     start: int
 
 
+def contains_name(sentence: str, name: str) -> bool:
+    """Whether a sentence names an entity title (English titles are upper-cased: compared with the upper-cased
+    sentence; Chinese ones as written)."""
+    return name in sentence if not name.isascii() else name in sentence.upper()
+
+
 def sentences(text: str) -> list[tuple[int, str]]:
     """(offset, sentence) pairs; Chinese and English punctuation."""
     out, start = [], 0

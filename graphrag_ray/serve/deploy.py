@@ -210,7 +210,7 @@ def run_server(roots: list[str], host: str = "127.0.0.1", port: int = 8000, requ
         from graphrag_ray.storage.location import resolve
 
         read_index_tables(resolve(root, s.output.base_dir), ())
-    ensure_ray(verbose)
+    ensure_ray(verbose, join_recorded=True)  # deployments belong on the cluster `serve` is started beside
     # HeadOnly: one address, the one printed (several nodes on one host would each bind the port); a cluster
     # whose clients reach every node runs cluster/serve.yaml with EveryNode
     serve.start(proxy_location=proxy_location, http_options={"host": host, "port": port})

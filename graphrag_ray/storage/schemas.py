@@ -59,6 +59,16 @@ RUN_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "embedding_rows": {"id": STR, "target": STR, "text": STR, "vector": pl.Binary},
     # the manifest of vectors: a row's id and target (its lancedb table), and the item and file holding its vector
     "embeddings": {"id": STR, "target": STR, "item_id": STR, "file": STR},
+    # what extraction yields per text unit (LLM or NLP), before the merge
+    "extracted_entities": {"title": STR, "type": STR, "description": STR, "text_unit_id": STR, "order": pl.Int64},
+    "extracted_relationships": {"source": STR, "target": STR, "description": STR, "weight": pl.Float64,
+                                "text_unit_id": STR, "order": pl.Int64},
+    # the text units as chunking cuts them (document order and position: the published numbering follows them)
+    "text_unit_rows": {"id": STR, "text": STR, "n_tokens": pl.Int64, "document_id": STR, "doc_order": pl.Int64,
+                       "chunk_index": pl.Int64},
+    # which of a text unit's entities each of its sentences names (the fast method's extractive reports)
+    "sentence_mentions": {"unit_id": STR, "sentence": pl.Int32, "start": pl.Int32, "length": pl.Int32,
+                          "entity_ids": pl.List(STR)},
 }
 
 # Tables a complete index must have (covariates only when claims are on).

@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -20,15 +19,11 @@ import pytest
 
 from graphrag_ray import api
 from graphrag_ray.storage.tables import current_index, read_table
+from tests.helpers import cli
 
 from .test_fast import example_root
 
 PNG = b"\x89PNG\r\n\x1a\n"
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "graphrag_ray.cli", *args], capture_output=True, text=True,
-                          timeout=300)
 
 
 @pytest.fixture(scope="module")

@@ -124,3 +124,29 @@ def test_fast_graph_of_technical_text_keeps_distinctive_terms(tmp_path, ray_sess
     persons = ents.filter(pl.col("type") == "PERSON")["title"].to_list()
     assert not [p for p in persons if p.isascii() and p.isupper()], "no markup string typed PERSON"
     assert result.stats["steps"]["nlp_graph"]["events"].get("generic_concepts_dropped", 0) >= 1
+
+
+def test_the_first_line_of_index_names_the_ray_cluster_it_started_or_joined(tmp_path, ray_session, no_key):
+    """A plain `index` starts a Ray cluster of its own (even beside one `ray start` recorded on the machine: on a
+    shared machine that was another user's) and says so; one given RAY_ADDRESS joins that cluster and says so -
+    its address, live nodes and CPUs - before anything else."""
+    import re
+
+    import yaml
+
+    root = example_root(tmp_path, "coffee_shop")
+    settings = yaml.safe_load((root / "settings.yaml").read_text())
+    settings["workers"]["executor"] = "ray"
+    (root / "settings.yaml").write_text(yaml.safe_dump(settings))
+    command = [str(Path(sys.executable).parent / "graphrag-ray"), "index", "--root", str(root), "--method", "fast"]
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    started = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    assert started.returncode == 0, started.stderr
+    assert re.fullmatch(r"Ray: started a local cluster at [\d.]+:\d+ \(1 node, \d+ CPUs\)",
+                        started.stdout.splitlines()[0]), started.stdout
+    address = ray_session.get_runtime_context().gcs_address
+    joined = subprocess.run([*command, "--force"], capture_output=True, text=True, timeout=300,
+                            env={**env, "RAY_ADDRESS": address})
+    assert joined.returncode == 0, joined.stderr
+    assert joined.stdout.splitlines()[0] == f"Ray: joined the cluster at {address} (1 node, 2 CPUs)", joined.stdout
+    assert "index published" in joined.stdout

@@ -19,7 +19,7 @@ import yaml
 from graphrag_ray import api
 from graphrag_ray.simulate.process import SimulatorProcess
 from graphrag_ray.storage.tables import read_table
-from tests.helpers import published_index
+from tests.helpers import cli, published_index
 from tests.integration.test_index import coffee_root
 
 QUESTION = "李明的咖啡店遇到了什么问题？"
@@ -83,11 +83,6 @@ def test_a_busy_models_list_is_not_an_unreachable_server(tmp_path):
             assert done.returncode == 0, done.stderr[-1500:]
             assert "unreachable" not in done.stderr and done.stdout.strip()
         assert asyncio.run(api.search(QUESTION, "local", root)).response.strip()
-
-
-def cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "graphrag_ray.cli", *args], capture_output=True, text=True,
-                          timeout=timeout)
 
 
 def point_at(root: Path, base_url: str) -> None:

@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ import pytest
 from graphrag_ray.query.index_data import IndexData
 from graphrag_ray.storage.location import Store
 from graphrag_ray.storage.tables import current_index, read_table
-from tests.helpers import make_root
+from tests.helpers import cli, make_root
 
 COFFEE = Path(__file__).resolve().parents[2] / "examples" / "coffee_shop" / "input" / "coffee_shop.csv"
 BUCKET = "graphrag-test"
@@ -47,8 +46,7 @@ def s3_env():
 def _cli(root: Path, *args: str, env: dict) -> subprocess.CompletedProcess:
     # its own local Ray instance, so the worker processes inherit the storage environment as on a real node
     full_env = {**os.environ, **env, "RAY_ADDRESS": "local"}
-    return subprocess.run([sys.executable, "-m", "graphrag_ray.cli", *args, "--root", str(root)],
-                          capture_output=True, text=True, env=full_env, timeout=600)
+    return cli(*args, root=root, env=full_env, timeout=600)
 
 
 def test_index_and_query_with_input_output_and_cache_in_s3(tmp_path, simulator, s3_env):

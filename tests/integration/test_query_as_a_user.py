@@ -17,7 +17,7 @@ import yaml
 
 from graphrag_ray import api
 from graphrag_ray.simulate.process import SimulatorProcess
-from tests.helpers import published_index
+from tests.helpers import cli, published_index
 from tests.integration.test_index import coffee_root
 from tests.integration.test_query import synthetic_tree
 
@@ -32,11 +32,6 @@ def root(tmp_path_factory, simulator, ray_session):
     (project / "settings.yaml").write_text(yaml.safe_dump(settings, allow_unicode=True))
     api.build_index(root=project)
     return project
-
-
-def cli(*args, root=None, timeout=120, **kwargs):
-    extra = ["--root", str(root)] if root is not None else []
-    return subprocess.run([*CLI, *args, *extra], capture_output=True, text=True, timeout=timeout, **kwargs)
 
 
 def one_line(out) -> str:

@@ -22,17 +22,16 @@ from graphrag_ray import api
 from graphrag_ray.llm.ledger import UsageLedger
 from graphrag_ray.simulate.process import SimulatorProcess
 from graphrag_ray.storage.tables import read_table
-from tests.helpers import published_index, published_version
+from tests.helpers import cli, published_index, published_version
 from tests.integration.test_index import COFFEE, coffee_root
 
 QUESTION = "李明的咖啡店遇到了什么问题？"
 PROGRESS = re.compile(r"^\[\d\d:\d\d:\d\d\] ")  # progress lines, for a log (no terminal)
 
 
-def cli(*args: str, timeout: int = 120) -> tuple[subprocess.CompletedProcess, float]:
+def timed_cli(*args: str, timeout: int = 120) -> tuple[subprocess.CompletedProcess, float]:
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "graphrag_ray.cli", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    done = cli(*args, timeout=timeout)
     return done, time.monotonic() - started
 
 
@@ -78,7 +77,7 @@ def test_a_query_names_an_unusable_endpoint_in_seconds_with_one_line(indexed, tm
         chat = {"model": "gpt-nonexistent"} if case == "unknown model" else {}
         root = pointed_at(indexed, tmp_path / "project", base_url, **chat)
         for method in ("local", "global"):
-            done, seconds = cli("query", "--root", str(root), "--method", method, f"{QUESTION} ({case})")
+            done, seconds = timed_cli("query", "--root", str(root), "--method", method, f"{QUESTION} ({case})")
             print(f"{case} / {method}: exit {done.returncode} after {seconds:.1f} s: {lines(done)}")
             assert done.returncode == 1
             assert len(lines(done)) == 1 and expect in lines(done)[0], lines(done)
@@ -93,7 +92,7 @@ def test_a_query_names_an_unusable_endpoint_in_seconds_with_one_line(indexed, tm
 def test_a_stalled_stream_ends_with_one_line_and_the_generated_part_is_in_the_ledger(indexed, tmp_path):
     with SimulatorProcess(stream_stall=60) as sim:
         root = pointed_at(indexed, tmp_path / "project", sim.base_url, request_timeout=3, stall_timeout=3)
-        done, seconds = cli("query", "--root", str(root), "--method", "basic", "--streaming", QUESTION)
+        done, seconds = timed_cli("query", "--root", str(root), "--method", "basic", "--streaming", QUESTION)
     print(f"stalled stream: exit {done.returncode} after {seconds:.1f} s: {done.stderr.strip()!r}")
     assert done.returncode == 1 and "no answer for 3s" in done.stderr and "Traceback" not in done.stderr
     assert done.stdout.endswith("\n"), "the partial answer ends its line; the error is on a line of its own"
@@ -121,7 +120,7 @@ def test_answers_without_the_completion_delimiter_are_used_with_no_extra_call(tm
 def test_garbage_for_every_request_stops_before_publishing_and_every_paid_answer_is_counted(tmp_path):
     with SimulatorProcess(answer_mode="garbage") as sim:
         root = coffee_root(tmp_path / "garbage", sim.base_url)
-        done, seconds = cli("index", "--root", str(root), timeout=600)
+        done, seconds = timed_cli("index", "--root", str(root), timeout=600)
         served = sim.stats()
     print(f"garbage: exit {done.returncode} after {seconds:.1f} s: {lines(done)[-1:]}")
     assert done.returncode == 1 and "Traceback" not in done.stderr
@@ -190,9 +189,9 @@ def test_retry_failures_calls_only_the_failed_items_and_publishes_a_healed_versi
     with SimulatorProcess() as healed:  # the provider is fine again (another endpoint: not part of the run id)
         text = (root / "settings.yaml").read_text().replace(sim.base_url, healed.base_url)
         (root / "settings.yaml").write_text(text)
-        done, _ = cli("index", "--root", str(root), "--retry-failures", timeout=600)
+        done, _ = timed_cli("index", "--root", str(root), "--retry-failures", timeout=600)
         served = healed.stats()
-        again, _ = cli("index", "--root", str(root), "--retry-failures")
+        again, _ = timed_cli("index", "--root", str(root), "--retry-failures")
     assert done.returncode == 0, done.stderr
     assert f"retried the {failed.height} failed items" in done.stdout
     assert served["kind_extract_graph"] == len(broken), "extraction calls for the failed text units only"
@@ -211,7 +210,7 @@ def test_retry_failures_calls_only_the_failed_items_and_publishes_a_healed_versi
 
 def test_init_then_fast_index_with_no_key_says_which_model_at_once(tmp_path):
     root = tmp_path / "offline"
-    done, _ = cli("init", "--root", str(root))
+    done, _ = timed_cli("init", "--root", str(root))
     assert done.returncode == 0
     (root / "input").mkdir(exist_ok=True)
     shutil.copy(COFFEE, root / "input")
@@ -247,11 +246,11 @@ def test_answers_cut_at_max_tokens_keep_their_complete_records_without_a_re_ask(
 
 def test_init_force_keeps_the_key_and_copies_of_edited_files_and_prompt_tune_says_what_update_will_do(tmp_path):
     root = tmp_path / "kept"
-    assert cli("init", "--root", str(root))[0].returncode == 0
+    assert timed_cli("init", "--root", str(root))[0].returncode == 0
     (root / ".env").write_text("GRAPHRAG_API_KEY=sk-saved-key\n")
     settings = root / "settings.yaml"
     settings.write_text(settings.read_text() + "\n# my edit\n")
-    done, _ = cli("init", "--root", str(root), "--force")
+    done, _ = timed_cli("init", "--root", str(root), "--force")
     assert done.returncode == 0
     assert (root / ".env").read_text() == "GRAPHRAG_API_KEY=sk-saved-key\n", "the saved key is untouched"
     copies = list(root.glob("settings.yaml.*.bak"))
@@ -262,7 +261,7 @@ def test_init_force_keeps_the_key_and_copies_of_edited_files_and_prompt_tune_say
         tuned = coffee_root(tmp_path / "tuned", sim.base_url)
         shutil.copytree(root / "prompts", tuned / "prompts")  # the prompts init wrote
         api.build_index(root=tuned)
-        done, _ = cli("prompt-tune", "--root", str(tuned), "--sample", "2")
+        done, _ = timed_cli("prompt-tune", "--root", str(tuned), "--sample", "2")
     assert done.returncode == 0, done.stderr
     kept = list((tuned / "prompts").glob("*.bak"))
     assert kept and "kept the previous prompt as" in done.stdout
@@ -272,11 +271,11 @@ def test_init_force_keeps_the_key_and_copies_of_edited_files_and_prompt_tune_say
 def test_index_on_an_unchanged_input_publishes_nothing_unless_forced(tmp_path):
     with SimulatorProcess() as sim:
         root = coffee_root(tmp_path / "same", sim.base_url)
-        first, _ = cli("index", "--root", str(root))
+        first, _ = timed_cli("index", "--root", str(root))
         published = published_version(root)
-        again, _ = cli("index", "--root", str(root))
+        again, _ = timed_cli("index", "--root", str(root))
         served = sim.stats()["ok"]
-        forced, _ = cli("index", "--root", str(root), "--force")
+        forced, _ = timed_cli("index", "--root", str(root), "--force")
     assert first.returncode == again.returncode == forced.returncode == 0, again.stderr + forced.stderr
     assert "nothing to index: the published index is of this input" in again.stdout
     assert "`--force` builds it again" in again.stdout

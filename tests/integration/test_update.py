@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import networkx as nx
@@ -17,7 +15,7 @@ import yaml
 from graphrag_ray import api
 from graphrag_ray.simulate.process import SimulatorProcess
 from graphrag_ray.storage.tables import read_table
-from tests.helpers import make_root, published_index, published_version
+from tests.helpers import cli, make_root, published_index, published_version
 
 # three topics that share no name: a change in one must not touch the others
 TOPICS = {
@@ -73,11 +71,6 @@ def check_communities(index) -> None:
         assert len(members) == len(set(members)), "every entity in one community per level"
     level0 = {e for ids in comms.filter(pl.col("level") == 0)["entity_ids"] for e in ids}
     assert level0 == entities
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "graphrag_ray.cli", *args], capture_output=True, text=True,
-                          timeout=600)
 
 
 @pytest.fixture()

@@ -16,7 +16,7 @@ from graphrag_ray.llm.client import run as run_closing  # asyncio.run, closing t
 from graphrag_ray.simulate.process import SimulatorProcess
 from graphrag_ray.storage.schemas import REQUIRED_TABLES
 from graphrag_ray.storage.tables import read_table
-from tests.helpers import TEST_KEY, files_containing, make_root, published_index, published_version
+from tests.helpers import TEST_KEY, cli, files_containing, make_root, published_index, published_version
 from tests.integration.test_resume import copy_input, write_corpus
 
 pytestmark = pytest.mark.reliability
@@ -68,11 +68,6 @@ def test_transport_faults_leave_the_tables_unchanged(tmp_path, corpus, ray_sessi
     assert faulty.ledger.total().retries > 0
     for name in REQUIRED_TABLES:
         assert read_table(faulty.index, name).equals(read_table(clean.index, name)), name
-
-
-def cli(*args: str, env: dict | None = None, timeout: int = 300):
-    return subprocess.run([sys.executable, "-m", "graphrag_ray.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
 
 
 def test_second_concurrent_run_refuses_and_a_stale_lock_is_taken_over(tmp_path, corpus):

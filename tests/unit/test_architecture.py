@@ -86,6 +86,49 @@ def test_the_checker_catches_a_wrong_way_import(tmp_path):
     assert "simulate" not in ALLOWED["api"] and "exec" not in ALLOWED["llm"]
 
 
+STEPS = "graphrag_ray.index.steps"
+
+
+def _step_imports(tree: ast.AST, own: str | None = None) -> list[str]:
+    """The index steps a module imports (`own`: the module's own name, left out)."""
+    return [m for m, _ in _imports(tree) if (m == STEPS or m.startswith(STEPS + ".")) and m != own]
+
+
+def test_a_step_imports_operations_never_another_step_and_nothing_uses_a_step_as_a_library():
+    """Steps are run by the executor, not called: what two steps (or a step and estimate, prompt-tune) share is
+    in index/operations/. Only the pipeline knows steps, by name (importlib, from the methods' lists)."""
+    wrong = []
+    for path, tree in _sources():
+        rel = path.relative_to(PACKAGE)
+        own = "graphrag_ray." + ".".join(rel.with_suffix("").parts)
+        wrong += [f"{rel} imports {m}" for m in _step_imports(tree, own)]
+    assert not wrong, "steps used as libraries:\n" + "\n".join(wrong)
+    assert (PACKAGE / "index" / "operations").is_dir()
+
+
+def test_the_step_check_catches_a_step_importing_another():
+    tree = ast.parse("from graphrag_ray.index.steps.embed import Embed\n"
+                     "from graphrag_ray.index.operations.embedding import EmbeddingStep\n"
+                     "import graphrag_ray.index.steps.chunk\n")
+    assert _step_imports(tree, "graphrag_ray.index.steps.embed_text_units") == [
+        "graphrag_ray.index.steps.embed", "graphrag_ray.index.steps.chunk"]
+
+
+def test_every_package_is_shipped():
+    """A built wheel holds every package under graphrag_ray/ (the default settings and prompts included): the
+    packages are discovered, not listed by hand - a hand-kept list once left out `graphrag_ray.cli`."""
+    import tomllib
+
+    from setuptools import find_packages
+
+    config = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    assert isinstance(config["packages"], dict), "packages are found, not a list"
+    shipped = set(find_packages(str(PACKAGE.parent), include=config["packages"]["find"]["include"]))
+    on_disk = {".".join(p.parent.relative_to(PACKAGE.parent).parts) for p in PACKAGE.rglob("__init__.py")}
+    assert on_disk <= shipped and {"graphrag_ray.cli", "graphrag_ray._configs"} <= shipped
+    assert (PACKAGE / "_configs" / "settings.yaml").is_file() and (PACKAGE / "_configs" / "prompts").is_dir()
+
+
 def test_ray_is_imported_only_by_the_execution_package_the_limiter_and_serve():
     found = sorted(str(path.relative_to(PACKAGE)) for path, tree in _sources()
                    if any(m == "ray" or m.startswith("ray.") for m, _ in _imports(tree)))

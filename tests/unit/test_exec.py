@@ -319,29 +319,34 @@ def test_work_beside_a_step_starts_once_that_step_has_work_running(tmp_path):
     assert imported == [True], "work waiting for the first model calls ran once they were out"
 
 
-def test_a_dead_ray_start_record_starts_a_local_cluster_and_a_live_one_is_joined(tmp_path, monkeypatch):
-    """A `ray start` head that died without `ray stop` leaves its address in <temp>/ray_current_cluster, and
-    a plain `ray.init()` then waits on it forever: the runtime starts its own cluster instead."""
+def test_a_run_joins_only_the_cluster_it_is_told_of_and_never_a_dead_record(tmp_path, monkeypatch, caplog):
+    """RAY_ADDRESS (a submitted job, or a cluster named on purpose) is Ray's to use; a cluster `ray start`
+    recorded on the machine is joined only by `serve` (join_recorded), a plain run saying it did not join it;
+    a record naming a cluster that is gone is never followed (a plain `ray.init()` would wait on it forever)."""
     import socket
 
     from graphrag_ray.exec.runtime import ray_address
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    assert ray_address(str(tmp_path)) is None  # no record: Ray starts a local cluster by itself
+    assert ray_address(str(tmp_path)) == "local"  # no record: a cluster of its own
     record = tmp_path / "ray_current_cluster"
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         dead_port = closed.getsockname()[1]
     record.write_text(f"127.0.0.1:{dead_port}")
     assert ray_address(str(tmp_path)) == "local"
+    assert ray_address(str(tmp_path), join_recorded=True) == "local"
     with socket.socket() as head:
         head.bind(("127.0.0.1", 0))
         head.listen()
-        record.write_text(f"127.0.0.1:{head.getsockname()[1]}")
-        assert ray_address(str(tmp_path)) is None  # a live `ray start` cluster is joined, as Ray does
+        live = f"127.0.0.1:{head.getsockname()[1]}"
+        record.write_text(live)
+        with caplog.at_level("WARNING", logger="graphrag_ray.exec.runtime"):
+            assert ray_address(str(tmp_path)) == "local"
+        assert f"not joining the Ray cluster at {live}" in caplog.text
+        assert ray_address(str(tmp_path), join_recorded=True) is None  # serve: Ray joins the recorded cluster
     monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{dead_port}")
     assert ray_address(str(tmp_path)) is None  # a submitted job's address is Ray's to use, never overridden
-
 
 class Summaries(ItemStep):
     """Reads the summaries' prompt in its workers (process) and, when `in_finish`, in the driver (finish)."""

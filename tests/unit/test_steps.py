@@ -12,7 +12,8 @@ from graphrag_ray.config.settings import Settings
 from graphrag_ray.errors import InputError
 from graphrag_ray.ids import normalize_name
 from graphrag_ray.exec.step import StepContext
-from graphrag_ray.index.steps.chunk import STEP as CHUNK, windows
+from graphrag_ray.index.operations.chunking import windows
+from graphrag_ray.index.steps.chunk import STEP as CHUNK
 from graphrag_ray.index.steps.communities import hierarchical_leiden
 from graphrag_ray.index.steps.load_documents import STEP as LOAD
 
@@ -156,7 +157,7 @@ def test_text_repeated_across_text_units_is_embedded_once_and_every_unit_gets_it
     import numpy as np
 
     from graphrag_ray.exec.step import SpilledRows
-    from graphrag_ray.index.steps.embed import vector_batches
+    from graphrag_ray.index.operations.embedding import vector_batches
     from graphrag_ray.index.steps.embed_text_units import STEP as EMBED_TEXT_UNITS
     from graphrag_ray.llm.local_embedding import ngram_vector
     from graphrag_ray.storage.location import Store
@@ -381,3 +382,17 @@ def test_a_step_travels_to_its_workers_without_what_the_driver_keeps_on_it():
         finally:
             for name in caches:
                 setattr(step, name, None)
+
+
+def test_each_run_gets_steps_of_its_own():
+    """A step's driver state (the reports an update revises, later rounds' items, carried vectors) is its run's:
+    every run builds its steps afresh, so two runs in one process (the API, a server) never share it."""
+    from graphrag_ray.index.pipeline import INDEX_METHODS, method_steps
+
+    for method in INDEX_METHODS:
+        first, second = method_steps(method), method_steps(method)
+        assert [s.name for s in first] == INDEX_METHODS[method] == [s.name for s in second]
+        assert all(a is not b and type(a) is type(b) for a, b in zip(first, second))
+    reports = next(s for s in method_steps("standard") if s.name == "community_reports")
+    reports._waiting = ("state of one run",)
+    assert next(s for s in method_steps("standard") if s.name == "community_reports")._waiting is None

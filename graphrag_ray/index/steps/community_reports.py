@@ -27,11 +27,11 @@ import json
 
 import polars as pl
 
-from graphrag_ray.errors import LLMUnavailableError
 from graphrag_ray.ids import content_id
 from graphrag_ray.parsing.llm_output import parse_json_object
 from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
 from graphrag_ray.config.prompts import fill
+from graphrag_ray.index.operations.reports import render_markdown, valid_report
 from graphrag_ray.llm.tokens import fits, tokenizer_for
 
 STAGE = "community_reports"
@@ -60,21 +60,6 @@ def csv_table(name: str, header: list[str], rows: list[list]) -> str:
     writer.writerow(header)
     writer.writerows(rows)
     return f"-----{name}-----\n{buf.getvalue()}"
-
-
-def valid_report(data: dict | None) -> bool:
-    return bool(data) and isinstance(data.get("title"), str) and isinstance(data.get("summary"), str) \
-        and isinstance(data.get("findings"), list)
-
-
-def render_markdown(report: dict) -> str:
-    parts = [f"# {report['title']}", "", report["summary"], ""]
-    for finding in report.get("findings") or []:
-        if isinstance(finding, dict):
-            parts += [f"## {finding.get('summary', '')}", "", str(finding.get("explanation", "")), ""]
-        else:
-            parts += [f"## {finding}", ""]
-    return "\n".join(parts).strip() + "\n"
 
 
 def local_context(entities: list[dict], relationships: list[dict]) -> str:
@@ -203,6 +188,9 @@ class CommunityReports(ItemStep):
     _previous: tuple[str, PreviousReports] | None = None
     _waiting: tuple[pl.DataFrame, tuple] | None = None  # this run's communities, and their items by round
     driver_only = ("_previous", "_waiting")
+
+    def failure_source(self, item: dict) -> str:
+        return f"community {item['community']}"
 
     def update_lines(self, stats: dict) -> dict:
         """Revised reports are not what a full index would write: an update says how many it revised."""
@@ -381,13 +369,8 @@ class CommunityReports(ItemStep):
                 prompt = revised
         if prompt is revised:
             self.stat_update("revised")
-        try:
-            answer = await chat.chat([{"role": "user", "content": prompt}], stage=STAGE,
-                                     response_format=RESPONSE_FORMAT,
-                                     validate=lambda content: valid_report(parse_json_object(content)))
-        except LLMUnavailableError as exc:
-            return {"failures": [{"step": self.name, "item_id": item["item_id"],
-                                  "source": f"community {item['community']}", "reason": str(exc)}]}
+        answer = await chat.chat([{"role": "user", "content": prompt}], stage=STAGE, response_format=RESPONSE_FORMAT,
+                                 validate=lambda content: valid_report(parse_json_object(content)))
         report = parse_json_object(answer.content) or {}
         findings = [f if isinstance(f, dict) else {"summary": str(f), "explanation": ""}
                     for f in report.get("findings") or []]

@@ -5,15 +5,14 @@ hold the run back, the embedding calls no longer add their own stretch of wall t
 from __future__ import annotations
 
 from graphrag_ray.exec.step import StepContext, Tables
-from graphrag_ray.index.steps.embed import Embed
+from graphrag_ray.index.operations.embedding import EmbeddingStep
 
 
-class EmbedTextUnits(Embed):
+class EmbedTextUnits(EmbeddingStep):
     name = "embed_text_units"
     background = True
     reads = ("text_units",)
     writes = ("text_unit_embeddings",)
-    publishes = ()  # its vectors are published with embed's
 
     def rows(self, tables: Tables) -> list[dict]:
         return [{"item_id": r["id"], "target": "text_unit_text", "text": r["text"]}

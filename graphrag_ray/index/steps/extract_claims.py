@@ -10,7 +10,7 @@ import logging
 
 import polars as pl
 
-from graphrag_ray.errors import LLMUnavailableError, UnusableAnswerError
+from graphrag_ray.errors import UnusableAnswerError
 from graphrag_ray.ids import content_id
 from graphrag_ray.parsing.llm_output import (COMPLETION_DELIMITER, RECORD_DELIMITER, TUPLE_DELIMITER, claim_records,
                                              claims_say_none)
@@ -65,24 +65,20 @@ class ExtractClaims(ItemStep):
                       claim_description=cfg.description, input_text=item["text"], tuple_delimiter=TUPLE_DELIMITER,
                       record_delimiter=RECORD_DELIMITER, completion_delimiter=COMPLETION_DELIMITER)
         first = [{"role": "user", "content": prompt}]
-        try:
-            answer = await chat.chat(first, stage=STAGE, validate=usable_claims, partial_ok=True)
-            claims, unparsed = parse_claims(answer.content)
-            for _ in range(cfg.max_gleanings):
-                more = [{"role": "user", "content": "MANY claims were missed in the last extraction. Add only the "
-                         f"missed ones below using the same format, then {COMPLETION_DELIMITER}."}]
-                try:
-                    glean = await chat.chat(first + more, stage=STAGE, validate=usable_claims, partial_ok=True)
-                except UnusableAnswerError:  # gleaning ends; the claims found so far stand
-                    self.stat_update("gleanings_unusable")
-                    break
-                extra, bad = parse_claims(glean.content)
-                claims, unparsed = claims + extra, unparsed + bad
-                if not extra:
-                    break
-        except LLMUnavailableError as exc:
-            return {"failures": [{"step": self.name, "item_id": item["item_id"], "source": item["document_id"],
-                                  "reason": str(exc)}]}
+        answer = await chat.chat(first, stage=STAGE, validate=usable_claims, partial_ok=True)
+        claims, unparsed = parse_claims(answer.content)
+        for _ in range(cfg.max_gleanings):
+            more = [{"role": "user", "content": "MANY claims were missed in the last extraction. Add only the "
+                     f"missed ones below using the same format, then {COMPLETION_DELIMITER}."}]
+            try:
+                glean = await chat.chat(first + more, stage=STAGE, validate=usable_claims, partial_ok=True)
+            except UnusableAnswerError:  # gleaning ends; the claims found so far stand
+                self.stat_update("gleanings_unusable")
+                break
+            extra, bad = parse_claims(glean.content)
+            claims, unparsed = claims + extra, unparsed + bad
+            if not extra:
+                break
         if unparsed:
             self.stat_update("unparsed_records", unparsed)
             log.info("text unit %s: %d unparseable claim records", item["item_id"], unparsed)

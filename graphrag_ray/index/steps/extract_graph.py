@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import logging
 
-import polars as pl
-
-from graphrag_ray.errors import LLMUnavailableError, UnusableAnswerError
-from graphrag_ray.parsing.llm_output import (COMPLETION_DELIMITER, RECORD_DELIMITER, TUPLE_DELIMITER, Extraction,
-                                             example_names, parse_tuples, says_none, without_copies)
-from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
+from graphrag_ray.errors import UnusableAnswerError
 from graphrag_ray.config.prompts import fill
+from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
+from graphrag_ray.index.operations.extraction import extraction_prompt
+from graphrag_ray.parsing.llm_output import (COMPLETION_DELIMITER, Extraction, example_names, parse_tuples, says_none,
+                                             without_copies)
+from graphrag_ray.storage.schemas import RUN_SCHEMAS
 
 log = logging.getLogger(__name__)
 STAGE = "extract_graph"
@@ -25,28 +25,13 @@ LOOP_PROMPT = ("It appears some entities and relationships may have still been m
                "with a single letter Y or N.\n")
 
 
-def extraction_prompt(ctx: StepContext, text: str) -> str:
-    cfg = ctx.settings.extract_graph
-    return fill(ctx.prompt(cfg.prompt), entity_types=",".join(t.upper() for t in cfg.entity_types),
-                input_text=text, tuple_delimiter=TUPLE_DELIMITER, record_delimiter=RECORD_DELIMITER,
-                completion_delimiter=COMPLETION_DELIMITER)
-
-
-YIELDED_SCHEMAS = {
-    "extracted_entities": {"title": pl.String, "type": pl.String, "description": pl.String,
-                           "text_unit_id": pl.String, "order": pl.Int64},
-    "extracted_relationships": {"source": pl.String, "target": pl.String, "description": pl.String,
-                                "weight": pl.Float64, "text_unit_id": pl.String, "order": pl.Int64},
-}
-
-
 class ExtractGraph(ItemStep):
     name = "extract_graph"
     uses_llm, settings_section = True, "extract_graph"
     prompt_keys = ("prompt", "continue_prompt")
     reads = ("text_units",)
     writes = ("extracted_entities", "extracted_relationships")
-    yields = YIELDED_SCHEMAS
+    yields = {name: RUN_SCHEMAS[name] for name in ("extracted_entities", "extracted_relationships")}
     carries_results = True  # an update takes unchanged items' rows from the version it updates
 
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
@@ -69,12 +54,8 @@ class ExtractGraph(ItemStep):
             return bool(without_copies(parse_tuples(content), examples, item["text"])[0].records) or \
                 says_none(content)
 
-        try:
-            # an answer cut at max_tokens keeps its complete records (gleaning asks for the rest)
-            answer = await chat.chat(first, stage=STAGE, validate=usable, partial_ok=True)
-        except LLMUnavailableError as exc:
-            return {"failures": [{"step": self.name, "item_id": item["item_id"], "source": item["document_id"],
-                                  "reason": str(exc)}]}
+        # an answer cut at max_tokens keeps its complete records (gleaning asks for the rest)
+        answer = await chat.chat(first, stage=STAGE, validate=usable, partial_ok=True)
         self.stat_update("cut_answers", int(answer.cut))
         found = own(answer.content)
         try:
@@ -84,9 +65,7 @@ class ExtractGraph(ItemStep):
             # what the first answer and earlier gleanings found stands
             self.stat_update("gleanings_unusable")
             log.info("text unit %s: gleaning ended by an unusable answer (%s)", item["item_id"], exc)
-        except LLMUnavailableError as exc:  # the endpoint failed mid-gleaning: the unit is retried whole
-            return {"failures": [{"step": self.name, "item_id": item["item_id"], "source": item["document_id"],
-                                  "reason": str(exc)}]}
+        # the endpoint failing mid-gleaning (LLMUnavailableError) fails the unit: it is retried whole
         return self._rows(item, found)
 
     async def _glean(self, ctx: StepContext, chat, first: list[dict], found: Extraction, usable, own) -> None:
@@ -117,8 +96,8 @@ class ExtractGraph(ItemStep):
             log.info("text unit %s: %d unparseable extraction records (e.g. %r)", item["item_id"], found.unparsed,
                      found.unparsed_samples[:1])
         if found.unparsed and not (found.entities or found.relationships):
-            rows["failures"].append({"step": self.name, "item_id": item["item_id"], "source": item["document_id"],
-                                     "reason": f"no parseable records in the answer ({found.unparsed} unparseable)"})
+            rows["failures"].append(self.failure_row(
+                item, f"no parseable records in the answer ({found.unparsed} unparseable)"))
             return rows
         self.stat_update("entity_mentions", len(found.entities))
         self.stat_update("relationship_mentions", len(found.relationships))

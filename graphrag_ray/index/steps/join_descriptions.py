@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from graphrag_ray.exec.step import BatchStep, StepContext, Tables
-from graphrag_ray.index.steps.summarize_descriptions import STEP as SUMMARIZE
+from graphrag_ray.index.operations.descriptions import with_summaries
 
 
 class JoinDescriptions(BatchStep):
@@ -16,11 +16,10 @@ class JoinDescriptions(BatchStep):
 
     def run(self, ctx: StepContext, tables: Tables) -> Tables:
         keep = ctx.settings.fast.max_description_sentences
-        # the fast method has no resolution step: its merged tables are what summarize_descriptions reads
+        # the fast method has no resolution step: its merged tables are what the standard method resolves
         trimmed = {f"resolved_{kind}": tables[f"merged_{kind}"].with_columns(pl.col("descriptions").list.head(keep))
                    for kind in ("entities", "relationships")}
-        joined = SUMMARIZE.finish(ctx, trimmed, {"summaries": pl.DataFrame(schema=SUMMARIZE.yields["summaries"])})
-        return {**joined, **trimmed}
+        return {**with_summaries(trimmed["resolved_entities"], trimmed["resolved_relationships"]), **trimmed}
 
 
 STEP = JoinDescriptions()

@@ -18,8 +18,8 @@ import math
 import polars as pl
 
 from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
-from graphrag_ray.index.steps.extract_graph import YIELDED_SCHEMAS
-from graphrag_ray.nlp.entities import mentions, sentences
+from graphrag_ray.nlp.entities import contains_name, mentions, sentences
+from graphrag_ray.storage.schemas import RUN_SCHEMAS
 
 MAX_PER_UNIT = 40   # most frequent mentions of a unit kept as nodes (co-occurrence grows with the square)
 
@@ -28,7 +28,7 @@ class NlpGraph(ItemStep):
     name = "nlp_graph"
     reads = ("text_units",)
     writes = ("extracted_entities", "extracted_relationships")
-    yields = YIELDED_SCHEMAS
+    yields = {name: RUN_SCHEMAS[name] for name in ("extracted_entities", "extracted_relationships")}
     carries_results = True  # an update takes unchanged items' rows from the version it updates
     partition_size = 64
 
@@ -49,14 +49,13 @@ class NlpGraph(ItemStep):
         spans = sentences(item["text"])
         described = {}
         for name in names:
-            plain = name if not name.isascii() else None
-            described[name] = next((s for _, s in spans if (plain or name) in (s if plain else s.upper())), "")[:300]
+            described[name] = next((s for _, s in spans if contains_name(s, name)), "")[:300]
         entities = [{"title": n, "type": kinds[n], "description": described[n], "text_unit_id": item["item_id"],
                      "order": i} for i, n in enumerate(names)]
         relationships = []
         for i, a in enumerate(names):
             for b in names[i + 1:]:
-                together = next((s for _, s in spans if _contains(s, a) and _contains(s, b)), "")
+                together = next((s for _, s in spans if contains_name(s, a) and contains_name(s, b)), "")
                 relationships.append({"source": a, "target": b, "weight": 1.0, "text_unit_id": item["item_id"],
                                       "description": together[:300] or f"{a} and {b} appear in the same passage",
                                       "order": len(relationships)})
@@ -116,10 +115,6 @@ def _strongest_per_entity(pairs: pl.DataFrame, k: int, spread: pl.DataFrame) -> 
         .with_columns(pl.int_range(pl.len()).over("end").alias("rank"))
     kept = ranked.filter(pl.col("rank") < k).select("source", "target").unique()
     return pairs.join(kept, on=["source", "target"], how="semi")
-
-
-def _contains(sentence: str, name: str) -> bool:
-    return name in sentence if not name.isascii() else name in sentence.upper()
 
 
 STEP = NlpGraph()

@@ -181,8 +181,8 @@ class ResolveEntities(ItemStep):
         try:
             vectors = await embedder.embed([it["text"] for it in items], stage=NAMES_STAGE)
         except LLMUnavailableError as exc:  # without vectors the name rules still find candidates
-            return {"failures": [{"step": self.name, "item_id": it["item_id"], "source": it["text"],
-                                  "reason": f"name embedding: {exc}"} for it in items]}
+            return {"failures": [{**self.failure_row(it, f"name embedding: {exc}"), "source": it["text"]}
+                                 for it in items]}
         return {"name_vectors": [{"key": it["item_id"], "vector": np.asarray(v, dtype=np.float32).tobytes()}
                                  for it, v in zip(items, vectors)]}
 
@@ -200,8 +200,7 @@ class ResolveEntities(ItemStep):
                 [{"role": "user", "content": prompt}], stage=STAGE, json_mode=True,
                 validate=lambda content: isinstance((parse_json_object(content) or {}).get("merges"), list))
         except LLMUnavailableError as exc:
-            return {"failures": [{"step": self.name, "item_id": item["item_id"],
-                                  "source": ", ".join(sorted(by_title)), "reason": f"{exc}; nothing merged"}]}
+            return {"failures": [{**self.failure_row(item, exc, "nothing merged"), "source": ", ".join(sorted(by_title))}]}
         shorts = {a for a, _, _ in item["pairs"]}
         mentions = {e["key"]: e["mentions"] for e in item["entities"]}
         merges = []

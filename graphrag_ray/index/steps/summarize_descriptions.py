@@ -13,6 +13,7 @@ import polars as pl
 from graphrag_ray.errors import LLMUnavailableError
 from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
 from graphrag_ray.config.prompts import fill
+from graphrag_ray.index.operations.descriptions import SUMMARY_ROWS, with_summaries
 from graphrag_ray.llm.tokens import at_most_tokens
 
 STAGE = "summarize_descriptions"
@@ -24,7 +25,7 @@ class SummarizeDescriptions(ItemStep):
     prompt_keys = ("prompt",)
     reads = ("resolved_entities", "resolved_relationships")
     writes = ("entities_summarized", "relationships_summarized")
-    yields = {"summaries": {"id": pl.String, "description": pl.String}}
+    yields = {"summaries": SUMMARY_ROWS}
     carries_results = True  # an update takes unchanged items' rows from the version it updates
 
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
@@ -61,21 +62,15 @@ class SummarizeDescriptions(ItemStep):
                 answer = await chat.chat([{"role": "user", "content": prompt}], stage=STAGE)
                 summary = answer.content.strip() or summary
         except LLMUnavailableError as exc:
-            return {"failures": [{"step": self.name, "item_id": item["item_id"], "source": item["names"],
-                                  "reason": f"{exc}; kept the descriptions joined"}],
+            return {"failures": [self.failure_row(item, exc, "kept the descriptions joined")],
                     "summaries": [{"id": item["item_id"], "description": "\n".join(item["descriptions"])}]}
         return {"summaries": [{"id": item["item_id"], "description": summary or ""}]}
 
+    def failure_source(self, item: dict) -> str:
+        return item["names"]
+
     def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
-        summaries = yielded["summaries"]
-
-        def resolve(df: pl.DataFrame) -> pl.DataFrame:
-            single = pl.col("descriptions").list.join("\n")
-            return (df.join(summaries.rename({"description": "summary"}), on="id", how="left")
-                    .with_columns(pl.coalesce("summary", single).alias("description")).drop("summary"))
-
-        return {"entities_summarized": resolve(tables["resolved_entities"]),
-                "relationships_summarized": resolve(tables["resolved_relationships"])}
+        return with_summaries(tables["resolved_entities"], tables["resolved_relationships"], yielded["summaries"])
 
 
 STEP = SummarizeDescriptions()

@@ -1,0 +1,55 @@
+"""Cutting a document into text units: token windows (tiktoken) with overlap, decoded leniently.
+
+Text-unit ids hash where the document comes from (its input id, or its file and row), the window's position and
+its text: identical text in two documents never collides, and a window an edit did not touch keeps its id (what
+`update` relies on). Windows are cut on token boundaries and decoded leniently, so a CJK character
+split across a boundary is dropped from that edge rather than turned into a replacement character.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from graphrag_ray.exec.step import StepContext
+from graphrag_ray.ids import content_id, document_source
+from graphrag_ray.llm.tokens import encoding_for_model, get_encoding
+
+
+def chunk_encoding(ctx: StepContext) -> str:
+    model = ctx.settings.model(ctx.settings.extract_graph.model_id)
+    return ctx.settings.chunks.encoding or model.encoding or encoding_for_model(model.model)
+
+
+def windows(tokens: list[int], size: int, overlap: int) -> list[tuple[int, int]]:
+    step = max(1, size - overlap)
+    spans, start = [], 0
+    while start < len(tokens):
+        spans.append((start, min(len(tokens), start + size)))
+        if start + size >= len(tokens):
+            break
+        start += step
+    return spans
+
+
+def documents_to_cut(documents: pl.DataFrame, skip: set[str] = frozenset()) -> list[dict]:
+    """What cutting a document needs, per document of the table (but those in `skip`), in the table's order."""
+    return [{"item_id": row["id"], "text": row["text"], "order": row["human_readable_id"],
+             "source": document_source(row["raw_data"])}
+            for row in documents.select("id", "text", "human_readable_id", "raw_data").iter_rows(named=True)
+            if row["id"] not in skip]
+
+
+def text_units_of(ctx: StepContext, document: dict) -> list[dict]:
+    """The text unit rows of one document (`item_id`, `text`, `order`: its number, `source`: where it is from)."""
+    enc = get_encoding(chunk_encoding(ctx))
+    cfg = ctx.settings.chunks
+    tokens = enc.encode(document["text"], disallowed_special=())
+    units = []
+    for index, (start, end) in enumerate(windows(tokens, cfg.size, cfg.overlap)):
+        text = enc.decode_bytes(tokens[start:end]).decode("utf-8", errors="ignore").strip()
+        if not text:
+            continue
+        units.append({"id": content_id("text_unit", document["source"], index, text), "text": text,
+                      "n_tokens": end - start, "document_id": document["item_id"], "doc_order": document["order"],
+                      "chunk_index": index})
+    return units
