@@ -1,9 +1,11 @@
-"""Benchmark: a living index. Build the bench_index corpus (real text, ~1M tokens) against the simulator at zero
-latency, then change it - add 1 % new documents and delete 1 % - and `update`. Prints the full build's and the
+"""Benchmark: a living index. Build the bench_index corpus (real text, ~1M tokens; `--corpus vim`: vim's help,
+whose VIM is in most text units) against the simulator at zero latency, then change it - add 1 % new documents
+and delete 1 % (`--documents N`: N of each) - and `update`. Prints the full build's and the
 update's calls, prompt tokens and wall, the update's share of each (targets: <= 5 % of calls and prompt tokens,
 <= 10 % of wall), what changed, and the calls and prompt tokens per stage of both runs.
 
     python jobs/bench_update.py --tokens 1000000 [--latency 1.0] [--cli]
+    python jobs/bench_update.py --tokens 1000000 --corpus vim --documents 4
 
 By default both runs go through the API in this process, with Ray already running (the engine's own cost). With
 `--cli` they are `graphrag-ray index` and `graphrag-ray update`, each a fresh process as a user runs them
@@ -38,14 +40,17 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=1_000_000)
     parser.add_argument("--actors", type=int, default=2)
     parser.add_argument("--change", type=float, default=0.01, help="share of documents added, and deleted")
+    parser.add_argument("--documents", type=int, default=None, help="documents added, and deleted (not a share)")
+    parser.add_argument("--corpus", default="docs", choices=["docs", "vim"],
+                        help="docs: the bench_index corpus; vim: vim's help alone, a graph with real hubs")
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--latency", type=float, default=0.0,
                         help="seconds the simulator takes per call (0: the engine's own cost; 1: closer to a provider)")
     parser.add_argument("--cli", action="store_true", help="run `graphrag-ray index` / `update` as fresh processes")
     args = parser.parse_args()
-    root, corpus_tokens = fresh_project(args.workdir, args.tokens, "bench-update-")
+    root, corpus_tokens = fresh_project(args.workdir, args.tokens, "bench-update-", corpus=args.corpus)
     docs = sorted((root / "input").iterdir())
-    n = max(1, round(len(docs) * args.change))
+    n = args.documents or max(1, round(len(docs) * args.change))
     held = root.parent / "held-out"
     shutil.rmtree(held, ignore_errors=True)
     held.mkdir()
@@ -92,6 +97,9 @@ def main() -> None:
     revised = reports["events"].get("revised", 0)
     print(f"update reports: {reports['items']} written ({revised} revised from the previous report and the changed "
           f"rows), {reports['carried_items']} carried")
+    summaries = updated.stats["steps"]["summarize_descriptions"]
+    print(f"update summaries: {summaries['items']} written ({summaries['events'].get('revised', 0)} revised from the "
+          f"previous summary and the changed descriptions), {summaries['carried_items']} carried")
     print("update wall per step: " + ", ".join(f"{name} {step['wall_s']:.1f}"
                                                for name, step in updated.stats["steps"].items()))
     print(json.dumps({"corpus_tokens": corpus_tokens, "documents": len(docs), "changed_documents": n,

@@ -15,11 +15,13 @@ from graphrag_ray.llm.tokens import Tokenizer
 DOC_ROOTS = [(Path("/usr/share/doc"), "*"), (Path("/usr/share/common-licenses"), "*"), (Path("/usr/share/man"), "*"),
              (Path(f"/usr/lib/python{sys.version_info.major}.{sys.version_info.minor}"), "*.py"),
              (Path("/usr/share/vim"), "*.txt")]
+# vim's help alone: a corpus with real hubs (VIM is in most of its text units) for update benchmarks
+CORPORA = {"docs": DOC_ROOTS, "vim": [(Path("/usr/share/vim"), "*.txt")]}
 _TROFF = re.compile(r"^\.[A-Za-z\\\"].*$|\\f[BIRP]|\\\(..", re.M)  # man pages' requests and escapes
 
 
-def _texts():
-    for root, pattern in DOC_ROOTS:
+def _texts(roots=DOC_ROOTS):
+    for root, pattern in roots:
         if not root.exists():
             continue
         for path in sorted(root.rglob(pattern)):
@@ -37,12 +39,12 @@ def _texts():
                 yield path, text
 
 
-def build_corpus(folder: Path, target_tokens: int, doc_tokens: int = 3000) -> int:
+def build_corpus(folder: Path, target_tokens: int, doc_tokens: int = 3000, corpus: str = "docs") -> int:
     """Write .txt documents of about `doc_tokens` each into `folder` until `target_tokens`; return the total."""
     folder.mkdir(parents=True, exist_ok=True)
     tok = Tokenizer("cl100k_base")
     total, n = 0, 0
-    for _, text in _texts():
+    for _, text in _texts(CORPORA[corpus]):
         tokens = tok.encode(text)
         for start in range(0, len(tokens), doc_tokens):
             piece = tok.decode(tokens[start:start + doc_tokens])
@@ -60,10 +62,11 @@ def build_corpus(folder: Path, target_tokens: int, doc_tokens: int = 3000) -> in
     return total
 
 
-def fresh_project(workdir: Path | None, tokens: int, prefix: str, separate_process: bool = False) -> tuple[Path, int]:
-    """An empty project under `workdir` (a new temp folder if None) whose input is a ~`tokens` corpus. With
-    `separate_process` the corpus is made in a child process, so that what making it took stays out of this
-    process's memory figures."""
+def fresh_project(workdir: Path | None, tokens: int, prefix: str, separate_process: bool = False,
+                  corpus: str = "docs") -> tuple[Path, int]:
+    """An empty project under `workdir` (a new temp folder if None) whose input is a ~`tokens` corpus (`corpus`:
+    a CORPORA name). With `separate_process` the corpus is made in a child process, so that what making it took
+    stays out of this process's memory figures."""
     import shutil
     import subprocess
     import sys
@@ -73,13 +76,13 @@ def fresh_project(workdir: Path | None, tokens: int, prefix: str, separate_proce
     shutil.rmtree(work / "project", ignore_errors=True)
     root = work / "project"
     if separate_process:
-        made = subprocess.run([sys.executable, __file__, str(root / "input"), str(tokens)], check=True,
+        made = subprocess.run([sys.executable, __file__, str(root / "input"), str(tokens), corpus], check=True,
                               capture_output=True, text=True)
         return root, int(made.stdout.split()[-1])
-    return root, build_corpus(root / "input", tokens)
+    return root, build_corpus(root / "input", tokens, corpus=corpus)
 
 
 if __name__ == "__main__":
     import sys
 
-    print(build_corpus(Path(sys.argv[1]), int(sys.argv[2])))
+    print(build_corpus(Path(sys.argv[1]), int(sys.argv[2]), corpus=sys.argv[3] if len(sys.argv) > 3 else "docs"))

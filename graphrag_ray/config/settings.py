@@ -128,6 +128,10 @@ class SummarizeConfig(Section):
     max_length: int = doc(500, "max words of a merged description", gt=0)
     max_input_tokens: int = doc(4000, "descriptions per call; longer lists are summarised in rolling rounds",
                                 gt=0)
+    revise_on_update: bool = doc(True, "update: an entity of many descriptions that gained or lost a few is "
+                                 "summarised from its previous summary and the changed descriptions (one call), "
+                                 "not from all of them again")
+    update_prompt: str = doc("prompts/summarize_descriptions_update.txt", "revision prompt, relative to the root")
 
 
 class ResolveEntitiesConfig(Section):

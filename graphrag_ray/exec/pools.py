@@ -15,14 +15,18 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import hashlib
 import itertools
+import os
+import pickle
 import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from graphrag_ray.errors import GraphRagRayError
-from graphrag_ray.exec.runtime import ensure_ray
+from graphrag_ray.exec.runtime import choose_backend, ensure_ray
 
 
 @dataclass(frozen=True)
@@ -258,3 +262,24 @@ def _close_shared() -> None:
         except Exception:  # at exit Ray may already be down: nothing is left to end
             pass
     _SHARED.clear()
+
+
+def calls_pool(purpose: str, executor: str, worker: type, models: Any, settings: Any, root: Any) -> Pool:
+    """A pool of `worker(models)` for model calls a command makes outside an index run (global search's map and
+    rating calls), by what it is for: a worker in this process; or - with a cluster to join, or `executor: ray`
+    - a warm Ray actor kept for the process's life, named for the purpose, the settings and the root (later
+    queries with the same settings, an eval's thousands, reuse it), whose models reserve from the job's limiter."""
+    if choose_backend(executor) != "ray":
+        return InProcessPool(WorkerSpec(worker, (models,)), 1)
+    name = f"{purpose}-" + hashlib.sha256(pickle.dumps((settings, str(root)))).hexdigest()[:12]
+    with _SHARED_LOCK:
+        if ("ray", name) in _SHARED:
+            return _SHARED[("ray", name)]
+    from graphrag_ray.llm.models import Models
+    from graphrag_ray.llm.ratelimit import RayRateLimiter
+
+    limiter = models.limiter if isinstance(models.limiter, RayRateLimiter) \
+        else RayRateLimiter.for_job(f"query-{os.getpid()}")
+    # an absolute root: a Ray worker's current directory is not the driver's
+    on_ray = Models.create(settings, str(Path(root).resolve()) if root else None, limiter=limiter, check_first=True)
+    return shared_pool("ray", name, WorkerSpec(worker, (on_ray,), max_concurrency=1000, restartable=False))

@@ -73,9 +73,6 @@ class RunState:
         raw = self.store.read_bytes(self._marker(step, round_index, part))
         if raw is None:
             return None
-        if not raw.startswith(b"{"):  # a run folder from before markers held the ledger: fingerprint only
-            folder = self.store.child(self._part(step, round_index, part))
-            return {"items": raw.decode(), "spent": json.loads(folder.read_bytes("ledger.json") or b"{}")}
         return json.loads(raw)
 
     def partition_done(self, step: str, round_index: int, part: int, items: list[dict]) -> bool:

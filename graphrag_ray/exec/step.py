@@ -156,6 +156,13 @@ class Step(ABC):
             counts[key] += value
 
 
+def written_counts(stats: dict) -> dict:
+    """An item step's items in an update, from its stats: written afresh, revised from the previous version's
+    (its `revised` events), kept (carried unchanged)."""
+    revised = stats.get("events", {}).get("revised", 0)
+    return {"afresh": stats.get("items", 0) - revised, "revised": revised, "kept": stats.get("carried_items", 0)}
+
+
 class BatchStep(Step):
     @abstractmethod
     def run(self, ctx: StepContext, tables: Tables) -> Tables:

@@ -83,7 +83,8 @@ def graph_fingerprint(ctx: StepContext, method: str) -> str:
     """What the published graph was computed with: method, graph settings, models' result-deciding keys, prompts."""
     # how an update revises reports is not what the graph is: switching it needs no full index
     settings = ctx.settings.model_dump(mode="json", include=set(GRAPH_SECTIONS),
-                                       exclude={"community_reports": {"revise_on_update", "update_prompt"}})
+                                       exclude={section: {"revise_on_update", "update_prompt"}
+                                                for section in ("community_reports", "summarize_descriptions")})
     models = {k: {f: v for f, v in m.model_dump(mode="json").items() if f in _MODEL_RESULT_KEYS}
               for k, m in ctx.settings.models.items()}
     prompts = {p: hashlib.sha256(ctx.prompt(p).encode()).hexdigest()

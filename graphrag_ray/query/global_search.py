@@ -9,18 +9,14 @@ level down, many per call, descending only into relevant communities until a tok
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
-import os
-import pickle
 from dataclasses import dataclass, field
 
 import polars as pl
 
 from graphrag_ray.config.prompts import fill
 from graphrag_ray.errors import ConfigError, UnusableAnswerError
-from graphrag_ray.exec.pools import Pool, WorkerSpec, open_pool, shared_pool
-from graphrag_ray.exec.runtime import choose_backend
+from graphrag_ray.exec.pools import Pool, calls_pool
 from graphrag_ray.llm.ledger import UsageLedger, active_ledger, recording_into
 from graphrag_ray.llm.models import Models
 from graphrag_ray.parsing.llm_output import parse_json_object
@@ -125,6 +121,7 @@ class GlobalSearch(QueryEngine):
         super().__init__(*args, **kwargs)
         self.cfg = self.settings.global_search
         self.dynamic = dynamic_community_selection
+        self._pool: Pool | None = None
 
     # -- which reports ---------------------------------------------------------------------------------
     async def select_reports(self, query: str) -> tuple[pl.DataFrame, dict]:
@@ -197,7 +194,7 @@ class GlobalSearch(QueryEngine):
         answers could not be read (their reports count as not relevant)."""
         count = self.chat(self.cfg.chat_model_id).tokenizer.count
         template = self.prompt(self.cfg.rating_prompt)
-        if "{reports}" not in template:  # a project made before rating went batched: its prompt rates one report
+        if "{reports}" not in template:  # an edited prompt that rates one report: batches need the placeholder
             raise ConfigError(f"{self.cfg.rating_prompt} has no {{reports}} placeholder: dynamic selection rates "
                               "many reports per call - take the new default prompt (`graphrag-ray init` in an empty "
                               "folder writes it)")
@@ -274,19 +271,10 @@ class GlobalSearch(QueryEngine):
         return [p for p, _, _ in outcomes], [why for _, why, _ in outcomes if why]
 
     def _map_pool(self) -> Pool:
-        """In this process: a worker over this engine's models. On Ray (a cluster to join, or executor: ray): a
-        warm actor kept for the process's life, whose models share the job's limiter."""
-        if choose_backend(self.cfg.executor) != "ray":
-            return open_pool("local", WorkerSpec(MapWorker, (self.models,)), 1)
-        from graphrag_ray.llm.ratelimit import RayRateLimiter
-
-        limiter = self.models.limiter if isinstance(self.models.limiter, RayRateLimiter) \
-            else RayRateLimiter.for_job(f"query-{os.getpid()}")
-        # an absolute root: a Ray worker's current directory is not the driver's
-        models = Models.create(self.settings, str(self.root.resolve()) if self.root else None, limiter=limiter,
-                               check_first=True)
-        name = "map-worker-" + hashlib.sha256(pickle.dumps((self.settings, str(self.root)))).hexdigest()[:12]
-        return shared_pool("ray", name, WorkerSpec(MapWorker, (models,), max_concurrency=1000, restartable=False))
+        """The pool for this engine's map and rating calls (exec decides where: this process, or a warm actor)."""
+        if self._pool is None:
+            self._pool = calls_pool("map-worker", self.cfg.executor, MapWorker, self.models, self.settings, self.root)
+        return self._pool
 
     async def context_only(self, query: str, conversation_history: ConversationHistory | None = None) -> SearchResult:
         """The map batches that would be sent (no map or reduce call). With dynamic selection, the reports it

@@ -7,7 +7,7 @@ import json
 import re
 
 from graphrag_ray.nlp.relevance import best_sentences, overlap
-from graphrag_ray.simulate.responders import _tables
+from graphrag_ray.parsing.context_tables import parse_context_tables as _tables
 
 
 def query_kind(system: str) -> str | None:

@@ -16,6 +16,7 @@ from typing import Any
 from graphrag_ray.nlp.entities import mentions, sentences
 from graphrag_ray.nlp.relevance import terms
 from graphrag_ray.parsing.context_tables import parse_context_tables
+from graphrag_ray.simulate.query_responders import query_kind, respond_query
 
 TUPLE, RECORD, COMPLETE = "<|>", "##", "<|COMPLETE|>"
 _CORE_TYPES = {"PERSON": ("PERSON", "PEOPLE", "人物", "人"), "GEO": ("GEO", "LOCATION", "PLACE", "GPE", "地点"),
@@ -29,7 +30,6 @@ def respond(body: dict[str, Any]) -> tuple[str, str]:
     last = texts[-1] if texts else ""
     everything = "\n".join(texts)
     schema = _json_schema(body)
-    from graphrag_ray.simulate.query_responders import query_kind, respond_query
     system = texts[0] if messages and messages[0].get("role") == "system" else ""
     query_kind_ = query_kind(system or last)
     if query_kind_ is not None:
@@ -49,6 +49,8 @@ def respond(body: dict[str, Any]) -> tuple[str, str]:
         return ("extract_claims" if first_round else "extract_claims_glean"), claims(source, first_round)
     if "-Pairs to decide-" in everything:
         return "resolve_entities", resolve_entities(last)
+    if "Descriptions No Longer True:" in last:
+        return "summarize_update", summarize_update(last)
     if "Description List:" in last:
         return "summarize", summarize(last)
     if "information discovery" in everything and "findings" in everything:
@@ -218,6 +220,27 @@ def summarize(prompt: str) -> str:
         items = [line.strip() for line in raw.splitlines() if line.strip()]
     unique = list(dict.fromkeys(str(i).strip() for i in items if str(i).strip()))
     body = " ".join(unique)
+    return f"{names}: {body}"[:1500]
+
+
+def summarize_update(prompt: str) -> str:
+    """The new descriptions, then the current description without what the removed ones said (a model rewrites;
+    this keeps the sentences, so a test can see what came and went)."""
+    names = _section(prompt, "Entities:", "\n").strip()
+    current = _section(prompt, "Current Description:", "\nNew Descriptions:").strip()
+    body = current[len(names) + 2:] if current.startswith(names + ": ") else current
+
+    def listed(label: str, end: str) -> list[str]:
+        raw = _section(prompt, label, end).strip()
+        try:
+            return [str(i).strip() for i in json.loads(raw) if str(i).strip()]
+        except ValueError:
+            return [line.strip() for line in raw.splitlines() if line.strip()]
+
+    for gone in listed("Descriptions No Longer True:", "\n#######"):
+        body = body.replace(gone, "")
+    added = listed("New Descriptions:", "\nDescriptions No Longer True:")
+    body = " ".join(" ".join([*added, body]).split())
     return f"{names}: {body}"[:1500]
 
 

@@ -120,9 +120,6 @@ def publish(output: Store | str | Path, build: Callable[[Path], T], keep: int = 
     atomic step; keep the newest `keep` versions. Returns the version's Store and what `build` returned. If
     `build` fails, nothing changes for readers and its staging folder is removed."""
     out = Store(output)
-    if not out.remote and Path(out.location).is_symlink():  # an index published by the earlier symlink layout:
-        Path(out.location).unlink()                          # its version folder stays where it is
-        out = Store(output)
     now = time.time_ns()  # names sort in publishing order (pruning keeps the newest)
     version = f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime(now / 1e9))}.{now % 10**9:09d}-{uuid.uuid4().hex[:4]}"
     local = out.local_path()
@@ -160,7 +157,7 @@ def _prune(out: Store, current: str, keep: int) -> None:
 
 def current_index(output: Store | str | Path) -> Store | None:
     """The published index at `output`: the version CURRENT names; a plain index folder (tables at its top, as
-    copied by hand or published by the earlier symlink layout) as it is; None when there is no index."""
+    copied by hand, or Microsoft GraphRAG's output) as it is; None when there is no index."""
     out = Store(output)
     pointer = out.read_bytes(CURRENT_POINTER)
     if pointer is not None:

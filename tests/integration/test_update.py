@@ -269,6 +269,53 @@ def test_an_update_revises_a_large_changed_report_from_the_previous_one(tmp_path
         assert tokens < spent["afresh"][2], f"revising sends fewer prompt tokens: {spent}"
 
 
+def test_an_update_revises_a_hub_s_summary_from_its_previous_one_and_the_changed_descriptions(tmp_path):
+    """A hub (Umbrella Group, in every document) that gains one document's mentions and loses another's is
+    summarised with one call from its previous summary, the added descriptions and the removed ones - not from all
+    of its descriptions again - and ends with the description set a full build of the final corpus gives; with
+    `revise_on_update: false` it is summarised afresh."""
+    with SimulatorProcess() as sim:
+        roots = {}
+        for name, revise in (("revising", True), ("afresh", False)):
+            root = make_root(tmp_path / name, sim.base_url, chunks={"size": 80, "overlap": 0},
+                             summarize_descriptions={"revise_on_update": revise})
+            (root / "input").mkdir()
+            for n in range(36):  # the hub's descriptions outweigh its summary (a real model's: max_length words)
+                write(root, f"north{n}.txt", crew_document(n))
+            api.build_index(root=root)
+            roots[name] = root
+        spent = {}
+        for name, root in roots.items():
+            write(root, "north99.txt", "In Oslo, Anna Berg met Mona Nilsen to plan the north99 survey of Umbrella "
+                                       "Group. Mona Nilsen reported to Anna Berg about the north99 survey for "
+                                       "Umbrella Group.")
+            (root / "input" / "north3.txt").unlink()
+            hub_before = read_table(published_index(root), "entities").filter(pl.col("title") == "UMBRELLA GROUP")
+            sim.reset()
+            result = api.update_index(root=root)
+            served = sim.stats()
+            steps = result.stats["steps"]["summarize_descriptions"]
+            spent[name] = (served.get("kind_summarize_update", 0), steps["ledger"]["total"]["prompt_tokens"],
+                           steps["ledger"]["total"]["calls"])
+            written = json.loads((result.index.local_path() / "changes.json").read_text())["summaries_written"]
+            assert written["revised"] == spent[name][0] == steps["events"].get("revised", 0), (written, served)
+            hub = read_table(result.index, "entities").filter(pl.col("title") == "UMBRELLA GROUP")
+            if name == "revising":  # what came is said, what went is not; the description set is the final
+                # corpus's, as a full build gives it
+                assert "north99 survey" in hub["description"].item()
+                if "north3 survey " in hub_before["description"].item():
+                    assert "north3 survey " not in hub["description"].item()
+                scratch = make_root(tmp_path / "scratch", sim.base_url, chunks={"size": 80, "overlap": 0})
+                shutil.copytree(root / "input", scratch / "input")
+                full = api.build_index(root=scratch)
+                sources = [read_table(index.child("carried/summarize_descriptions"), "summaries")
+                           .filter(pl.col("id") == hub["id"].item())["sources"].item().to_list()
+                           for index in (result.index, full.index)]
+                assert sources[0] == sources[1] and len(sources[0]) >= 8
+        assert spent["revising"][0] >= 1 and spent["afresh"][0] == 0, spent
+        assert spent["revising"][1] < spent["afresh"][1], f"revising sends fewer prompt tokens: {spent}"
+
+
 def test_an_update_starts_where_the_previous_run_left_off_with_the_provider(tmp_path):
     """A batch job's first call to a model goes alone (its answer tells the provider's limits), once per job - not
     once per worker or step. What the build learned is kept with the index: the update's calls go at once, paced by

@@ -1,11 +1,18 @@
 """Entities' and relationships' descriptions made one: a summary where there is one, else the descriptions joined
-(the LLM's summaries and the fast method's joined sentences end the same way)."""
+(the LLM's summaries and the fast method's joined sentences end the same way); and what an update needs to revise
+a summary from the previous one instead of writing it again from every description."""
 
 from __future__ import annotations
 
+import hashlib
+
 import polars as pl
 
-SUMMARY_ROWS = {"id": pl.String, "description": pl.String}
+from graphrag_ray.ids import content_id, normalize_name
+from graphrag_ray.storage.tables import read_table
+
+# a summary, and the digests of the descriptions it was written from (what an update compares)
+SUMMARY_ROWS = {"id": pl.String, "description": pl.String, "sources": pl.List(pl.String)}
 
 
 def with_summaries(entities: pl.DataFrame, relationships: pl.DataFrame,
@@ -16,7 +23,76 @@ def with_summaries(entities: pl.DataFrame, relationships: pl.DataFrame,
 
     def resolve(df: pl.DataFrame) -> pl.DataFrame:
         single = pl.col("descriptions").list.join("\n")
-        return (df.join(summaries.rename({"description": "summary"}), on="id", how="left")
+        return (df.join(summaries.select("id", pl.col("description").alias("summary")), on="id", how="left")
                 .with_columns(pl.coalesce("summary", single).alias("description")).drop("summary"))
 
     return {"entities_summarized": resolve(entities), "relationships_summarized": resolve(relationships)}
+
+
+# an update revises a summary from its previous one when the item has at least this many descriptions, at most a
+# quarter of them changed, and the previous summary with the change is shorter than all the descriptions: short of
+# that, summarising afresh costs about what revising does
+REVISE_MIN_DESCRIPTIONS = 8
+REVISE_MAX_CHANGED_SHARE = 0.25
+
+
+def description_digest(text: str) -> str:
+    """What a summary remembers of each description it was written from (a summary's `sources`)."""
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def add_revisions(ctx, items: list[dict], text_units: pl.DataFrame) -> int:
+    """An update: give each item whose description set changed a little a `revision` - its previous summary, the
+    descriptions added, and the removed ones' text (from the previous version's extraction of the text units no
+    longer there) - so it is summarised with one call from those, not from every description again. An item
+    whose removed descriptions cannot all be named (merged under another name, say) is summarised afresh.
+    Returns how many items got one."""
+    previous = ctx.previous
+    summaries = read_table(previous.child("carried/summarize_descriptions"), "summaries")
+    if summaries is None or "sources" not in summaries.columns:
+        return 0
+    wanted = {item["item_id"] for item in items if len(item["descriptions"]) >= REVISE_MIN_DESCRIPTIONS}
+    before = {r["id"]: (r["description"], set(r["sources"] or ()))
+              for r in summaries.filter(pl.col("id").is_in(list(wanted))).iter_rows(named=True)}
+    if not before:
+        return 0
+    gone = _removed_descriptions(previous, text_units)
+    revised = 0
+    for item in items:
+        if item["item_id"] not in before:
+            continue
+        summary, sources = before[item["item_id"]]
+        digests = {description_digest(d): d for d in item["descriptions"]}
+        added = sorted(d for key, d in digests.items() if key not in sources)
+        removed_keys = sources - digests.keys()
+        removed = sorted({t for t in gone.get(item["item_id"], ()) if description_digest(t) in removed_keys})
+        changed = len(added) + len(removed_keys)
+        if not changed or len(removed) != len(removed_keys) or \
+                changed > REVISE_MAX_CHANGED_SHARE * len(item["descriptions"]):
+            continue
+        # compared in UTF-8 bytes: a revision sends the summary and the change, a fresh summary every description
+        revision_bytes = len(summary.encode()) + sum(len(d.encode()) for d in added + removed)
+        if revision_bytes >= sum(len(d.encode()) for d in item["descriptions"]):
+            continue
+        item["revision"] = {"summary": summary, "added": added, "removed": removed}
+        revised += 1
+    return revised
+
+
+def _removed_descriptions(previous, text_units: pl.DataFrame) -> dict[str, set[str]]:
+    """entity id -> the descriptions the previous version's extraction gave it in text units this run no longer
+    has (only those rows are read: the removed units are few)."""
+    units = read_table(previous, "text_units")
+    if units is None:
+        return {}
+    removed = set(units["id"].to_list()) - set(text_units["id"].to_list())
+    extracted = read_table(previous.child("carried/extract_graph"), "extracted_entities") if removed else None
+    if extracted is None:
+        return {}
+    out: dict[str, set[str]] = {}
+    for title, description in extracted.filter(pl.col("text_unit_id").is_in(list(removed))).select(
+            "title", "description").iter_rows():
+        key = normalize_name(title)
+        if key and description:
+            out.setdefault(content_id("entity", key), set()).add(description)
+    return out

@@ -29,7 +29,7 @@ import polars as pl
 
 from graphrag_ray.ids import content_id
 from graphrag_ray.parsing.llm_output import parse_json_object
-from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
+from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables, written_counts
 from graphrag_ray.config.prompts import fill
 from graphrag_ray.index.operations.reports import render_markdown, valid_report
 from graphrag_ray.llm.tokens import fits, tokenizer_for
@@ -194,9 +194,7 @@ class CommunityReports(ItemStep):
 
     def update_lines(self, stats: dict) -> dict:
         """Revised reports are not what a full index would write: an update says how many it revised."""
-        revised = stats.get("events", {}).get("revised", 0)
-        return {"reports_written": {"afresh": stats.get("items", 0) - revised, "revised": revised,
-                                    "kept": stats.get("carried_items", 0)}}
+        return {"reports_written": written_counts(stats)}
 
     def rounds(self, ctx: StepContext, tables: Tables) -> int:
         """The first round: every community whose report needs no sub-report; then one per level, deepest first,
