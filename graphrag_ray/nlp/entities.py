@@ -64,10 +64,13 @@ class Mention:
     start: int
 
 
-def contains_name(sentence: str, name: str) -> bool:
-    """Whether a sentence names an entity title (English titles are upper-cased: compared with the upper-cased
-    sentence; Chinese ones as written)."""
-    return name in sentence if not name.isascii() else name in sentence.upper()
+def sentences_naming(texts: list[str], names: list[str]) -> dict[str, list[int]]:
+    """For each entity title, the positions of the sentences that name it (English titles are upper-cased:
+    compared with the upper-cased sentence; Chinese ones as written). Each sentence is upper-cased once: testing
+    every pair of a text unit's names against every sentence upper-cased it once per test."""
+    uppers = [text.upper() for text in texts]
+    return {name: [i for i, (text, upper) in enumerate(zip(texts, uppers))
+                   if (name in upper if name.isascii() else name in text)] for name in names}
 
 
 def sentences(text: str) -> list[tuple[int, str]]:

@@ -20,7 +20,7 @@ import polars as pl
 from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
 from graphrag_ray.ids import content_id
 from graphrag_ray.index.operations.reports import render_markdown
-from graphrag_ray.nlp.entities import contains_name, sentences
+from graphrag_ray.nlp.entities import sentences, sentences_naming
 from graphrag_ray.storage.schemas import RUN_SCHEMAS
 
 REPORT_OVERRIDES = {"findings": pl.List(pl.Struct({"summary": pl.String, "explanation": pl.String})),
@@ -44,13 +44,15 @@ class ExtractiveReports(ItemStep):
                 for r in units.iter_rows(named=True)]
 
     async def process(self, ctx: StepContext, item: dict, models) -> Rows:
-        rows = []
-        for index, (start, sentence) in enumerate(sentences(item["text"])):
-            named = [entity_id for entity_id, title in item["entities"] if contains_name(sentence, title)]
-            if named:
-                rows.append({"unit_id": item["item_id"], "sentence": index, "start": start,
-                             "length": len(sentence), "entity_ids": named})
-        return {"sentence_mentions": rows}
+        spans = sentences(item["text"])
+        naming = sentences_naming([sentence for _, sentence in spans], [title for _, title in item["entities"]])
+        named: dict[int, list[str]] = {}
+        for entity_id, title in item["entities"]:  # in id order: each sentence's ids come sorted
+            for index in naming[title]:
+                named.setdefault(index, []).append(entity_id)
+        return {"sentence_mentions": [{"unit_id": item["item_id"], "sentence": index, "start": spans[index][0],
+                                       "length": len(spans[index][1]), "entity_ids": named[index]}
+                                      for index in sorted(named)]}
 
     def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
         cfg = ctx.settings.fast

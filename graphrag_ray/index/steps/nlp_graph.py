@@ -18,7 +18,7 @@ import math
 import polars as pl
 
 from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
-from graphrag_ray.nlp.entities import contains_name, mentions, sentences
+from graphrag_ray.nlp.entities import mentions, sentences, sentences_naming
 from graphrag_ray.storage.schemas import RUN_SCHEMAS
 
 MAX_PER_UNIT = 40   # most frequent mentions of a unit kept as nodes (co-occurrence grows with the square)
@@ -46,16 +46,16 @@ class NlpGraph(ItemStep):
             counts[name] = counts.get(name, 0) + 1
             kinds.setdefault(name, m.type)
         names = sorted(counts, key=lambda n: (-counts[n], n))[:MAX_PER_UNIT]
-        spans = sentences(item["text"])
-        described = {}
-        for name in names:
-            described[name] = next((s for _, s in spans if contains_name(s, name)), "")[:300]
+        spans = [s for _, s in sentences(item["text"])]
+        naming = sentences_naming(spans, names)
+        described = {name: spans[naming[name][0]][:300] if naming[name] else "" for name in names}
         entities = [{"title": n, "type": kinds[n], "description": described[n], "text_unit_id": item["item_id"],
                      "order": i} for i, n in enumerate(names)]
         relationships = []
         for i, a in enumerate(names):
             for b in names[i + 1:]:
-                together = next((s for _, s in spans if contains_name(s, a) and contains_name(s, b)), "")
+                both = set(naming[a]).intersection(naming[b])
+                together = spans[min(both)] if both else ""
                 relationships.append({"source": a, "target": b, "weight": 1.0, "text_unit_id": item["item_id"],
                                       "description": together[:300] or f"{a} and {b} appear in the same passage",
                                       "order": len(relationships)})
