@@ -95,6 +95,9 @@ class JudgeAnswers(ItemStep):
     def model_ids(self, settings) -> list[str]:
         return [settings.global_search.chat_model_id]
 
+    def prompts(self, settings, update: bool = False) -> list[str]:
+        return [JUDGE_PROMPT]
+
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
         text = {(r["question_id"], r["method"]): r["answer"] for r in tables["answers"].iter_rows(named=True)}
         return [{"item_id": f"{q['question_id']}\x1f{a}\x1f{b}\x1f{order}", "question_id": q["question_id"],
