@@ -6,7 +6,7 @@ from __future__ import annotations
 from graphrag_ray.errors import GraphRagRayError, UsageError
 
 QUERY_METHODS = ("local", "global", "drift", "basic", "hybrid", "auto")
-METHOD_ALIASES = {"contextual": "auto"}  # seed 001's mode table: the routed mode under its other name
+METHOD_ALIASES = {"contextual": "auto"}  # the routed mode under the name the GraphRAG articles' mode table uses
 
 
 def check_method(query: str | None, method: str, community_level: int | None = None,

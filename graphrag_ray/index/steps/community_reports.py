@@ -286,7 +286,7 @@ class CommunityReports(ItemStep):
         return self._previous[1]
 
     def carry_identity(self, item: dict):
-        """Issue 15: a community whose members and member descriptions are unchanged keeps its report. Degrees (and
+        """A community whose members and member descriptions are unchanged keeps its report. Degrees (and
         with them the order of rows) move when a member gains an edge outside the community; that is not what the
         report is about, so it is not a reason for a new call. Ids stay: reports cite them. Its sub-communities'
         reports are what they are because of their members, which are its own, and their own sub-communities: the
