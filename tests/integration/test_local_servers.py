@@ -164,7 +164,7 @@ def test_an_interrupted_run_and_its_resume_are_billed_whole(tmp_path, how):
         settings["extract_graph"] = {"max_gleanings": 1}
         (root / "settings.yaml").write_text(yaml.safe_dump(settings, allow_unicode=True), encoding="utf-8")
         run = subprocess.Popen([sys.executable, "-m", "graphrag_ray.cli", "index", "--root", str(root)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 120
         while sim.stats().get("ok", 0) < 5 and time.monotonic() < deadline:  # mid-way through extraction
             time.sleep(0.02)
@@ -172,8 +172,10 @@ def test_an_interrupted_run_and_its_resume_are_billed_whole(tmp_path, how):
         # read is billed by any server and known to no client (the next answers are 0.4 s of latency away)
         time.sleep(0.1)
         run.send_signal(how)
-        run.wait(timeout=60)
+        _, said = run.communicate(timeout=60)
         interrupted = sim.stats()["ok"]
+        # the run was stopped by the signal, not done before it came (then there would be nothing to resume)
+        assert run.returncode in (130, -signal.SIGINT, -signal.SIGKILL), (run.returncode, said[-1500:])
         resumed = cli("index", "--root", str(root))
         served = sim.stats()["ok"]
     assert resumed.returncode == 0, resumed.stderr[-1500:]
