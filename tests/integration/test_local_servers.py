@@ -163,8 +163,11 @@ def test_an_interrupted_run_and_its_resume_are_billed_whole(tmp_path, how):
         settings = yaml.safe_load((root / "settings.yaml").read_text(encoding="utf-8"))
         settings["extract_graph"] = {"max_gleanings": 1}
         (root / "settings.yaml").write_text(yaml.safe_dump(settings, allow_unicode=True), encoding="utf-8")
+        # Ctrl-C as in a terminal: a test runner started in the background (`cmd &` with no job control) has
+        # SIGINT ignored, and a child inherits that - the run would not stop, and there would be nothing to resume
         run = subprocess.Popen([sys.executable, "-m", "graphrag_ray.cli", "index", "--root", str(root)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         deadline = time.monotonic() + 120
         while sim.stats().get("ok", 0) < 5 and time.monotonic() < deadline:  # mid-way through extraction
             time.sleep(0.02)
