@@ -83,16 +83,20 @@ class GraphWalk:
                 seeds[node] = seeds.get(node, 0.0) + weight
         if not seeds:
             return []
-        nodes = np.asarray(self._around(sorted(seeds)), dtype=np.int64)
-        reset = np.asarray([seeds.get(int(n), 0.0) for n in nodes])
+        seed_nodes = np.asarray(sorted(seeds), dtype=np.int64)
+        nodes = self._around(seed_nodes)
+        reset = np.zeros(len(nodes))
+        reset[np.searchsorted(nodes, seed_nodes)] = [seeds[int(n)] for n in seed_nodes]
         scores = self._pagerank(nodes, reset / reset.sum())
-        if UNIT_DEGREE_POWER:  # unit nodes only
+        unit = (nodes >= offset) & (scores > 0)
+        nodes, scores = nodes[unit], scores[unit]
+        if UNIT_DEGREE_POWER:
             indptr = self._edges[0]
             degree = (indptr[nodes + 1] - indptr[nodes]).astype(np.float64)
-            scores = np.where(nodes >= offset, scores / np.maximum(degree, 1.0) ** UNIT_DEGREE_POWER, scores)
-        ranked = sorted(((scores[j], int(n)) for j, n in enumerate(nodes) if n >= offset and scores[j] > 0),
-                        key=lambda p: (-p[0], p[1]))  # ties: table order
-        return [(self.unit_ids[node - offset], float(score)) for score, node in ranked]
+            scores = scores / np.maximum(degree, 1.0) ** UNIT_DEGREE_POWER
+        order = np.lexsort((nodes, -scores))  # best first; ties: table order
+        return [(self.unit_ids[node - offset], score)
+                for node, score in zip((nodes[order]).tolist(), scores[order].tolist())]
 
     def _pagerank(self, nodes: np.ndarray, reset: np.ndarray) -> np.ndarray:
         """Personalised PageRank on the subgraph of `nodes` (sorted): the walk moves along an edge in proportion
@@ -119,21 +123,21 @@ class GraphWalk:
             x = following
         return x
 
-    def _around(self, seeds: list[int]) -> list[int]:
+    def _around(self, seeds: np.ndarray) -> np.ndarray:
         """The nodes within HOPS of the seeds (sorted), not expanding past hubs, at most about MAX_NODES."""
         indptr, neighbour, _ = self._edges
-        seen, frontier = set(seeds), list(seeds)
-        for _ in range(HOPS):
-            reached = []
-            for node in frontier:
-                start, end = int(indptr[node]), int(indptr[node + 1])
-                if end - start > HUB_DEGREE and node not in seeds:
-                    continue
-                for other in neighbour[start:end].tolist():
-                    if other not in seen:
-                        seen.add(other)
-                        reached.append(other)
-            frontier = reached
-            if len(seen) > MAX_NODES:
+        seen = np.zeros(len(indptr) - 1, dtype=bool)
+        seen[seeds] = True
+        frontier, total = seeds, len(seeds)
+        for hop in range(HOPS):
+            if hop:  # a hub is reached, not walked through (a seed always is)
+                frontier = frontier[indptr[frontier + 1] - indptr[frontier] <= HUB_DEGREE]
+            starts, counts = indptr[frontier], indptr[frontier + 1] - indptr[frontier]
+            take = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
+            reached = np.unique(neighbour[take])
+            frontier = reached[~seen[reached]]
+            seen[frontier] = True
+            total += len(frontier)
+            if total > MAX_NODES:
                 break
-        return sorted(seen)
+        return np.flatnonzero(seen)
