@@ -8,22 +8,48 @@ from __future__ import annotations
 import logging
 import sys
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
+import typer.core
 
 from graphrag_ray import __version__
 from graphrag_ray.errors import GraphRagRayError
 from graphrag_ray.secrets import install_log_redaction, redact
 
-app = typer.Typer(name="graphrag-ray", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                  help="GraphRAG as a distributed, resumable batch engine on Ray.")
+VERBOSE_FLAGS = ("--verbose", "-v")
+
+
+class CommandLine(typer.core.TyperGroup):
+    """The top-level group: --verbose is a root option, and users type it after the subcommand too - it is
+    taken from anywhere before `--` to the root's place."""
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        cut = args.index("--") if "--" in args else len(args)
+        flags = [a for a in args[:cut] if a in VERBOSE_FLAGS]
+        return super().parse_args(ctx, flags[:1] + [a for a in args[:cut] if a not in VERBOSE_FLAGS] + args[cut:])
+
+
+app = typer.Typer(name="graphrag-ray", cls=CommandLine, no_args_is_help=True, add_completion=False,
+                  pretty_exceptions_enable=False, help="GraphRAG as a distributed, resumable batch engine on Ray.")
 tokenizers_app = typer.Typer(help="Offline tokenizer files for tiktoken.", no_args_is_help=True)
 app.add_typer(tokenizers_app, name="tokenizers")
 cache_app = typer.Typer(help="The LLM response cache.", no_args_is_help=True)
 app.add_typer(cache_app, name="cache")
 
-_STATE = {"verbose": False}
+
+@dataclass
+class CommandState:
+    """What the whole command line decided (typer's context object, `ctx.obj`): main() reads it after an error."""
+    verbose: bool = False
+
+
+def verbose(ctx: typer.Context) -> bool:
+    """--verbose, for a command given its context (the root's object)."""
+    state = ctx.find_root().obj
+    return isinstance(state, CommandState) and state.verbose
+
 
 RootOpt = typer.Option(Path("."), "--root", "-r", help="project root (settings.yaml, input/, output/)")
 ConfigOpt = typer.Option(None, "--config", "-c", help="settings file (default: ROOT/settings.yaml)")
@@ -41,12 +67,15 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def root(verbose: bool = typer.Option(False, "--verbose", "-v", help="log details; show tracebacks on errors"),
+def root(ctx: typer.Context,
+         verbose: bool = typer.Option(False, "--verbose", "-v", help="log details; show tracebacks on errors"),
          version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                       help="print the version and exit")) -> None:
-    _STATE["verbose"] = verbose
     from graphrag_ray.config.load import set_command_overrides
 
+    if not isinstance(ctx.obj, CommandState):  # run by typer's own runner rather than main()
+        ctx.obj = CommandState()
+    ctx.obj.verbose = verbose
     set_command_overrides({})  # nothing a previous in-process command's flags set
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -79,24 +108,17 @@ def _console():
 from graphrag_ray.cli import build, ask, tools  # noqa: E402,F401
 
 
-def _prepare_argv(argv: list[str]) -> list[str]:
-    """Accept --verbose anywhere on the line (users type it after the subcommand)."""
-    flags = [a for a in argv if a in ("--verbose", "-v")]
-    rest = [a for a in argv if a not in ("--verbose", "-v")]
-    return flags[:1] + rest
-
-
 def main(argv: list[str] | None = None) -> None:
-    args = _prepare_argv(list(sys.argv[1:] if argv is None else argv))
-    verbose = bool(args and args[0] in ("--verbose", "-v"))
+    args = list(sys.argv[1:] if argv is None else argv)
+    state = CommandState()
     try:
-        code = app(args=args, standalone_mode=False, prog_name="graphrag-ray")
+        code = app(args=args, standalone_mode=False, prog_name="graphrag-ray", obj=state)
         if code == 130:  # typer turns Ctrl-C into a returned 130 (when not standalone)
             _fail("interrupted", 130, False)
         if isinstance(code, int) and code:
             sys.exit(code)
     except GraphRagRayError as exc:
-        _fail(redact(str(exc)), exc.exit_code, verbose)
+        _fail(redact(str(exc)), exc.exit_code, state.verbose)
     except typer.Abort:
         _fail("aborted", 130, False)
     except typer.Exit as exc:
@@ -108,12 +130,12 @@ def main(argv: list[str] | None = None) -> None:
             _fail("aborted", 130, False)
         code = getattr(exc, "exit_code", 2)
         hint = f" (see graphrag-ray {_subcommand(args)}--help)" if code == 2 else ""
-        _fail(redact(exc.format_message()) + hint, code, verbose)
+        _fail(redact(exc.format_message()) + hint, code, state.verbose)
     except KeyboardInterrupt:
         _fail("interrupted", 130, False)
     except Exception as exc:  # an engine bug: still one line unless --verbose
         _fail(f"unexpected {type(exc).__name__}: {redact(str(exc))} (run with --verbose for the traceback)", 1,
-              verbose)
+              state.verbose)
 
 
 def _subcommand(args: list[str]) -> str:

@@ -165,7 +165,7 @@ def eval_(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
 
 
 @app.command()
-def serve(roots: list[Path] = typer.Option(..., "--root", "-r", help="a project root to serve; give it once per "
+def serve(ctx: typer.Context, roots: list[Path] = typer.Option(..., "--root", "-r", help="a project root to serve; give it once per "
                                            "index (each is named by serve.name or its folder's name)"),
           host: str = typer.Option("127.0.0.1", "--host", help="address to bind (loopback unless told otherwise)"),
           port: int = typer.Option(8000, "--port", help="port"),
@@ -181,8 +181,8 @@ def serve(roots: list[Path] = typer.Option(..., "--root", "-r", help="a project 
         from graphrag_ray.serve.deploy import run_server
     except ImportError as exc:
         raise GraphRagRayError(f"serve needs Ray Serve: pip install 'graphrag-ray[serve]' ({exc})") from None
-    from graphrag_ray.cli import _STATE
+    from graphrag_ray.cli import verbose
 
     run_server([str(r) for r in roots], host, port, str(request_log.resolve()) if request_log else None,
-               verbose=_STATE["verbose"], say=lambda line: sys.stderr.write(line + "\n"),
+               verbose=verbose(ctx), say=lambda line: sys.stderr.write(line + "\n"),
                proxy_location=proxy_location)

@@ -8,8 +8,8 @@ from typing import Optional
 
 import typer
 
-from graphrag_ray.cli import (CacheOpt, ConfigOpt, OutputOpt, RootOpt, SkipValidationOpt, _STATE, _console,
-                              _use_cache, app, cache_app)
+from graphrag_ray.cli import (CacheOpt, ConfigOpt, OutputOpt, RootOpt, SkipValidationOpt, _console,
+                              _use_cache, app, cache_app, verbose)
 
 
 @app.command()
@@ -48,7 +48,7 @@ def check(root: Path = RootOpt, config: Optional[Path] = ConfigOpt) -> None:
 
 
 @app.command()
-def index(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
+def index(ctx: typer.Context, root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
           method: str = typer.Option("standard", help="index method: standard (LLM graph) | fast (no LLM); "
                                      "standard-update | fast-update run `update` (Microsoft GraphRAG's names)"),
           resume: bool = typer.Option(True, "--resume/--no-resume", help="continue an interrupted run"),
@@ -78,14 +78,14 @@ def index(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
         from graphrag_ray.rehearse import rehearse as run_rehearsal
 
         outcome = run_rehearsal(root, config, method=method, latency=latency, show_progress=progress,
-                                verbose=_STATE["verbose"])
+                                verbose=verbose(ctx))
         console.print(outcome.result.ledger.rich_table("Rehearsal: LLM usage the real run would have"))
         console.print(outcome.summary())
         return
     from graphrag_ray.api import build_index
 
     result = build_index(root=root, config_file=config, method=method, resume=resume, show_progress=progress,
-                         verbose=_STATE["verbose"], retry_failures=retry_failures,
+                         verbose=verbose(ctx), retry_failures=retry_failures,
                          skip_unchanged=not force and cache and resume,  # --no-cache / --no-resume: asked to run
                          validate=not skip_validation, announce=lambda line: console.print(line, highlight=False))
     _report_run(result, console)
@@ -130,7 +130,7 @@ def _report_run(result, console) -> None:
 
 
 @app.command()
-def update(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
+def update(ctx: typer.Context, root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
            resume: bool = typer.Option(True, "--resume/--no-resume", help="continue an interrupted update"),
            cache: bool = CacheOpt,
            output: Optional[Path] = OutputOpt,
@@ -146,7 +146,7 @@ def update(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
     console = _console()
     result = update_index(root=root, config_file=config, resume=resume,
                           show_progress=True if sys.stderr.isatty() else "plain",
-                          verbose=_STATE["verbose"], method=method, validate=not skip_validation,
+                          verbose=verbose(ctx), method=method, validate=not skip_validation,
                           announce=lambda line: console.print(line, highlight=False))
     _report_run(result, console)
 

@@ -36,3 +36,32 @@ def test_the_command_exit_codes_and_messages(tmp_path):
     text = subprocess.run([sys.executable, "-c", "from graphrag_ray.cli import exit_now; exit_now('stopped: why')"],
                           capture_output=True, text=True, timeout=60)
     assert text.returncode == 1 and text.stderr.strip() == "stopped: why"
+
+
+def test_verbose_before_or_after_the_subcommand_shows_the_traceback_and_is_kept_in_the_command_state(tmp_path):
+    from graphrag_ray.cli import CommandState, app, verbose
+    from tests.helpers import cli_in_process
+
+    expected = f"error: {tmp_path}/settings.yaml: settings file not found"
+    plain = cli_in_process("index", "--root", str(tmp_path))
+    assert plain.returncode == 2 and plain.stderr.startswith(expected) and "Traceback" not in plain.stderr
+    for args in (("--verbose", "index", "--root", str(tmp_path)), ("index", "--root", str(tmp_path), "-v")):
+        run = cli_in_process(*args)
+        assert run.returncode == 2 and "Traceback (most recent call last)" in run.stderr, args
+        assert run.stderr.strip().splitlines()[-1].startswith(expected)
+    # a question that is literally "-v" after `--` stays the question, and the state lives in the context object
+    import typer
+
+    seen = {}
+
+    @app.command("probe-verbose", hidden=True)
+    def probe(ctx: typer.Context, words: list[str] = typer.Argument(None)) -> None:
+        seen["verbose"], seen["words"], seen["obj"] = verbose(ctx), words, ctx.find_root().obj
+
+    try:
+        assert cli_in_process("probe-verbose", "a", "--", "-v").returncode == 0
+        assert seen["verbose"] is False and seen["words"] == ["a", "-v"] and isinstance(seen["obj"], CommandState)
+        assert cli_in_process("probe-verbose", "-v", "a").returncode == 0
+        assert seen["verbose"] is True and seen["words"] == ["a"]
+    finally:
+        app.registered_commands[:] = [c for c in app.registered_commands if c.name != "probe-verbose"]
