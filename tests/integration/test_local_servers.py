@@ -22,6 +22,8 @@ from graphrag_ray.storage.tables import read_table
 from tests.helpers import cli, published_index
 from tests.integration.test_index import coffee_root
 
+pytestmark = pytest.mark.slow  # servers and processes of their own: `-m "not slow"` leaves them out
+
 QUESTION = "李明的咖啡店遇到了什么问题？"
 
 

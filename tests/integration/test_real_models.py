@@ -28,6 +28,8 @@ from graphrag_ray.storage.tables import read_table
 from tests.helpers import published_index, published_version
 from tests.integration.test_index import coffee_root
 
+pytestmark = pytest.mark.slow  # servers and processes of their own: `-m "not slow"` leaves them out
+
 QUESTION = "李明的咖啡店遇到了什么问题？"
 # (model family, model name, answer shape): every family and every shape at least once; the made-up names have no
 # family defaults, so their servers' 400s must teach the request shape

@@ -23,6 +23,8 @@ from graphrag_ray.simulate.process import SimulatorProcess
 from tests.helpers import make_root
 from tests.integration.test_index import coffee_root
 
+pytestmark = pytest.mark.slow  # servers and processes of their own: `-m "not slow"` leaves them out
+
 KEY = "serve-test-key-3f9a"
 LIGHTHOUSE = Path(__file__).parents[1] / "data" / "lighthouse.csv"
 

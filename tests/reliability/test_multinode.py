@@ -15,7 +15,7 @@ from graphrag_ray.storage.tables import read_table
 from tests.helpers import make_root, published_index
 from tests.integration.test_resume import copy_input, write_corpus
 
-pytestmark = pytest.mark.reliability
+pytestmark = [pytest.mark.reliability, pytest.mark.slow]  # a Ray cluster of several nodes
 DRIVER = Path(__file__).with_name("multinode_driver.py")
 SECTIONS = dict(workers={"executor": "ray", "num_actors": 2, "partition_size": 2, "actor_cpus": 0.5},
                 chunks={"size": 300, "overlap": 30})
