@@ -67,7 +67,7 @@ def index(ctx: typer.Context, root: Path = RootOpt, config: Optional[Path] = Con
           ) -> None:
     """Build the index: documents -> text units -> graph -> communities -> reports -> embeddings."""
     if method.endswith("-update") and not (dry_run or rehearse or retry_failures):
-        return update(root=root, config=config, resume=resume, cache=cache, output=output,
+        return update(ctx, root=root, config=config, resume=resume, cache=cache, output=output,
                       skip_validation=skip_validation, method=method.removesuffix("-update"))
     _use_cache(cache, output)
     if dry_run:
