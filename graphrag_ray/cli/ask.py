@@ -165,7 +165,8 @@ def eval_(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
 
 
 @app.command()
-def serve(ctx: typer.Context, roots: list[Path] = typer.Option(..., "--root", "-r", help="a project root to serve; give it once per "
+def serve(ctx: typer.Context,
+          roots: list[Path] = typer.Option(..., "--root", "-r", help="a project root to serve; give it once per "
                                            "index (each is named by serve.name or its folder's name)"),
           host: str = typer.Option("127.0.0.1", "--host", help="address to bind (loopback unless told otherwise)"),
           port: int = typer.Option(8000, "--port", help="port"),
