@@ -95,8 +95,10 @@ def main() -> None:
             for stage in sorted({s for s, _ in result.ledger.entries})))
     reports = updated.stats["steps"]["community_reports"]
     revised = reports["events"].get("revised", 0)
-    print(f"update reports: {reports['items']} written ({revised} revised from the previous report and the changed "
-          f"rows), {reports['carried_items']} carried")
+    unrevised = reports["events"].get("kept_small_change", 0)
+    print(f"update reports: {reports['items'] - unrevised} written ({revised} revised from the previous report and the "
+          f"changed rows), {reports['carried_items']} carried, {unrevised} kept with a few rows' descriptions changed "
+          f"(community_reports.revise_min_changed_share)")
     summaries = updated.stats["steps"]["summarize_descriptions"]
     print(f"update summaries: {summaries['items']} written ({summaries['events'].get('revised', 0)} revised from the "
           f"previous summary and the changed descriptions), {summaries['carried_items']} carried")

@@ -162,6 +162,9 @@ class CommunityReportsConfig(Section):
     max_input_length: int = doc(8000, "max tokens of a community's context; larger ones use sub-reports", gt=0)
     revise_on_update: bool = doc(True, "update: a changed community's report is revised from the previous report "
                                        "and the changed rows when that prompt is the smaller")
+    revise_min_changed_share: float = doc(
+        0.2, "update: a community with the same members and relationships keeps its report until this share of its "
+             "rows' descriptions changed since the report was written (0: revise on any change)", ge=0, le=1)
     update_prompt: str = doc("prompts/community_report_update.txt", "revision prompt, relative to the root")
 
 

@@ -87,6 +87,10 @@ class StepContext:
         """A table of the version being updated (None for a full build)."""
         return read_table(self.previous, name) if self.previous is not None else None
 
+    def previous_carried(self, step: str, table: str) -> pl.DataFrame | None:
+        """A step's carried rows in the version being updated (exec/carried.py; None for a full build)."""
+        return read_table(self.previous.child(f"carried/{step}"), table) if self.previous is not None else None
+
     def prompt(self, relative_path: str) -> str:
         declared = _DECLARED.get()
         if declared is not None and relative_path not in declared[1]:
@@ -158,9 +162,12 @@ class Step(ABC):
 
 def written_counts(stats: dict) -> dict:
     """An item step's items in an update, from its stats: written afresh, revised from the previous version's
-    (its `revised` events), kept (carried unchanged)."""
-    revised = stats.get("events", {}).get("revised", 0)
-    return {"afresh": stats.get("items", 0) - revised, "revised": revised, "kept": stats.get("carried_items", 0)}
+    (its `revised` events), kept (carried unchanged), kept although a few of its rows changed (its
+    `kept_small_change` events: community_reports.revise_min_changed_share)."""
+    events = stats.get("events", {})
+    revised, unrevised = events.get("revised", 0), events.get("kept_small_change", 0)
+    return {"afresh": stats.get("items", 0) - revised - unrevised, "revised": revised,
+            "kept": stats.get("carried_items", 0), "kept_despite_small_change": unrevised}
 
 
 class BatchStep(Step):

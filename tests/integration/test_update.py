@@ -4,6 +4,7 @@ result is the graph a full index of the final corpus would give."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -267,6 +268,54 @@ def test_an_update_revises_a_large_changed_report_from_the_previous_one(tmp_path
         assert spent["afresh"][0] == 0 and spent["afresh"][3] == 0
         assert revisions + fresh <= spent["afresh"][1], spent
         assert tokens < spent["afresh"][2], f"revising sends fewer prompt tokens: {spent}"
+
+
+def test_a_report_stays_through_a_few_changed_descriptions_until_they_add_up(tmp_path):
+    """A community whose members and relationships are the same and of which one entity's description changed (a
+    mention in a document elsewhere) keeps its report with no call, remembering that row; a later update that changes
+    a few more, too few alone but enough with it (`revise_min_changed_share`), writes the report again."""
+    SHARE = 0.05  # the crew's community has ~60 rows: a revision at 3 changed
+
+    def leaf_of(index, title):
+        ents = read_table(index, "entities")
+        wanted = ents.filter(pl.col("title") == title)["id"].item()
+        comms = read_table(index, "communities").filter(pl.col("entity_ids").list.contains(wanted))
+        return comms.sort("level").tail(1).row(0, named=True), dict(zip(ents["id"], ents["title"]))
+
+    def carried_report(index, community):
+        return read_table(index.child("carried/community_reports"), "reports").filter(
+            pl.col("community") == community).row(0, named=True)
+
+    with SimulatorProcess() as sim:
+        root = make_root(tmp_path / "crew", sim.base_url, chunks={"size": 80, "overlap": 0},
+                         community_reports={"revise_min_changed_share": SHARE})
+        (root / "input").mkdir()
+        for n in range(12):
+            write(root, f"north{n}.txt", crew_document(n))
+        built = api.build_index(root=root).index
+        leaf, titles = leaf_of(built, "ANNA BERG")
+        rows = len(leaf["entity_ids"]) + len(leaf["relationship_ids"])
+        members = sorted(titles[e] for e in leaf["entity_ids"] if titles[e] in {p.upper() for p in PEOPLE})
+        needed = math.ceil(SHARE * rows - 1e-9)  # changed rows that make SHARE of the community's
+        assert needed >= 2 and len(members) > needed, (rows, members)
+        write(root, "retired0.txt", "Anna Berg retired in spring.")
+        sim.reset()
+        first = api.update_index(root=root)
+        written = json.loads((first.index.local_path() / "changes.json").read_text())["reports_written"]
+        assert written["kept_despite_small_change"] >= 1, written
+        after, _ = leaf_of(first.index, "ANNA BERG")
+        assert after["entity_ids"] == leaf["entity_ids"], "the same community"
+        report = carried_report(first.index, leaf["community"])
+        assert report["full_content"] == carried_report(built, leaf["community"])["full_content"]
+        assert [titles[i] for i in report["changed_rows"]] == ["ANNA BERG"], report["changed_rows"]
+        others = [m for m in members if m != "ANNA BERG"][: needed - 1]
+        for k, title in enumerate(others):  # one too few alone, enough with Anna Berg's
+            write(root, f"retired{k + 1}.txt", f"{title.title()} retired in spring.")
+        second = api.update_index(root=root)
+        report = carried_report(second.index, leaf["community"])
+        assert report["changed_rows"] == [] and report["full_content"] != carried_report(
+            built, leaf["community"])["full_content"], "written again, told every row changed since"
+        assert "retired" in report["full_content"]
 
 
 def test_an_update_revises_a_hub_s_summary_from_its_previous_one_and_the_changed_descriptions(tmp_path):

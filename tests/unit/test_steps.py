@@ -4,6 +4,7 @@ import asyncio
 import json
 import random
 from pathlib import Path
+from types import SimpleNamespace
 
 import igraph as ig
 import pytest
@@ -243,8 +244,17 @@ def test_a_report_revision_lists_only_what_changed_and_finds_the_community_a_new
                                        "description": [f"rd{i}" for i in range(1, 6)]})}
 
     class Ctx:
+        def __init__(self, min_share=0.0, unsaid=()):
+            self.settings = SimpleNamespace(community_reports=SimpleNamespace(revise_min_changed_share=min_share))
+            self.unsaid = list(unsaid)
+
         def previous_table(self, name):
             return previous[name]
+
+        def previous_carried(self, step, table):
+            assert (step, table) == ("community_reports", "reports")
+            return pl.DataFrame({"community": [5], "full_content": ["# E1 and E2\n\nthe old report"],
+                                 "changed_rows": [self.unsaid], "_item_key": ["k"]})
 
     def entity(i, description=None):
         return {"id": f"e{i}", "human_readable_id": i - 1, "title": f"E{i}", "description": description or f"d{i}",
@@ -255,7 +265,7 @@ def test_a_report_revision_lists_only_what_changed_and_finds_the_community_a_new
         return {"id": rid, "human_readable_id": int(rid[1:]) - 1, "source": titles[a], "target": titles[b],
                 "description": description or f"rd{rid[1:]}", "combined_degree": 4}
 
-    known = PreviousReports(Ctx())
+    known = PreviousReports(Ctx())  # revise on any change (min share 0)
     same = {"community": 5, "entities": [entity(i) for i in range(1, 7)],
             "relationships": [relationship(r) for r in sorted(pairs)]}
     assert known.revision(same, 0) is None, "nothing changed: nothing to revise"
@@ -277,6 +287,16 @@ def test_a_report_revision_lists_only_what_changed_and_finds_the_community_a_new
     mostly_new = {"community": 9, "entities": [entity(i, "new") for i in range(1, 7)],
                   "relationships": [relationship(r, "new") for r in sorted(pairs)]}
     assert known.revision(mostly_new, 0) is None, "more than half changed: written afresh"
+    # a few descriptions changed, the same members and relationships: the report stays (revise_min_changed_share),
+    # remembering the rows it was not told about; when those add up, the revision is told all of them
+    keeping = PreviousReports(Ctx(min_share=0.2, unsaid=["e3"]))  # 11 rows: kept while at most 2 changed
+    kept = keeping.revision(edited, 0)
+    assert kept == {"keep": {"community": 5, "full_content": "# E1 and E2\n\nthe old report",
+                             "changed_rows": ["e2", "e3"]}}, kept
+    assert PreviousReports(Ctx(min_share=0.2)).revision(moved, 0)["report"], "members moved: revised"
+    adding_up = PreviousReports(Ctx(min_share=0.2, unsaid=["e3", "r1"])).revision(edited, 0)
+    assert [e["id"] for e in adding_up["entities"]] == ["e2", "e3"] and \
+        [r["id"] for r in adding_up["relationships"]] == ["r1"], adding_up
 
 
 def test_a_reports_carry_key_follows_its_members_and_descriptions_not_their_degrees():

@@ -48,7 +48,7 @@ def add_revisions(ctx, items: list[dict], text_units: pl.DataFrame) -> int:
     whose removed descriptions cannot all be named (merged under another name, say) is summarised afresh.
     Returns how many items got one."""
     previous = ctx.previous
-    summaries = read_table(previous.child("carried/summarize_descriptions"), "summaries")
+    summaries = ctx.previous_carried("summarize_descriptions", "summaries")
     if summaries is None or "sources" not in summaries.columns:
         return 0
     wanted = {item["item_id"] for item in items if len(item["descriptions"]) >= REVISE_MIN_DESCRIPTIONS}

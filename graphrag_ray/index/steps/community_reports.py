@@ -15,7 +15,11 @@ In an update, a community whose members, their descriptions and its sub-communit
 (`revise_on_update`): the previous report and only the rows added, changed or removed since, so the cost follows
 the change, not the community's size (a 200-member root community changed by three entities costs a few hundred
 tokens, not its 8,000-token context). When most of a community changed, or the changes alone do not fit the input
-budget, it is written afresh.
+budget, it is written afresh. A community with the same members and relationships, of which only a few rows'
+descriptions changed (an entity mentioned once more in a document elsewhere: around a hub, most changed
+communities are such), keeps its report until those rows, counted since the report was written, are
+`revise_min_changed_share` of its rows; the kept report remembers them (`changed_rows`, in the carried rows), so
+small changes add up to a revision that is told all of them, and changes.json counts the reports kept so.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import polars as pl
 
 from graphrag_ray.ids import content_id
 from graphrag_ray.parsing.llm_output import parse_json_object
+from graphrag_ray.exec.carried import KEY_COLUMN
 from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables, written_counts
 from graphrag_ray.config.prompts import fill
 from graphrag_ray.index.operations.reports import render_markdown, valid_report
@@ -51,7 +56,9 @@ RESPONSE_FORMAT = {"type": "json_schema", "json_schema": {"name": "community_rep
                                                           "strict": True}}
 REPORT_ROW_SCHEMA = {"id": pl.String, "community": pl.Int64, "title": pl.String, "summary": pl.String,
                      "full_content": pl.String, "rank": pl.Float64, "rating_explanation": pl.String,
-                     "findings_json": pl.String, "full_content_json": pl.String}
+                     "findings_json": pl.String, "full_content_json": pl.String,
+                     # its rows whose descriptions changed since it was written (kept, not revised: see above)
+                     "changed_rows": pl.List(pl.String)}
 
 
 def csv_table(name: str, header: list[str], rows: list[list]) -> str:
@@ -119,6 +126,8 @@ class PreviousReports:
     descriptions, its reports."""
 
     def __init__(self, ctx: StepContext):
+        self.min_changed_share = ctx.settings.community_reports.revise_min_changed_share
+
         def table(name: str, *columns: str) -> pl.DataFrame:
             found = ctx.previous_table(name)
             return found.select(columns) if found is not None and set(columns) <= set(found.columns) \
@@ -128,6 +137,9 @@ class PreviousReports:
         self.community_of = {(r["level"], e): r["community"]
                              for r in self.communities.values() for e in r["entity_ids"]}
         self.reports = dict(table("community_reports", "community", "full_content").iter_rows())
+        carried = ctx.previous_carried("community_reports", "reports")
+        self.rows = {r["community"]: r for r in carried.drop(KEY_COLUMN).iter_rows(named=True)} \
+            if carried is not None and "changed_rows" in carried.columns else {}
         self.entities = {r["id"]: r for r in table(
             "entities", "id", "human_readable_id", "title", "description").iter_rows(named=True)}
         self.relationships = {r["id"]: r for r in table(
@@ -153,12 +165,20 @@ class PreviousReports:
         if before is None or report is None:
             return None
         old_entities, old_relationships = set(before["entity_ids"]), set(before["relationship_ids"])
+        written = self.rows.get(number)
+        unsaid = set(written["changed_rows"] or ()) if written is not None else set()
 
-        def changed(rows, old: set, previous: dict) -> list[dict]:
-            return [r for r in rows if r["id"] not in old or previous.get(r["id"], {}).get("description")
-                    != r["description"]]
+        def changed(rows, old: set, previous: dict) -> list[dict]:  # since the report was written
+            return [r for r in rows if r["id"] not in old or r["id"] in unsaid
+                    or previous.get(r["id"], {}).get("description") != r["description"]]
         entities = changed(item["entities"], old_entities, self.entities)
         relationships = changed(item["relationships"], old_relationships, self.relationships)
+        rows = len(item["entities"]) + len(item["relationships"])
+        if written is not None and number == item["community"] and old_entities == {
+                e["id"] for e in item["entities"]} and old_relationships == {r["id"] for r in item["relationships"]}:
+            described = {r["id"] for r in entities + relationships}
+            if described and len(described) < self.min_changed_share * rows:
+                return {"keep": {**written, "changed_rows": sorted(described)}}
         gone_entities = sorted(old_entities - {e["id"] for e in item["entities"]})
         gone_titles = {self.entities[i]["title"] for i in gone_entities if i in self.entities}
         all_gone_relationships = old_relationships - {r["id"] for r in item["relationships"]}
@@ -167,7 +187,7 @@ class PreviousReports:
             if i not in self.relationships or not {self.relationships[i]["source"],
                                                    self.relationships[i]["target"]} & gone_titles)
         n_changed = len(entities) + len(relationships) + len(gone_entities) + len(all_gone_relationships)
-        if n_changed == 0 or 2 * n_changed > len(item["entities"]) + len(item["relationships"]):
+        if n_changed == 0 or 2 * n_changed > rows:
             return None  # unchanged rows and a moved edge only, or mostly new: a fresh report
         return {"report": report, "entities": entities, "relationships": relationships,
                 "removed_entities": [[self.entities[i]["human_readable_id"], self.entities[i]["title"]]
@@ -252,6 +272,10 @@ class CommunityReports(ItemStep):
                                             key=lambda r: (-r["combined_degree"], r["human_readable_id"])),
                     "descendants": descendants(row, by_number), "children": []}
             revision = previous.revision(item, row["level"]) if previous is not None else None
+            if revision is not None and "keep" in revision:  # a few descriptions changed: the report stays
+                item["_keep"] = revision["keep"]
+                first.append(item)
+                continue
             if revision is not None:  # a hint, not part of what the item is (carry_identity leaves it out)
                 item["_revision"] = revision
             # an unchanged community is carried whichever round it is in: its tokens are not worth counting
@@ -343,6 +367,9 @@ class CommunityReports(ItemStep):
         return top_rows(item["entities"], item["relationships"], budget) or local(item["entities"][:1], [])
 
     async def process(self, ctx: StepContext, item: dict, models) -> Rows:
+        if item.get("_keep") is not None:
+            self.stat_update("kept_small_change")
+            return {"reports": [item["_keep"]]}
         cfg = ctx.settings.community_reports
         chat = models.chat(cfg.model_id)
         template = ctx.prompt(cfg.prompt)
@@ -383,7 +410,7 @@ class CommunityReports(ItemStep):
             "summary": report["summary"], "full_content": render_markdown(report), "rank": rating,
             "rating_explanation": str(report.get("rating_explanation", "")),
             "findings_json": json.dumps(findings, ensure_ascii=False),
-            "full_content_json": json.dumps(report, ensure_ascii=False)}]}
+            "full_content_json": json.dumps(report, ensure_ascii=False), "changed_rows": []}]}
 
     def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
         reports = yielded["reports"]
@@ -393,7 +420,7 @@ class CommunityReports(ItemStep):
         reports = reports.join(meta, on="community", how="left").with_columns(
             pl.col("community").alias("human_readable_id"))
         # by number: the same table whichever round wrote a report (an update revises in the first round)
-        return {"community_reports": reports.drop("findings_json").sort("community")}
+        return {"community_reports": reports.drop("findings_json", "changed_rows").sort("community")}
 
 
 STEP = CommunityReports()

@@ -104,9 +104,7 @@ class GraphWalk:
         indptr, neighbour, weight = self._edges
         local = np.full(len(indptr) - 1, -1, dtype=np.int64)
         local[nodes] = np.arange(len(nodes))
-        starts, ends = indptr[nodes], indptr[nodes + 1]
-        counts = ends - starts
-        take = np.repeat(starts - np.cumsum(np.concatenate([[0], counts[:-1]])), counts) + np.arange(counts.sum())
+        take, counts = edge_positions(indptr, nodes)
         src = np.repeat(np.arange(len(nodes)), counts)
         dst, w = local[neighbour[take]], weight[take]
         inside = dst >= 0
@@ -132,12 +130,16 @@ class GraphWalk:
         for hop in range(HOPS):
             if hop:  # a hub is reached, not walked through (a seed always is)
                 frontier = frontier[indptr[frontier + 1] - indptr[frontier] <= HUB_DEGREE]
-            starts, counts = indptr[frontier], indptr[frontier + 1] - indptr[frontier]
-            take = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
-            reached = np.unique(neighbour[take])
+            reached = np.unique(neighbour[edge_positions(indptr, frontier)[0]])
             frontier = reached[~seen[reached]]
             seen[frontier] = True
             total += len(frontier)
             if total > MAX_NODES:
                 break
         return np.flatnonzero(seen)
+
+
+def edge_positions(indptr: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(where the edges of `nodes` are in a CSR graph's arrays, node after node; how many each has)."""
+    starts, counts = indptr[nodes], indptr[nodes + 1] - indptr[nodes]
+    return np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(counts.sum()), counts
