@@ -132,6 +132,10 @@ class SummarizeConfig(Section):
                                  "summarised from its previous summary and the changed descriptions (one call), "
                                  "not from all of them again")
     update_prompt: str = doc("prompts/summarize_descriptions_update.txt", "revision prompt, relative to the root")
+    revisions_per_call: int = doc(8, "update: up to this many revisions (each a summary and its few changed "
+                                  "descriptions) share one call, answered as JSON; 1 sends each alone", gt=0)
+    update_batch_prompt: str = doc("prompts/summarize_descriptions_update_batch.txt",
+                                   "prompt of several revisions in one call, relative to the root")
 
 
 class ResolveEntitiesConfig(Section):

@@ -230,7 +230,8 @@ class ItemStep(Step):
         """Rows for one item. A step that batches its own calls defines process_batch instead."""
         raise TypeError(f"step {self.name} defines neither process nor process_batch")
 
-    process_batch = None  # optional: async (ctx, items, models) -> Rows
+    # optional: async (ctx, items, models) -> Rows, or a list of one Rows per item (a carrying step's must be)
+    process_batch = None
 
     @abstractmethod
     def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:

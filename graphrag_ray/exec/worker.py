@@ -28,7 +28,9 @@ class StepWorker:
     async def run_partition(self, step: ItemStep, items: list[dict]) -> dict:
         with recording_into(UsageLedger()) as ledger, collecting_stats() as stats, running(step, self.ctx):
             if step.process_batch is not None:
-                results = [await _or_failures(step, items, step.process_batch(self.ctx, items, self.models))]
+                # one Rows for the batch, or one per item (what a carrying step gives: its rows are kept per item)
+                batch = await _or_failures(step, items, step.process_batch(self.ctx, items, self.models))
+                results = batch if isinstance(batch, list) else [batch]
             else:
                 results = await asyncio.gather(*(_or_failures(step, [item], step.process(self.ctx, item, self.models))
                                                  for item in items))

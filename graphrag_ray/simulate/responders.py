@@ -49,6 +49,8 @@ def respond(body: dict[str, Any]) -> tuple[str, str]:
         return ("extract_claims" if first_round else "extract_claims_glean"), claims(source, first_round)
     if "-Pairs to decide-" in everything:
         return "resolve_entities", resolve_entities(last)
+    if "Items to Revise:" in last:
+        return "summarize_update_batch", summarize_update_batch(last)
     if "Descriptions No Longer True:" in last:
         return "summarize_update", summarize_update(last)
     if "Description List:" in last:
@@ -226,9 +228,6 @@ def summarize(prompt: str) -> str:
 def summarize_update(prompt: str) -> str:
     """The new descriptions, then the current description without what the removed ones said (a model rewrites;
     this keeps the sentences, so a test can see what came and went)."""
-    names = _section(prompt, "Entities:", "\n").strip()
-    current = _section(prompt, "Current Description:", "\nNew Descriptions:").strip()
-    body = current[len(names) + 2:] if current.startswith(names + ": ") else current
 
     def listed(label: str, end: str) -> list[str]:
         raw = _section(prompt, label, end).strip()
@@ -237,10 +236,31 @@ def summarize_update(prompt: str) -> str:
         except ValueError:
             return [line.strip() for line in raw.splitlines() if line.strip()]
 
-    for gone in listed("Descriptions No Longer True:", "\n#######"):
-        body = body.replace(gone, "")
-    added = listed("New Descriptions:", "\nDescriptions No Longer True:")
-    body = " ".join(" ".join([*added, body]).split())
+    return _revised(_section(prompt, "Entities:", "\n").strip(),
+                    _section(prompt, "Current Description:", "\nNew Descriptions:").strip(),
+                    listed("New Descriptions:", "\nDescriptions No Longer True:"),
+                    listed("Descriptions No Longer True:", "\n#######"))
+
+
+def summarize_update_batch(prompt: str) -> str:
+    """Several revisions asked at once (a JSON list of items): one JSON object, each item's number to what
+    summarize_update would have answered for it alone."""
+    try:
+        entries = json.loads(_section(prompt, "Items to Revise:", "\n#######").strip())
+    except ValueError:
+        return "{}"
+    return json.dumps({str(e.get("item")): _revised(str(e.get("entities", "")), str(e.get("current_description", "")),
+                                                    [str(d) for d in e.get("new_descriptions") or ()],
+                                                    [str(d) for d in e.get("descriptions_no_longer_true") or ()])
+                       for e in entries if isinstance(e, dict)}, ensure_ascii=False)
+
+
+def _revised(names: str, current: str, added: list[str], removed: list[str]) -> str:
+    body = current[len(names) + 2:] if current.startswith(names + ": ") else current
+    for gone in (r.strip() for r in removed):
+        if gone:
+            body = body.replace(gone, "")
+    body = " ".join(" ".join([*(a.strip() for a in added if a.strip()), body]).split())
     return f"{names}: {body}"[:1500]
 
 

@@ -31,8 +31,12 @@ def with_summaries(entities: pl.DataFrame, relationships: pl.DataFrame,
 
 # an update revises a summary from its previous one when the item has at least this many descriptions, at most a
 # quarter of them changed, and the previous summary with the change is shorter than all the descriptions: short of
-# that, summarising afresh costs about what revising does
+# that, summarising afresh costs about what revising does. When revisions share calls (`revisions_per_call`), a
+# revision no longer costs a call of its own but a share of one, so any summarised item (two descriptions, one
+# changed) is worth revising whose summary and change are shorter than its descriptions and the fresh call's
+# prompt less that share
 REVISE_MIN_DESCRIPTIONS = 8
+REVISE_MIN_DESCRIPTIONS_BATCHED = 2
 REVISE_MAX_CHANGED_SHARE = 0.25
 
 
@@ -41,17 +45,21 @@ def description_digest(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
-def add_revisions(ctx, items: list[dict], text_units: pl.DataFrame) -> int:
+def add_revisions(ctx, items: list[dict], text_units: pl.DataFrame, shared_call_saving: int | None = None) -> int:
     """An update: give each item whose description set changed a little a `revision` - its previous summary, the
     descriptions added, and the removed ones' text (from the previous version's extraction of the text units no
     longer there) - so it is summarised with one call from those, not from every description again. An item
     whose removed descriptions cannot all be named (merged under another name, say) is summarised afresh.
-    Returns how many items got one."""
+    With `shared_call_saving` (revisions share calls: the bytes of prompt a revision saves over a fresh call of
+    its own) an item of fewer descriptions qualifies, at least one change is always allowed, and the saving counts
+    on the fresh side. Returns how many items got one."""
+    batched = shared_call_saving is not None
     previous = ctx.previous
     summaries = ctx.previous_carried("summarize_descriptions", "summaries")
     if summaries is None or "sources" not in summaries.columns:
         return 0
-    wanted = {item["item_id"] for item in items if len(item["descriptions"]) >= REVISE_MIN_DESCRIPTIONS}
+    least = REVISE_MIN_DESCRIPTIONS_BATCHED if batched else REVISE_MIN_DESCRIPTIONS
+    wanted = {item["item_id"] for item in items if len(item["descriptions"]) >= least}
     before = {r["id"]: (r["description"], set(r["sources"] or ()))
               for r in summaries.filter(pl.col("id").is_in(list(wanted))).iter_rows(named=True)}
     if not before:
@@ -67,12 +75,12 @@ def add_revisions(ctx, items: list[dict], text_units: pl.DataFrame) -> int:
         removed_keys = sources - digests.keys()
         removed = sorted({t for t in gone.get(item["item_id"], ()) if description_digest(t) in removed_keys})
         changed = len(added) + len(removed_keys)
-        if not changed or len(removed) != len(removed_keys) or \
-                changed > REVISE_MAX_CHANGED_SHARE * len(item["descriptions"]):
+        most = REVISE_MAX_CHANGED_SHARE * len(item["descriptions"])
+        if not changed or len(removed) != len(removed_keys) or changed > (max(1.0, most) if batched else most):
             continue
         # compared in UTF-8 bytes: a revision sends the summary and the change, a fresh summary every description
         revision_bytes = len(summary.encode()) + sum(len(d.encode()) for d in added + removed)
-        if revision_bytes >= sum(len(d.encode()) for d in item["descriptions"]):
+        if revision_bytes >= sum(len(d.encode()) for d in item["descriptions"]) + (shared_call_saving or 0):
             continue
         item["revision"] = {"summary": summary, "added": added, "removed": removed}
         revised += 1

@@ -3,12 +3,14 @@
 An LLM call is made only for an item with two or more distinct descriptions. When the list is longer than
 the input budget, it is summarised in rolling rounds: the running summary plus the next descriptions that fit.
 In an update, an item of many descriptions of which a few changed (a hub gaining a document's mentions) is revised
-with one call from its previous summary and the changed descriptions (`revise_on_update`,
-index/operations/descriptions.py): the update pays for the change, not the hub.
+from its previous summary and the changed descriptions (`revise_on_update`, index/operations/descriptions.py),
+and up to `revisions_per_call` such revisions of one partition share a call, answered as one JSON object (an item
+the answer leaves out is revised alone): the update pays for the change, not the hub, nor a call per small change.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import polars as pl
@@ -19,6 +21,7 @@ from graphrag_ray.config.prompts import fill
 from graphrag_ray.index.operations.descriptions import (SUMMARY_ROWS, add_revisions, description_digest,
                                                         with_summaries)
 from graphrag_ray.llm.tokens import at_most_tokens
+from graphrag_ray.parsing.llm_output import parse_json_object
 
 STAGE = "summarize_descriptions"
 
@@ -26,7 +29,7 @@ STAGE = "summarize_descriptions"
 class SummarizeDescriptions(ItemStep):
     name = "summarize_descriptions"
     uses_llm, settings_section = True, "summarize_descriptions"
-    prompt_keys, update_prompt_keys = ("prompt",), ("update_prompt",)
+    prompt_keys, update_prompt_keys = ("prompt",), ("update_prompt", "update_batch_prompt")
     reads = ("resolved_entities", "resolved_relationships", "text_units")
     writes = ("entities_summarized", "relationships_summarized")
     yields = {"summaries": SUMMARY_ROWS}
@@ -42,20 +45,51 @@ class SummarizeDescriptions(ItemStep):
             items.append({"item_id": row["id"], "names": json.dumps([row["source"], row["target"]],
                                                                     ensure_ascii=False),
                           "descriptions": row["descriptions"]})
-        if ctx.previous is not None and ctx.settings.summarize_descriptions.revise_on_update:
-            add_revisions(ctx, items, tables["text_units"])
+        cfg = ctx.settings.summarize_descriptions
+        if ctx.previous is not None and cfg.revise_on_update:
+            add_revisions(ctx, items, tables["text_units"], self._shared_call_saving(ctx))
         return items
+
+    def _shared_call_saving(self, ctx: StepContext) -> int | None:
+        """Bytes of prompt a revision in a shared call saves over a fresh summary's call: the fresh template, less
+        a share of the shared template and the revision's own keys (None: revisions do not share calls)."""
+        cfg = ctx.settings.summarize_descriptions
+        if cfg.revisions_per_call < 2:
+            return None
+        keys = json.dumps(_revision_entry(0, {"names": "", "revision": {"summary": "", "added": [], "removed": []}}))
+        return (len(ctx.prompt(cfg.prompt).encode()) - len(ctx.prompt(cfg.update_batch_prompt).encode())
+                // cfg.revisions_per_call - len(keys))
 
     def carry_identity(self, item: dict):
         """What the summary is of: the names and descriptions (a revision is how it is written, not what of)."""
         return {k: v for k, v in item.items() if k != "revision"}
 
-    async def process(self, ctx: StepContext, item: dict, models) -> Rows:
+    async def process_batch(self, ctx: StepContext, items: list[dict], models) -> list[Rows]:
+        """A partition's rows, one Rows per item in item order: revisions grouped into shared calls, the rest (and
+        a revision alone in its group) one item per call."""
         cfg = ctx.settings.summarize_descriptions
         chat = models.chat(cfg.model_id)
-        sources = sorted(description_digest(d) for d in item["descriptions"])
+        groups = self._revision_groups(ctx, [it for it in items if it.get("revision") is not None], chat)
+        grouped = {id(it) for group in groups for it in group}
+        rows: dict[int, Rows] = {}
+
+        async def alone(item: dict) -> None:
+            rows[id(item)] = await self._one(ctx, item, chat)
+
+        async def together(group: list[dict]) -> None:
+            rows.update(await self._revise_together(ctx, group, chat))
+
+        await asyncio.gather(*(alone(it) for it in items if id(it) not in grouped), *(together(g) for g in groups))
+        return [rows[id(it)] for it in items]
+
+    async def process(self, ctx: StepContext, item: dict, models) -> Rows:
+        return await self._one(ctx, item, models.chat(ctx.settings.summarize_descriptions.model_id))
+
+    async def _one(self, ctx: StepContext, item: dict, chat) -> Rows:
+        cfg = ctx.settings.summarize_descriptions
         if item.get("revision") is not None:
-            return await self._revise(ctx, item, chat, sources)
+            self.stat_update("revised")
+            return await self._revise(ctx, item, chat)
         template = ctx.prompt(cfg.prompt)
         budget = max(200, cfg.max_input_tokens - chat.tokenizer.count_repeated(template))
         descriptions = sorted(item["descriptions"])
@@ -75,26 +109,67 @@ class SummarizeDescriptions(ItemStep):
                 answer = await chat.chat([{"role": "user", "content": prompt}], stage=STAGE)
                 summary = answer.content.strip() or summary
         except LLMUnavailableError as exc:
-            return {"failures": [self.failure_row(item, exc, "kept the descriptions joined")],
-                    "summaries": [{"id": item["item_id"], "description": "\n".join(item["descriptions"]),
-                                   "sources": sources}]}
-        return {"summaries": [{"id": item["item_id"], "description": summary or "", "sources": sources}]}
+            return self._joined(item, exc)
+        return _summary_rows(item, summary or "")
 
-    async def _revise(self, ctx: StepContext, item: dict, chat, sources: list[str]) -> Rows:
+    def _revision_groups(self, ctx: StepContext, revisions: list[dict], chat) -> list[list[dict]]:
+        """Revisions cut, in item order, into groups of up to `revisions_per_call` whose change fits the input
+        budget (the byte bound of their text: no tokenizer pass); groups of one are left to go alone."""
+        cfg = ctx.settings.summarize_descriptions
+        if cfg.revisions_per_call < 2 or len(revisions) < 2:
+            return []
+        budget = max(200, cfg.max_input_tokens - chat.tokenizer.count_repeated(ctx.prompt(cfg.update_batch_prompt)))
+        groups: list[list[dict]] = [[]]
+        used = 0
+        for item in revisions:
+            size = at_most_tokens(json.dumps(_revision_entry(0, item), ensure_ascii=False))
+            if groups[-1] and (len(groups[-1]) >= cfg.revisions_per_call or used + size > budget):
+                groups.append([])
+                used = 0
+            groups[-1].append(item)
+            used += size
+        return [g for g in groups if len(g) > 1]
+
+    async def _revise_together(self, ctx: StepContext, group: list[dict], chat) -> dict[int, Rows]:
+        """One call for a group of revisions; an item the answer leaves out (or gives empty) is revised alone."""
+        cfg = ctx.settings.summarize_descriptions
+        entries = [_revision_entry(n, item) for n, item in enumerate(group, 1)]
+        prompt = fill(ctx.prompt(cfg.update_batch_prompt), max_length=cfg.max_length,
+                      items=json.dumps(entries, ensure_ascii=False, indent=1))
+        for _ in group:
+            self.stat_update("revised")
+        try:
+            answer = await chat.chat([{"role": "user", "content": prompt}], stage=STAGE, json_mode=True,
+                                     validate=lambda content: parse_json_object(content) is not None)
+        except LLMUnavailableError as exc:
+            return {id(item): self._joined(item, exc) for item in group}
+        written = parse_json_object(answer.content) or {}
+        out: dict[int, Rows] = {}
+        for n, item in enumerate(group, 1):
+            text = written.get(str(n))
+            if isinstance(text, str) and text.strip():
+                out[id(item)] = _summary_rows(item, text.strip())
+            else:
+                self.stat_update("revised_alone_after_batch")
+                out[id(item)] = await self._revise(ctx, item, chat)
+        return out
+
+    async def _revise(self, ctx: StepContext, item: dict, chat) -> Rows:
         cfg, revision = ctx.settings.summarize_descriptions, item["revision"]
         prompt = fill(ctx.prompt(cfg.update_prompt), entity_name=item["names"], max_length=cfg.max_length,
                       previous_summary=revision["summary"],
                       added_descriptions=json.dumps(revision["added"], ensure_ascii=False),
                       removed_descriptions=json.dumps(revision["removed"], ensure_ascii=False))
-        self.stat_update("revised")
         try:
             answer = await chat.chat([{"role": "user", "content": prompt}], stage=STAGE)
         except LLMUnavailableError as exc:
-            return {"failures": [self.failure_row(item, exc, "kept the descriptions joined")],
-                    "summaries": [{"id": item["item_id"], "description": "\n".join(item["descriptions"]),
-                                   "sources": sources}]}
-        return {"summaries": [{"id": item["item_id"], "description": answer.content.strip() or revision["summary"],
-                               "sources": sources}]}
+            return self._joined(item, exc)
+        return _summary_rows(item, answer.content.strip() or revision["summary"])
+
+    def _joined(self, item: dict, exc: LLMUnavailableError) -> Rows:
+        """No summary could be had: the descriptions joined stand for it, and a failures row says so."""
+        return {"failures": [self.failure_row(item, exc, "kept the descriptions joined")],
+                **_summary_rows(item, "\n".join(item["descriptions"]))}
 
     def failure_source(self, item: dict) -> str:
         return item["names"]
@@ -104,6 +179,17 @@ class SummarizeDescriptions(ItemStep):
 
     def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
         return with_summaries(tables["resolved_entities"], tables["resolved_relationships"], yielded["summaries"])
+
+
+def _summary_rows(item: dict, description: str) -> Rows:
+    sources = sorted(description_digest(d) for d in item["descriptions"])
+    return {"summaries": [{"id": item["item_id"], "description": description, "sources": sources}]}
+
+
+def _revision_entry(number: int, item: dict) -> dict:
+    revision = item["revision"]
+    return {"item": str(number), "entities": item["names"], "current_description": revision["summary"],
+            "new_descriptions": revision["added"], "descriptions_no_longer_true": revision["removed"]}
 
 
 STEP = SummarizeDescriptions()

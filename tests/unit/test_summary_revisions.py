@@ -1,0 +1,106 @@
+"""An update's summary revisions share calls: one JSON answer for a group, an item it leaves out revised alone,
+a failed shared call leaving every item of it joined and recorded."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+from graphrag_ray.config.settings import Settings
+from graphrag_ray.errors import LLMUnavailableError
+from graphrag_ray.exec.step import StepContext
+from graphrag_ray.index.steps.summarize_descriptions import STEP
+from graphrag_ray.simulate.responders import summarize_update, summarize_update_batch
+
+
+class Chat:
+    """Answers as the simulator does, except where told: `leave_out` item numbers missing from a shared answer,
+    or every shared call failing."""
+
+    def __init__(self, leave_out=(), shared_fails=False):
+        self.leave_out, self.shared_fails = {str(n) for n in leave_out}, shared_fails
+        self.calls: list[str] = []
+        self.tokenizer = SimpleNamespace(count=lambda text: len(text) // 4, count_repeated=lambda text: len(text) // 4)
+
+    async def chat(self, messages, stage, json_mode=False, validate=None):
+        prompt = messages[-1]["content"]
+        shared = "Items to Revise:" in prompt
+        self.calls.append("shared" if shared else "alone")
+        if shared and self.shared_fails:
+            raise LLMUnavailableError("gpt-4o-mini: HTTP 503 after 3 tries")
+        if not shared:
+            return SimpleNamespace(content=summarize_update(prompt))
+        answer = {k: v for k, v in json.loads(summarize_update_batch(prompt)).items() if k not in self.leave_out}
+        content = json.dumps(answer)
+        assert validate is None or validate(content)
+        return SimpleNamespace(content=content)
+
+
+def revision_item(n: int) -> dict:
+    old = [f"Hub {n} runs site {k}." for k in range(3)]
+    return {"item_id": f"e{n}", "names": f"HUB {n}", "descriptions": [*old[1:], f"Hub {n} opened site 9."],
+            "revision": {"summary": f"HUB {n}: " + " ".join(old), "added": [f"Hub {n} opened site 9."],
+                         "removed": [old[0]]}}
+
+
+def run(items: list[dict], chat: Chat, per_call: int = 8):
+    settings = Settings.model_validate({"summarize_descriptions": {"revisions_per_call": per_call}})
+    ctx = StepContext(settings=settings, root=Path("."))
+    models = SimpleNamespace(chat=lambda model_id: chat)
+    return asyncio.run(STEP.process_batch(ctx, items, models))
+
+
+def summaries(rows) -> list[str]:
+    return [r["summaries"][0]["description"] for r in rows]
+
+
+def test_revisions_of_a_partition_share_one_call_and_each_item_gets_its_own_answer():
+    items = [revision_item(n) for n in range(5)]
+    chat = Chat()
+    rows = run(items, chat)
+    assert chat.calls == ["shared"]
+    for n, text in enumerate(summaries(rows)):
+        assert text.startswith(f"HUB {n}: ") and "opened site 9" in text and "runs site 0" not in text, text
+        assert "runs site 1" in text and f"Hub {(n + 1) % 5}" not in text
+    assert [r["summaries"][0]["id"] for r in rows] == [f"e{n}" for n in range(5)], "one Rows per item, in order"
+
+
+def test_groups_hold_at_most_revisions_per_call_and_one_left_alone_goes_alone():
+    chat = Chat()
+    run([revision_item(n) for n in range(5)], chat, per_call=2)
+    assert sorted(chat.calls) == ["alone", "shared", "shared"], chat.calls
+    chat = Chat()
+    run([revision_item(n) for n in range(5)], chat, per_call=1)
+    assert chat.calls == ["alone"] * 5
+
+
+def test_an_item_the_shared_answer_leaves_out_is_revised_alone():
+    chat = Chat(leave_out=[2])
+    rows = run([revision_item(n) for n in range(1, 4)], chat)
+    assert chat.calls == ["shared", "alone"]
+    assert summaries(rows)[1].startswith("HUB 2: ") and "opened site 9" in summaries(rows)[1]
+
+
+def test_a_failed_shared_call_keeps_each_item_s_descriptions_joined_and_records_it():
+    items = [revision_item(n) for n in range(3)]
+    rows = run(items, Chat(shared_fails=True))
+    for item, got in zip(items, rows):
+        assert got["summaries"][0]["description"] == "\n".join(item["descriptions"])
+        assert [f["item_id"] for f in got["failures"]] == [item["item_id"]] and "503" in got["failures"][0]["reason"]
+
+
+def test_items_without_a_revision_are_summarised_alone_beside_the_shared_call():
+    fresh = {"item_id": "x", "names": "ALONE", "descriptions": ["Alone is one.", "Alone is two."]}
+    chat = Chat()
+
+    async def plain(messages, stage, json_mode=False, validate=None):
+        chat.calls.append("fresh")
+        return SimpleNamespace(content="ALONE: one and two.")
+
+    shared = chat.chat
+    chat.chat = lambda messages, stage, **kw: (shared if "Items to Revise:" in messages[-1]["content"] else plain)(
+        messages, stage, **kw)
+    rows = run([revision_item(0), fresh, revision_item(1)], chat)
+    assert sorted(chat.calls) == ["fresh", "shared"] and summaries(rows)[1] == "ALONE: one and two."
