@@ -19,10 +19,11 @@ class Chat:
     """Answers as the simulator does, except where told: `leave_out` item numbers missing from a shared answer,
     or every shared call failing."""
 
-    def __init__(self, leave_out=(), shared_fails=False):
+    def __init__(self, leave_out=(), shared_fails=False, max_tokens=4000):
         self.leave_out, self.shared_fails = {str(n) for n in leave_out}, shared_fails
         self.calls: list[str] = []
         self.tokenizer = SimpleNamespace(count=lambda text: len(text) // 4, count_repeated=lambda text: len(text) // 4)
+        self.config = SimpleNamespace(max_tokens=max_tokens)
 
     async def chat(self, messages, stage, json_mode=False, validate=None):
         prompt = messages[-1]["content"]
@@ -104,3 +105,41 @@ def test_items_without_a_revision_are_summarised_alone_beside_the_shared_call():
         messages, stage, **kw)
     rows = run([revision_item(0), fresh, revision_item(1)], chat)
     assert sorted(chat.calls) == ["fresh", "shared"] and summaries(rows)[1] == "ALONE: one and two."
+
+
+def new_item(n: int) -> dict:
+    return {"item_id": f"n{n}", "names": f"NEW {n}", "descriptions": [f"New {n} is small.", f"New {n} is near."],
+            "revision": {"summary": "", "added": [f"New {n} is near.", f"New {n} is small."], "removed": []}}
+
+
+def test_an_item_with_no_current_description_is_written_in_the_shared_call_from_its_descriptions():
+    chat = Chat()
+    rows = run([revision_item(0), new_item(1), new_item(2)], chat)
+    assert chat.calls == ["shared"]
+    assert summaries(rows)[1] == "NEW 1: New 1 is near. New 1 is small.", summaries(rows)
+
+
+def test_one_left_out_of_the_shared_answer_or_alone_in_its_group_is_written_as_a_build_writes_it():
+    chat = Chat(leave_out=[2])
+    prompts = []
+    shared = chat.chat
+
+    async def recording(messages, stage, **kw):
+        prompts.append(messages[-1]["content"])
+        return await shared(messages, stage, **kw)
+
+    chat.chat = recording
+    rows = run([revision_item(0), new_item(1)], chat)
+    assert chat.calls == ["shared", "alone"]
+    assert "Description List:" in prompts[1] and "Current Description" not in prompts[1], "the build's prompt"
+    assert summaries(rows)[1].startswith("NEW 1")
+    chat = Chat()
+    run([new_item(1)], chat)
+    assert chat.calls == ["alone"]
+
+
+def test_a_group_is_cut_where_its_answer_would_pass_the_model_s_max_tokens():
+    chat = Chat(max_tokens=100)  # about two of these answers fit in 80 % of it
+    rows = run([revision_item(n) for n in range(5)], chat)
+    assert sorted(chat.calls) == ["alone", "shared", "shared"], chat.calls
+    assert [s.split(":")[0] for s in summaries(rows)] == [f"HUB {n}" for n in range(5)]

@@ -6,6 +6,8 @@ In an update, an item of many descriptions of which a few changed (a hub gaining
 from its previous summary and the changed descriptions (`revise_on_update`, index/operations/descriptions.py),
 and up to `revisions_per_call` such revisions of one partition share a call, answered as one JSON object (an item
 the answer leaves out is revised alone): the update pays for the change, not the hub, nor a call per small change.
+An update's other changed items of short descriptions are written in those shared calls too, from no current
+description.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ from graphrag_ray.llm.tokens import at_most_tokens
 from graphrag_ray.parsing.llm_output import parse_json_object
 
 STAGE = "summarize_descriptions"
+ANSWER_SHARE = 0.8     # of the chat model's max_tokens a shared answer is planned to fill (JSON keys, rewording)
+TOKENS_PER_WORD = 1.4  # an English word in tokens, for max_length (words) as an answer's length
+ENTRY_OVERHEAD = 8     # an answer entry's key, quotes and comma
 
 
 class SummarizeDescriptions(ItemStep):
@@ -48,6 +53,8 @@ class SummarizeDescriptions(ItemStep):
         cfg = ctx.settings.summarize_descriptions
         if ctx.previous is not None and cfg.revise_on_update:
             add_revisions(ctx, items, tables["text_units"], self._shared_call_saving(ctx))
+            if cfg.revisions_per_call > 1:
+                _write_small_ones_in_shared_calls(items, cfg.max_input_tokens // 2)
         return items
 
     def _shared_call_saving(self, ctx: StepContext) -> int | None:
@@ -87,7 +94,7 @@ class SummarizeDescriptions(ItemStep):
 
     async def _one(self, ctx: StepContext, item: dict, chat) -> Rows:
         cfg = ctx.settings.summarize_descriptions
-        if item.get("revision") is not None:
+        if item.get("revision") is not None and item["revision"]["summary"]:
             self.stat_update("revised")
             return await self._revise(ctx, item, chat)
         template = ctx.prompt(cfg.prompt)
@@ -114,20 +121,30 @@ class SummarizeDescriptions(ItemStep):
 
     def _revision_groups(self, ctx: StepContext, revisions: list[dict], chat) -> list[list[dict]]:
         """Revisions cut, in item order, into groups of up to `revisions_per_call` whose change fits the input
-        budget (the byte bound of their text: no tokenizer pass); groups of one are left to go alone."""
+        budget (counted: the byte bound, about four times a token count, would cut hub revisions three to a call);
+        groups of one are left to go alone."""
         cfg = ctx.settings.summarize_descriptions
         if cfg.revisions_per_call < 2 or len(revisions) < 2:
             return []
         budget = max(200, cfg.max_input_tokens - chat.tokenizer.count_repeated(ctx.prompt(cfg.update_batch_prompt)))
+        # the answer holds every item's description: a group whose answers would pass the model's max_tokens gets
+        # cut, and a cut JSON answer is no answer for any of them
+        answer_budget = int(ANSWER_SHARE * chat.config.max_tokens)
+        longest = int(TOKENS_PER_WORD * cfg.max_length)
         groups: list[list[dict]] = [[]]
-        used = 0
+        used = answered = 0
         for item in revisions:
-            size = at_most_tokens(json.dumps(_revision_entry(0, item), ensure_ascii=False))
-            if groups[-1] and (len(groups[-1]) >= cfg.revisions_per_call or used + size > budget):
+            size = chat.tokenizer.count(json.dumps(_revision_entry(0, item), ensure_ascii=False, indent=1))
+            revision = item["revision"]
+            answer = ENTRY_OVERHEAD + min(longest, chat.tokenizer.count(" ".join([revision["summary"],
+                                                                                 *revision["added"]])))
+            if groups[-1] and (len(groups[-1]) >= cfg.revisions_per_call or used + size > budget
+                               or answered + answer > answer_budget):
                 groups.append([])
-                used = 0
+                used = answered = 0
             groups[-1].append(item)
             used += size
+            answered += answer
         return [g for g in groups if len(g) > 1]
 
     async def _revise_together(self, ctx: StepContext, group: list[dict], chat) -> dict[int, Rows]:
@@ -136,8 +153,8 @@ class SummarizeDescriptions(ItemStep):
         entries = [_revision_entry(n, item) for n, item in enumerate(group, 1)]
         prompt = fill(ctx.prompt(cfg.update_batch_prompt), max_length=cfg.max_length,
                       items=json.dumps(entries, ensure_ascii=False, indent=1))
-        for _ in group:
-            self.stat_update("revised")
+        for item in group:
+            self.stat_update("revised" if item["revision"]["summary"] else "written_in_shared_call")
         try:
             answer = await chat.chat([{"role": "user", "content": prompt}], stage=STAGE, json_mode=True,
                                      validate=lambda content: parse_json_object(content) is not None)
@@ -150,8 +167,11 @@ class SummarizeDescriptions(ItemStep):
             if isinstance(text, str) and text.strip():
                 out[id(item)] = _summary_rows(item, text.strip())
             else:
-                self.stat_update("revised_alone_after_batch")
-                out[id(item)] = await self._revise(ctx, item, chat)
+                self.stat_update("alone_after_shared_call")
+                if item["revision"]["summary"]:
+                    out[id(item)] = await self._revise(ctx, item, chat)
+                else:  # written alone from its descriptions, as in a build
+                    out[id(item)] = await self._one(ctx, {k: v for k, v in item.items() if k != "revision"}, chat)
         return out
 
     async def _revise(self, ctx: StepContext, item: dict, chat) -> Rows:
@@ -179,6 +199,15 @@ class SummarizeDescriptions(ItemStep):
 
     def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
         return with_summaries(tables["resolved_entities"], tables["resolved_relationships"], yielded["summaries"])
+
+
+def _write_small_ones_in_shared_calls(items: list[dict], most_tokens: int) -> None:
+    """An update's item with no revision (new, grown from one description, or changed too much to revise) whose
+    descriptions are short is written from them in a shared call too: an entry with no current description and
+    every description new. A build writes each alone; either way the summary is of the same descriptions."""
+    for item in items:
+        if item.get("revision") is None and sum(at_most_tokens(d) for d in item["descriptions"]) <= most_tokens:
+            item["revision"] = {"summary": "", "added": sorted(item["descriptions"]), "removed": []}
 
 
 def _summary_rows(item: dict, description: str) -> Rows:
