@@ -10,7 +10,6 @@ from graphrag_ray.config.prompts import default_prompts
 from graphrag_ray.config.render import render_settings
 from graphrag_ray.config.settings import Settings
 from graphrag_ray.errors import ConfigError, UsageError
-from graphrag_ray.llm.client import closing_clients, run as run_async
 from graphrag_ray.llm.models import Models
 from graphrag_ray.storage.location import as_location, resolve
 from graphrag_ray.storage.tables import current_index
@@ -91,7 +90,7 @@ def check_models(root: str | Path, config_file: str | Path | None = None) -> lis
     settings: Settings = load_settings(root, config_file)
     models = Models.create(settings, root)
     return [f"settings: {Path(config_file or Path(root) / SETTINGS_FILE)} is valid"] + \
-        run_async(probe_models(models, list(settings.models)))
+        models.run(probe_models(models, list(settings.models)))
 
 
 def install_tokenizers(dest: Path | None = None, wheel: Path | None = None) -> list[Path]:
@@ -220,9 +219,9 @@ def check_question(query: str | None, method: str, community_level: int | None =
 
 
 async def _multi_engine(query: str, method: str, roots: list, community_level, dynamic_community_selection,
-                        response_type, no_llm):
+                        response_type, no_llm, opened: list[Models]):
     """Several indexes asked at once (query/multi.py): each opened with its own settings, all sharing the first
-    one's rate limiter; the first one's models make the answer."""
+    one's rate limiter; the first one's models make the answer. Each root's Models is added to `opened`."""
     from graphrag_ray.query.factory import effective_level, make_engine
     from graphrag_ray.query.methods import check_method
     from graphrag_ray.query.multi import EnginePart, MultiIndexSearch, index_name
@@ -235,6 +234,7 @@ async def _multi_engine(query: str, method: str, roots: list, community_level, d
         if limiter is None:
             limiter = models.limiter
         models = Models.create(settings, root, limiter=limiter, check_first=True)
+        opened.append(models)
         level = effective_level(settings.query.community_level if community_level is None else community_level, index,
                                 asked=community_level is not None)
         engines = [make_engine(m, index, models, settings, Path(root), response_type, level,
@@ -245,9 +245,10 @@ async def _multi_engine(query: str, method: str, roots: list, community_level, d
 
 
 async def _engine(query: str, method: str, root, config_file, data, community_level, dynamic_community_selection,
-                  response_type, settings, no_llm):
-    """Open the index, check the query, route `auto`, build the engine: (engine, details to add). `root` a list
-    of several roots: one question asked of each (global or local search)."""
+                  response_type, settings, no_llm, opened: list[Models]):
+    """Open the index, check the query, route `auto`, build the engine: (engine, details to add); the Models it
+    made are added to `opened` (the caller closes them). `root` a list of several roots: one question asked of
+    each (global or local search)."""
     from graphrag_ray.query.factory import engine_for
     from graphrag_ray.query.methods import check_method
 
@@ -257,13 +258,27 @@ async def _engine(query: str, method: str, root, config_file, data, community_le
                 raise UsageError("--data and --config name one index: with several --root, each root's own "
                                  "settings.yaml and published index are used")
             return await _multi_engine(query, method, list(root), community_level, dynamic_community_selection,
-                                       response_type, no_llm)
+                                       response_type, no_llm, opened)
         root = root[0]
     settings = settings or load_settings(root, config_file)
     method = check_method(query, method, community_level, settings.query.max_question_chars)
     settings, index, models = open_index(root, config_file, data, settings, vectors=method != "global")
+    opened.append(models)
     return await engine_for(query, method, index, models, settings, Path(root), community_level,
                             dynamic_community_selection, response_type, no_llm)
+
+
+@contextlib.asynccontextmanager
+async def _closing(*models: Models):
+    """Around a public async API call: the Models it made (given, or added to the list it yields) close their
+    SDK clients before it returns - a user's own asyncio.run would otherwise end with "Unclosed client session"
+    blocks; the next call opens new ones."""
+    opened = list(models)
+    try:
+        yield opened
+    finally:
+        for each in opened:
+            await each.aclose()
 
 
 async def search(query: str, method: str = "local", root: str | Path = ".", config_file: str | Path | None = None,
@@ -272,9 +287,9 @@ async def search(query: str, method: str = "local", root: str | Path = ".", conf
                  conversation_history=None, context_only: bool = False, settings: Settings | None = None,
                  no_llm: bool = False):
     """Any method, `auto` included; returns a SearchResult (its details say the route taken)."""
-    async with closing_clients():
+    async with _closing() as opened:
         engine, details = await _engine(query, method, root, config_file, data, community_level,
-                                        dynamic_community_selection, response_type, settings, no_llm)
+                                        dynamic_community_selection, response_type, settings, no_llm, opened)
         result = await (engine.context_only(query, conversation_history) if context_only
                         else engine.search(query, conversation_history))
     result.details.update(details)
@@ -288,9 +303,9 @@ async def search_streaming(query: str, method: str = "local", root: str | Path =
                            settings: Settings | None = None, no_llm: bool = False, on_result=None):
     """Yield the answer's pieces as they arrive, for any method (`auto` routes first); `on_result(SearchResult)`
     is called at the end with the whole result."""
-    async with closing_clients():
+    async with _closing() as opened:
         engine, details = await _engine(query, method, root, config_file, data, community_level,
-                                        dynamic_community_selection, response_type, settings, no_llm)
+                                        dynamic_community_selection, response_type, settings, no_llm, opened)
         async with contextlib.aclosing(engine.stream_search(query, conversation_history)) as chunks:
             async for chunk in chunks:  # left early: the stream is closed here, before the clients are
                 yield chunk
@@ -324,7 +339,7 @@ def _frames_engine(method: str, config, root, community_level, response_type, dy
     index = IndexData.from_frames(vectors_dir=published.child("lancedb") if published else None, **frames)
     models = Models.create(settings, root, check_first=True)
     return make_engine(method, index, models, settings, Path(root) if root else None,
-                       response_type, community_level, dynamic)
+                       response_type, community_level, dynamic), models
 
 
 async def local_search(config=None, entities=None, communities=None, community_reports=None, text_units=None,
@@ -332,10 +347,10 @@ async def local_search(config=None, entities=None, communities=None, community_r
                        response_type: str = "Multiple Paragraphs", query: str = "", conversation_history=None,
                        root: str | Path | None = None):
     """Microsoft GraphRAG's signature: returns (response, context_data)."""
-    engine = _frames_engine("local", config, root, community_level, response_type, entities=entities,
+    engine, models = _frames_engine("local", config, root, community_level, response_type, entities=entities,
                             communities=communities, community_reports=community_reports, text_units=text_units,
                             relationships=relationships, covariates=covariates)
-    async with closing_clients():
+    async with _closing(models):
         result = await engine.search(query, conversation_history)
     return result.response, result.context_data
 
@@ -343,9 +358,9 @@ async def local_search(config=None, entities=None, communities=None, community_r
 async def global_search(config=None, entities=None, communities=None, community_reports=None,
                         community_level: int | None = 2, dynamic_community_selection: bool = False,
                         response_type: str = "Multiple Paragraphs", query: str = "", root: str | Path | None = None):
-    engine = _frames_engine("global", config, root, community_level, response_type, dynamic_community_selection,
+    engine, models = _frames_engine("global", config, root, community_level, response_type, dynamic_community_selection,
                             entities=entities, communities=communities, community_reports=community_reports)
-    async with closing_clients():
+    async with _closing(models):
         result = await engine.search(query)
     return result.response, result.context_data
 
@@ -353,18 +368,18 @@ async def global_search(config=None, entities=None, communities=None, community_
 async def drift_search(config=None, entities=None, communities=None, community_reports=None, text_units=None,
                        relationships=None, community_level: int = 2, response_type: str = "Multiple Paragraphs",
                        query: str = "", root: str | Path | None = None):
-    engine = _frames_engine("drift", config, root, community_level, response_type, entities=entities,
+    engine, models = _frames_engine("drift", config, root, community_level, response_type, entities=entities,
                             communities=communities, community_reports=community_reports, text_units=text_units,
                             relationships=relationships)
-    async with closing_clients():
+    async with _closing(models):
         result = await engine.search(query)
     return result.response, result.context_data
 
 
 async def basic_search(config=None, text_units=None, query: str = "", response_type: str = "Multiple Paragraphs",
                        root: str | Path | None = None):
-    engine = _frames_engine("basic", config, root, None, response_type, text_units=text_units)
-    async with closing_clients():
+    engine, models = _frames_engine("basic", config, root, None, response_type, text_units=text_units)
+    async with _closing(models):
         result = await engine.search(query)
     return result.response, result.context_data
 
@@ -379,8 +394,8 @@ def chat(root: str | Path = ".", config_file: str | Path | None = None, data: st
 
     settings, index, models = open_index(root, config_file, data)
     local = LocalSearch(index, models, settings, root=root, response_type=response_type, no_llm=no_llm)
-    return run_async(chat_loop(local, LocalQuestionGen(local, {"temperature": 0.5}), read, write,
-                               question_count=question_count))
+    return models.run(chat_loop(local, LocalQuestionGen(local, {"temperature": 0.5}), read, write,
+                                question_count=question_count))
 
 
 # ----------------------------------------------------------------------------------------------- eval

@@ -25,7 +25,6 @@ from graphrag_ray.llm.models import Models
 from graphrag_ray.query.global_search import GlobalSearch
 from graphrag_ray.query.index_data import IndexData
 from graphrag_ray.query.local import LocalSearch
-from graphrag_ray.llm.client import run as run_async
 from graphrag_ray.simulate.process import SimulatorProcess
 from graphrag_ray.storage.tables import write_table
 from graphrag_ray.storage.vectors import write_vectors
@@ -149,13 +148,13 @@ def main() -> None:
             result = await engine.search(question)
             return time.perf_counter() - t0, result
 
-        assemble, total = run_async(local_times())
+        assemble, total = models.run(local_times())
         if args.executor == "ray":
             import ray
 
             ray.init(include_dashboard=False, log_to_driver=False)
-        run_async(global_time("Which festivals happen near the harbor?"))  # warm: connections, map worker
-        wall, result = run_async(global_time("What are the main activities about coffee and markets?"))
+        models.run(global_time("Which festivals happen near the harbor?"))  # warm: connections, map worker
+        wall, result = models.run(global_time("What are the main activities about coffee and markets?"))
     pct = lambda xs, p: sorted(xs)[min(len(xs) - 1, int(p * len(xs)))] * 1000  # noqa: E731
     figures = {
         "index_load_and_lookups_s": round(load_s, 2),

@@ -5,8 +5,11 @@ A mistake a user can make prints one line `error: ...` and exits non-zero; --ver
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
 import sys
+import threading
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,11 +111,31 @@ def _console():
 from graphrag_ray.cli import build, ask, tools  # noqa: E402,F401
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def interrupted_at_once():
+    """Ctrl-C ends the command wherever it waits (an `input()` inside the event loop, a stream): asyncio.run's own
+    handler - which it installs only over Python's default one - cancels the main task on the first Ctrl-C, which
+    a blocking read never sees. The command's, not the library's: the API leaves signals to its caller."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     state = CommandState()
     try:
-        code = app(args=args, standalone_mode=False, prog_name="graphrag-ray", obj=state)
+        with interrupted_at_once():
+            code = app(args=args, standalone_mode=False, prog_name="graphrag-ray", obj=state)
         if code == 130:  # typer turns Ctrl-C into a returned 130 (when not standalone)
             _fail("interrupted", 130, False)
         if isinstance(code, int) and code:

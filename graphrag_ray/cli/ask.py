@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 import sys
 from pathlib import Path
@@ -116,14 +117,14 @@ def query(question: Optional[str] = typer.Argument(None, help="the question (or 
                     sys.stdout.write("\n")
                     sys.stdout.flush()
 
-        api.run_async(stream())
+        asyncio.run(stream())
         result = finished[0]
         if "route" in result.details:
             sys.stderr.write(f"route: {result.details['route']} ({result.details['route_reason']})\n")
     else:
-        result = api.run_async(api.search(text, method, root, config, data, community_level,
-                                          dynamic_community_selection, response_type, context_only=context_only,
-                                          no_llm=no_llm))
+        result = asyncio.run(api.search(text, method, root, config, data, community_level,
+                                        dynamic_community_selection, response_type, context_only=context_only,
+                                        no_llm=no_llm))
         if "route" in result.details:
             typer.echo(f"route: {result.details['route']} ({result.details['route_reason']})")
         typer.echo(result.context_text if context_only else result.response)

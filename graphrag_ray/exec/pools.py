@@ -147,13 +147,17 @@ class InProcessPool(Pool):
         for future in list(self._submitted):
             future.cancel()
         if thread.is_alive():
-            from graphrag_ray.llm.client import close_loop_clients
-
-            # the SDK clients the workers opened on that loop belong to it: close them there
-            asyncio.run_coroutine_threadsafe(close_loop_clients(), loop).result(timeout=30)
+            # the SDK clients the workers opened on that loop belong to it: each worker closes its own there
+            closes = [w.aclose() for w in self.workers if hasattr(w, "aclose")]
+            asyncio.run_coroutine_threadsafe(_all(closes), loop).result(timeout=30)
             loop.call_soon_threadsafe(loop.stop)
             thread.join(timeout=30)
         loop.close()
+
+
+async def _all(awaitables: list) -> None:
+    for each in awaitables:
+        await each
 
 
 async def _quiet(turns: int = 2) -> None:

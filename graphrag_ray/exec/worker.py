@@ -25,6 +25,10 @@ class StepWorker:
                                        if m.type != "local_embedding"}):
             load_in_background(model, encoding or None)
 
+    async def aclose(self) -> None:
+        """Its models' SDK clients on this loop closed (the in-process pool, before it stops its loop)."""
+        await self.models.aclose()
+
     async def run_partition(self, step: ItemStep, items: list[dict]) -> dict:
         with recording_into(UsageLedger()) as ledger, collecting_stats() as stats, running(step, self.ctx):
             if step.process_batch is not None:

@@ -18,7 +18,6 @@ from graphrag_ray.config.prompts import default_prompts
 from graphrag_ray.errors import GraphRagRayError, UsageError
 from graphrag_ray.exec.step import StepContext
 from graphrag_ray.index.units import corpus_units
-from graphrag_ray.llm.client import run as run_async
 from graphrag_ray.parsing.llm_output import parse_json_object
 from graphrag_ray.storage.edited import replace_keeping_copy
 from graphrag_ray.storage.location import resolve
@@ -133,7 +132,7 @@ def select_units(units: list[dict], options: TuneOptions, models, settings) -> l
         return texts
     import numpy as np  # auto: the most typical passages, nearest the subset's centroid
 
-    vectors = np.stack(run_async(models.embedding(settings.embed_text.model_id).embed(texts, stage="prompt_tune")))
+    vectors = np.stack(models.run(models.embedding(settings.embed_text.model_id).embed(texts, stage="prompt_tune")))
     vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
     nearest = np.argsort(-(vectors @ vectors.mean(axis=0)), kind="stable")[:options.k]
     return [texts[i] for i in sorted(nearest)]
@@ -172,9 +171,9 @@ def tune(ctx: StepContext, models, options: TuneOptions | None = None, dry_run: 
         prompt += f"\nThe domain is given: {options.domain}. Reply with it as the domain."
     if not options.discover_entity_types:
         prompt += f"\nThe entity types are given: use exactly {json.dumps(list(cfg.entity_types), ensure_ascii=False)}."
-    answer = run_async(chat.chat([{"role": "user", "content": prompt}], stage="prompt_tune", json_mode=True,
-                                 validate=partial(_usable, types_asked=options.discover_entity_types),
-                                 max_tokens=4000))
+    answer = models.run(chat.chat([{"role": "user", "content": prompt}], stage="prompt_tune", json_mode=True,
+                                  validate=partial(_usable, types_asked=options.discover_entity_types),
+                                  max_tokens=4000))
     chosen = parse_json_object(answer.content)
     types = [str(t).strip().upper() for t in chosen.get("entity_types") or [] if str(t).strip()][:8] \
         if options.discover_entity_types else [str(t).upper() for t in cfg.entity_types]

@@ -9,7 +9,8 @@
     model.py      the call path composing the layers above once, and ChatModel (an unusable answer is asked
                   again once, changed)
     embedding.py  EmbeddingModel (same call path) and LocalEmbeddingModel (vectors computed here)
-    models.py     Models: the model entries of one command, sharing one cache, limiter and ledger
+    models.py     Models: the model entries of one command, sharing one cache, limiter and ledger; it owns
+                  their SDK clients and closes them on each loop it used (`aclose`, `run`)
     preflight.py  endpoint checks before spending, and `graphrag-ray check`
     tokens.py     tiktoken token counting that works with no internet
 """

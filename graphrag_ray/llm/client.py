@@ -13,10 +13,7 @@ import atexit
 import logging
 import base64
 import binascii
-import contextlib
-import signal
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator
@@ -89,24 +86,9 @@ class Completion:
     reasoning: str = ""        # reasoning text (reasoning_content, or <think> blocks): never part of `content`
 
 
-# SDK clients opened per event loop, so `run()` can close them before the loop ends (an aiohttp session left
-# open prints "Unclosed client session" at exit).
-_OPEN_CLIENTS: dict[int, list["OpenAIClient"]] = {}
-
-
-async def close_loop_clients() -> None:
-    """Close every SDK client opened on the running loop. Each leaves the list once closed: a close cancelled
-    half-way (the loop shutting down) leaves the rest for the exit hook below. Two closes may run at once (Ctrl-C
-    ends an API call and `run()` together): a client the other took off the list while this one waited is not
-    taken twice."""
-    loop = id(asyncio.get_running_loop())
-    clients = _OPEN_CLIENTS.get(loop, [])
-    while clients:
-        client = clients[0]
-        await client.close()
-        if client in clients:
-            clients.remove(client)
-    _OPEN_CLIENTS.pop(loop, None)
+# Clients not yet closed. Their owners (the models that opened them, models.py) close them before their loop ends;
+# this is only for the exit hook below, and holds them (a session collected unclosed prints its warning then).
+_UNCLOSED: set["OpenAIClient"] = set()
 
 
 def _close_abandoned_clients() -> None:
@@ -114,8 +96,8 @@ def _close_abandoned_clients() -> None:
     finalised while asyncio.run shuts its loop down, and the close it awaits may be cancelled or never run; the
     session would then print "Unclosed client session" at exit. Its connections ended with the loop: closing it
     on a new loop only marks it closed."""
-    leftover = [client for clients in _OPEN_CLIENTS.values() for client in clients if not client.closed]
-    _OPEN_CLIENTS.clear()
+    leftover = [client for client in list(_UNCLOSED) if not client.closed]
+    _UNCLOSED.clear()
     if not leftover:
         return
 
@@ -133,49 +115,6 @@ def _close_abandoned_clients() -> None:
 
 
 atexit.register(_close_abandoned_clients)
-
-
-_API_CALLS: dict[int, int] = {}  # public API calls running, per loop
-
-
-@contextlib.asynccontextmanager
-async def closing_clients():
-    """Around a public async API call: when the last one running on this loop ends, the loop's SDK clients are
-    closed (a user's own asyncio.run would otherwise end with "Unclosed client session" blocks); the next call
-    opens new ones."""
-    loop = id(asyncio.get_running_loop())
-    _API_CALLS[loop] = _API_CALLS.get(loop, 0) + 1
-    try:
-        yield
-    finally:
-        _API_CALLS[loop] -= 1
-        if not _API_CALLS[loop]:
-            del _API_CALLS[loop]
-            await close_loop_clients()
-
-
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
-
-
-def run(coro):
-    """asyncio.run(coro), closing every SDK client the coroutine opened, even when it fails.
-
-    Ctrl-C interrupts at once, wherever the program waits (an `input()` inside the loop, a stream): asyncio.run's
-    own handler only cancels the main task on the first Ctrl-C, which a blocking read never sees."""
-    async def main():
-        try:
-            return await coro
-        finally:
-            await close_loop_clients()
-
-    main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, _interrupt) if main_thread else None
-    try:
-        return asyncio.run(main())
-    finally:
-        if main_thread:
-            signal.signal(signal.SIGINT, previous)
 
 
 class OpenAIClient:
@@ -208,10 +147,7 @@ class OpenAIClient:
             self._http = open_session(config.http_client, config.request_timeout, config.api_base)
             self._base = config.api_base.rstrip("/")
             self._headers = openai_headers(key)
-        try:
-            _OPEN_CLIENTS.setdefault(id(asyncio.get_running_loop()), []).append(self)
-        except RuntimeError:  # created outside a loop: its owner closes it
-            pass
+        _UNCLOSED.add(self)
 
     @property
     def where(self) -> str:
@@ -492,3 +428,4 @@ class OpenAIClient:
         if not self.closed:
             await (self._sdk.close() if self._sdk is not None else self._http.close())
             self.closed = True
+            _UNCLOSED.discard(self)

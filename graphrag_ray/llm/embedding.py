@@ -95,6 +95,9 @@ class LocalEmbeddingModel:
     def batches(self, texts: list[str]) -> list[list[int]]:
         return [list(range(len(texts)))] if texts else []
 
+    async def aclose(self) -> None:
+        """No client to close: the vectors are computed here."""
+
     async def embed(self, texts: list[str], *, stage: str) -> list[np.ndarray]:
         from graphrag_ray.llm.local_embedding import ngram_vector
 

@@ -100,6 +100,14 @@ class _ModelBase:
             self._clients[loop_id] = OpenAIClient(self.model_id, self.config)
         return self._clients[loop_id]
 
+    async def aclose(self) -> None:
+        """Close the SDK client this model opened on the running loop (its connections belong to that loop; a
+        later call opens a new one). Taken off first: two closes at once (Ctrl-C ending a call and its runner
+        together) never close one client twice."""
+        client = self._clients.pop(id(asyncio.get_running_loop()), None)
+        if client is not None:
+            await client.close()
+
     @property
     def _slots(self) -> AdaptiveConcurrency:
         loop_id = id(asyncio.get_running_loop())

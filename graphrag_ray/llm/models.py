@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,22 @@ class Models:
         cache_dir = resolve_if_rooted(root, settings.cache.base_dir) if settings.cache.enabled else None
         return cls(settings, open_cache(cache_dir), limiter or LocalRateLimiter(), ledger or UsageLedger(),
                    cautious_start, check_first, retry_unusable, journal=journal)
+
+    async def aclose(self) -> None:
+        """Close the SDK clients its models opened on the running loop: whoever made this Models closes it on
+        each loop it used, before that loop ends (an HTTP session left open prints "Unclosed client session")."""
+        for model in list(self._built.values()):
+            await model.aclose()
+
+    def run(self, coro):
+        """asyncio.run(coro), this Models' clients on that loop closed before it ends, even when it fails."""
+        async def main():
+            try:
+                return await coro
+            finally:
+                await self.aclose()
+
+        return asyncio.run(main())
 
     def chat(self, model_id: str) -> ChatModel:
         return self._get(model_id, ChatModel)

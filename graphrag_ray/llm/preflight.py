@@ -7,11 +7,11 @@ knows the model - GET /models, no tokens, so a fully cached re-run still makes z
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from graphrag_ray.config.settings import RetryConfig, Settings
 from graphrag_ray.llm.cache import ResponseCache
-from graphrag_ray.llm.client import run
 from graphrag_ray.llm.endpoint import endpoint_answers
 from graphrag_ray.llm.embedding import EmbeddingModel
 from graphrag_ray.llm.model import ChatModel
@@ -20,8 +20,6 @@ from graphrag_ray.llm.models import Models
 
 async def endpoints_answer(settings: Settings, model_ids: list[str]) -> None:
     """Raises a one-line error naming the model and the cause when an endpoint is unusable."""
-    import asyncio
-
     # at once: two models on one silent endpoint are said within one check's timeout, not one after the other
     await asyncio.gather(*(endpoint_answers(model_id, settings.model(model_id))
                            for model_id in dict.fromkeys(model_ids)))
@@ -29,7 +27,7 @@ async def endpoints_answer(settings: Settings, model_ids: list[str]) -> None:
 
 def check_endpoints(settings: Settings, model_ids: list[str]) -> None:
     if model_ids:
-        run(endpoints_answer(settings, model_ids))
+        asyncio.run(endpoints_answer(settings, model_ids))  # each check closes its own client
 
 
 async def probe_models(models: Models, model_ids: list[str]) -> list[str]:
@@ -48,10 +46,13 @@ async def probe_models(models: Models, model_ids: list[str]) -> list[str]:
         kind = EmbeddingModel if cfg.type == "embedding" else ChatModel
         probe = kind(model_id, quick, cache=ResponseCache(None), limiter=models.limiter, ledger=models.ledger)
         started = time.perf_counter()
-        if cfg.type == "embedding":
-            await probe.embed(["ping"], stage="preflight")
-        else:
-            await probe.chat([{"role": "user", "content": "ping"}], stage="preflight", max_tokens=1, use_cache=False)
-        lines.append(f"ok: {probe.client.where} answered in {1000 * (time.perf_counter() - started):.0f} ms")
-        await probe.client.close()
+        try:
+            if cfg.type == "embedding":
+                await probe.embed(["ping"], stage="preflight")
+            else:
+                await probe.chat([{"role": "user", "content": "ping"}], stage="preflight", max_tokens=1,
+                                 use_cache=False)
+            lines.append(f"ok: {probe.client.where} answered in {1000 * (time.perf_counter() - started):.0f} ms")
+        finally:
+            await probe.aclose()
     return lines

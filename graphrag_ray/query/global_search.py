@@ -83,6 +83,9 @@ class MapWorker:
     def __init__(self, models: Models):
         self.models = models
 
+    async def aclose(self) -> None:
+        await self.models.aclose()
+
     async def map(self, model_id: str, messages: list[dict], max_tokens: int, stage: str):
         with recording_into(UsageLedger(), roll_up=False) as ledger:  # the caller merges what is returned
             points, failed = await map_call(self.models.chat(model_id), messages, max_tokens, stage)

@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 from graphrag_ray import api
-from graphrag_ray.llm.client import run as run_closing  # asyncio.run, closing the loop's HTTP sessions
+from asyncio import run as run_closing  # the API closes the HTTP sessions it opened
 from graphrag_ray.storage.tables import read_table
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -13,11 +13,21 @@ from pathlib import Path
 import pytest
 
 from graphrag_ray.errors import LLMFatalError
-from graphrag_ray.llm.client import run as run_closing  # asyncio.run, closing the loop's HTTP sessions
 from graphrag_ray.llm.model import ChatResult
 from graphrag_ray.llm.models import Models
 from graphrag_ray.simulate.process import SimulatorProcess
 from tests.helpers import TEST_KEY, files_containing, make_root, settings_for
+
+
+def run_closing(coro, owner):
+    """asyncio.run(coro), the owner's (a model's) client closed on that loop before it ends."""
+    async def main():
+        try:
+            return await coro
+        finally:
+            await owner.aclose()
+
+    return asyncio.run(main())
 
 
 def _models(root: Path) -> Models:
@@ -37,7 +47,7 @@ def test_batch_survives_429s_and_5xx_and_ledger_matches_server(tmp_path):
     with SimulatorProcess(fault_429=0.20, fault_500=0.05, fault_503=0.05, retry_after=0.02, seed=7) as sim:
         root = make_root(tmp_path / "p", sim.base_url, cache={"enabled": False})
         models = _models(root)
-        results = run_closing(_run_batch(models, 500))
+        results = models.run(_run_batch(models, 500))
         server = sim.stats()
     assert len(results) == 500 and all(r.content for r in results)
     total = models.ledger.total("batch")
@@ -53,30 +63,31 @@ def test_batch_survives_429s_and_5xx_and_ledger_matches_server(tmp_path):
 def test_second_run_is_free_and_changing_the_model_pays_again(tmp_path, simulator):
     root = make_root(tmp_path / "p", simulator.base_url)
     simulator.reset()
-    first = run_closing(_run_batch(_models(root), 30))
+    first_models = _models(root)
+    first = first_models.run(_run_batch(first_models, 30))
     assert simulator.stats()["ok"] == 30
     again = _models(root)
-    second = run_closing(_run_batch(again, 30))
+    second = again.run(_run_batch(again, 30))
     assert simulator.stats()["ok"] == 30, "an identical re-run must make zero calls"
     assert [r.content for r in first] == [r.content for r in second]
     assert again.ledger.total().calls == 0 and again.ledger.total().cache_hits == 30
     other = _models(root)
     other.settings.models["default_chat"].model = "gpt-4.1-mini"
-    run_closing(_run_batch(other, 30))
+    other.run(_run_batch(other, 30))
     assert simulator.stats()["ok"] == 60, "the model name is part of the cache key"
 
 
 def test_streaming_arrives_in_chunks_and_matches_the_plain_answer(tmp_path, simulator):
     root = make_root(tmp_path / "p", simulator.base_url, cache={"enabled": False})
     chat = _models(root).chat("default_chat")
-    plain = run_closing(chat.chat(_ask(1), stage="q")).content
+    plain = run_closing(chat.chat(_ask(1), stage="q"), chat).content
 
     async def collect():
         result = ChatResult("")
         chunks = [c async for c in chat.stream(_ask(1), stage="q", result=result)]
         return chunks, result
 
-    chunks, result = run_closing(collect())
+    chunks, result = run_closing(collect(), chat)
     assert len(chunks) >= 2 and "".join(chunks) == plain == result.content
     assert result.prompt_tokens > 0 and result.completion_tokens > 0
     assert chat.ledger.total("q").calls == 2
@@ -90,7 +101,7 @@ def test_json_schema_answer_conforms(tmp_path, simulator):
                                                    "type": "object", "properties": {"summary": {"type": "string"}}}}},
               "required": ["title", "rating", "findings"]}
     fmt = {"type": "json_schema", "json_schema": {"name": "report", "schema": schema, "strict": True}}
-    answer = json.loads(run_closing(chat.chat(_ask(2), stage="q", response_format=fmt)).content)
+    answer = json.loads(run_closing(chat.chat(_ask(2), stage="q", response_format=fmt), chat).content)
     assert isinstance(answer["title"], str) and isinstance(answer["rating"], float)
     assert isinstance(answer["findings"], list) and "summary" in answer["findings"][0]
 
@@ -99,7 +110,7 @@ def test_embeddings_are_batched_deterministic_and_similar_for_similar_text(tmp_p
     root = make_root(tmp_path / "p", simulator.base_url, cache={"enabled": False})
     emb = _models(root).embedding("default_embedding")
     texts = ["李明在杭州开咖啡店", "李明在杭州开了一家咖啡店", "supplier of coffee beans in Yunnan"] * 7
-    vectors = run_closing(emb.embed(texts, stage="embed"))
+    vectors = run_closing(emb.embed(texts, stage="embed"), emb)
     assert len(vectors) == 21 and len(emb.batches(texts)) == 2  # batch_size 16
     dot = lambda a, b: sum(x * y for x, y in zip(a, b))  # noqa: E731
     assert all(v.dtype == "float32" and v.shape == vectors[0].shape for v in vectors), "float32 arrays, one size"
@@ -125,7 +136,8 @@ def test_401_stops_at_once_with_one_line_and_the_key_leaks_nowhere(tmp_path):
             from graphrag_ray.secrets import install_log_redaction
             install_log_redaction()
             with pytest.raises(LLMFatalError) as err:
-                run_closing(_run_batch(_models(root), 3))
+                failing = _models(root)
+                failing.run(_run_batch(failing, 3))
         finally:
             logging.getLogger().removeHandler(handler)
             logging.getLogger().setLevel(logging.WARNING)
@@ -155,7 +167,7 @@ def test_limits_the_provider_announces_are_learned_and_kept_with_no_limit_config
         root = make_root(tmp_path / "p", sim.base_url, cache={"enabled": False})
         models = Models.create(settings_for(root), root, cautious_start=True)
         started = time.monotonic()
-        results = run_closing(_run_batch(models, 36))
+        results = models.run(_run_batch(models, 36))
         wall = time.monotonic() - started
         server = sim.stats()
     total = models.ledger.total("batch")
@@ -176,30 +188,24 @@ def test_the_same_request_sent_twice_at_once_is_paid_once(tmp_path, simulator):
         return await asyncio.gather(*(chat.chat(messages, stage="dup") for _ in range(3)))
 
     simulator.reset()
-    answers = run_closing(twice())
+    answers = models.run(twice())
     assert len({a.content for a in answers}) == 1 and sum(not a.cached for a in answers) == 1
     usage = models.ledger.total("dup")
     assert (usage.calls, usage.cache_hits) == (1, 2) and simulator.stats()["ok"] == 1
 
 
-def test_two_closes_of_a_loops_clients_at_once_both_end_cleanly():
-    """Ctrl-C ends an API call's own close and `client.run()`'s together: both walk the loop's list of SDK clients;
-    neither takes a client the other already took (it was `IndexError: pop from empty list`, exit 1, not 130)."""
-    from graphrag_ray.llm import client as client_module
-
-    class Client:
-        closes = 0
-
-        async def close(self):
-            await asyncio.sleep(0)  # the other close runs meanwhile
-            Client.closes += 1
+def test_two_closes_of_a_models_clients_at_once_both_end_cleanly(tmp_path, simulator):
+    """Ctrl-C ends an API call's own close and its runner's together: each model's client is taken off before it
+    is closed, so neither close takes one the other already took (it was `IndexError: pop from empty list`, exit
+    1, not 130), and both clients end closed."""
+    models = _models(make_root(tmp_path / "p", simulator.base_url, cache={"enabled": False}))
 
     async def main():
-        client_module._OPEN_CLIENTS[id(asyncio.get_running_loop())] = [Client(), Client()]
-        await asyncio.gather(client_module.close_loop_clients(), client_module.close_loop_clients())
-        return client_module._OPEN_CLIENTS.get(id(asyncio.get_running_loop()))
+        opened = [models.chat("default_chat").client, models.embedding("default_embedding").client]
+        await asyncio.gather(models.aclose(), models.aclose())
+        return opened
 
-    assert asyncio.run(main()) is None and Client.closes >= 2
+    assert all(client.closed for client in asyncio.run(main()))
 
 
 def test_a_request_given_up_on_after_sending_is_counted_abandoned(tmp_path):
@@ -214,7 +220,7 @@ def test_a_request_given_up_on_after_sending_is_counted_abandoned(tmp_path):
         model = models.chat("default_chat")
         model.config.retry.max_attempts = 2
         with pytest.raises(Exception, match="gave up after 2 attempts"):
-            run_closing(model.chat([{"role": "user", "content": "hello"}], stage="slow", use_cache=False))
+            models.run(model.chat([{"role": "user", "content": "hello"}], stage="slow", use_cache=False))
         time.sleep(2)  # the server finishes what it was given
         server = sim.stats()
     total = models.ledger.total("slow")

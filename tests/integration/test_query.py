@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from graphrag_ray import api
-from graphrag_ray.llm.client import run as run_closing  # asyncio.run, closing the loop's HTTP sessions
+from asyncio import run as run_closing  # the API closes the HTTP sessions it opened
 from graphrag_ray.llm.models import Models
 from graphrag_ray.query.factory import make_engine
 from graphrag_ray.query.global_search import GlobalSearch
