@@ -19,17 +19,6 @@ from graphrag_ray.simulate.process import SimulatorProcess
 from tests.helpers import TEST_KEY, files_containing, make_root, settings_for
 
 
-def run_closing(coro, owner):
-    """asyncio.run(coro), the owner's (a model's) client closed on that loop before it ends."""
-    async def main():
-        try:
-            return await coro
-        finally:
-            await owner.aclose()
-
-    return asyncio.run(main())
-
-
 def _models(root: Path) -> Models:
     return Models.create(settings_for(root), root)
 
@@ -79,15 +68,16 @@ def test_second_run_is_free_and_changing_the_model_pays_again(tmp_path, simulato
 
 def test_streaming_arrives_in_chunks_and_matches_the_plain_answer(tmp_path, simulator):
     root = make_root(tmp_path / "p", simulator.base_url, cache={"enabled": False})
-    chat = _models(root).chat("default_chat")
-    plain = run_closing(chat.chat(_ask(1), stage="q"), chat).content
+    models = _models(root)
+    chat = models.chat("default_chat")
+    plain = models.run(chat.chat(_ask(1), stage="q")).content
 
     async def collect():
         result = ChatResult("")
         chunks = [c async for c in chat.stream(_ask(1), stage="q", result=result)]
         return chunks, result
 
-    chunks, result = run_closing(collect(), chat)
+    chunks, result = models.run(collect())
     assert len(chunks) >= 2 and "".join(chunks) == plain == result.content
     assert result.prompt_tokens > 0 and result.completion_tokens > 0
     assert chat.ledger.total("q").calls == 2
@@ -95,22 +85,24 @@ def test_streaming_arrives_in_chunks_and_matches_the_plain_answer(tmp_path, simu
 
 def test_json_schema_answer_conforms(tmp_path, simulator):
     root = make_root(tmp_path / "p", simulator.base_url)
-    chat = _models(root).chat("default_chat")
+    models = _models(root)
+    chat = models.chat("default_chat")
     schema = {"type": "object", "properties": {"title": {"type": "string"}, "rating": {"type": "number"},
                                                "findings": {"type": "array", "items": {
                                                    "type": "object", "properties": {"summary": {"type": "string"}}}}},
               "required": ["title", "rating", "findings"]}
     fmt = {"type": "json_schema", "json_schema": {"name": "report", "schema": schema, "strict": True}}
-    answer = json.loads(run_closing(chat.chat(_ask(2), stage="q", response_format=fmt), chat).content)
+    answer = json.loads(models.run(chat.chat(_ask(2), stage="q", response_format=fmt)).content)
     assert isinstance(answer["title"], str) and isinstance(answer["rating"], float)
     assert isinstance(answer["findings"], list) and "summary" in answer["findings"][0]
 
 
 def test_embeddings_are_batched_deterministic_and_similar_for_similar_text(tmp_path, simulator):
     root = make_root(tmp_path / "p", simulator.base_url, cache={"enabled": False})
-    emb = _models(root).embedding("default_embedding")
+    models = _models(root)
+    emb = models.embedding("default_embedding")
     texts = ["李明在杭州开咖啡店", "李明在杭州开了一家咖啡店", "supplier of coffee beans in Yunnan"] * 7
-    vectors = run_closing(emb.embed(texts, stage="embed"), emb)
+    vectors = models.run(emb.embed(texts, stage="embed"))
     assert len(vectors) == 21 and len(emb.batches(texts)) == 2  # batch_size 16
     dot = lambda a, b: sum(x * y for x, y in zip(a, b))  # noqa: E731
     assert all(v.dtype == "float32" and v.shape == vectors[0].shape for v in vectors), "float32 arrays, one size"
