@@ -147,17 +147,32 @@ class InProcessPool(Pool):
         for future in list(self._submitted):
             future.cancel()
         if thread.is_alive():
-            # the SDK clients the workers opened on that loop belong to it: each worker closes its own there
-            closes = [w.aclose() for w in self.workers if hasattr(w, "aclose")]
-            asyncio.run_coroutine_threadsafe(_all(closes), loop).result(timeout=30)
+            try:
+                asyncio.run_coroutine_threadsafe(_shutdown(self.workers), loop).result(timeout=30)
+            except (concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
+                pass  # a worker that will not close in 30 s is left to the process's exit
             loop.call_soon_threadsafe(loop.stop)
             thread.join(timeout=30)
         loop.close()
 
 
-async def _all(awaitables: list) -> None:
-    for each in awaitables:
-        await each
+async def _shutdown(workers: list) -> None:
+    """What asyncio.run does before it closes its loop, for the pool's: every task still on it (a cancelled
+    request unwinding its stream, a watchdog, a settle probe) is cancelled and awaited - a task destroyed pending,
+    or a coroutine finalised after the loop closed, prints a traceback - then each worker closes the SDK clients
+    it opened on this loop, and open async generators are finalised."""
+    me = asyncio.current_task()
+    for _ in range(3):  # a task's unwinding can start another (a client's close): a few rounds
+        tasks = [task for task in asyncio.all_tasks() if task is not me and not task.done()]
+        if not tasks:
+            break
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks, timeout=10)
+    for worker in workers:
+        if hasattr(worker, "aclose"):
+            await worker.aclose()
+    await asyncio.get_running_loop().shutdown_asyncgens()
 
 
 async def _quiet(turns: int = 2) -> None:
