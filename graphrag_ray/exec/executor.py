@@ -25,7 +25,8 @@ from graphrag_ray.exec.dispatch import dispatch
 from graphrag_ray.exec.pools import Pool, WorkerSpec, open_pool
 from graphrag_ray.exec.progress import watching_limits
 from graphrag_ray.exec.run_state import RunState, RunTables
-from graphrag_ray.exec.step import BatchStep, ItemStep, SpilledRows, Step, StepContext, Tables, collecting_stats, running
+from graphrag_ray.exec.step import (BatchStep, ItemPlan, ItemStep, SpilledRows, Step, StepContext, Tables,
+                                    collecting_stats, running)
 from graphrag_ray.exec.worker import StepWorker
 from graphrag_ray.llm.ledger import UsageLedger, run_ledger
 from graphrag_ray.storage.schemas import SCHEMAS
@@ -66,8 +67,9 @@ class Executor:
         self._pool: Pool | None = None
         self._lock = threading.Lock()  # the ledger and counters, shared by a background step's thread
         self.beside = Beside(lambda: self._pool)  # work waiting for a step's first dispatch (beside.py)
-        # step name -> (gate, future) of its prepare(), run beside the step before it
+        # step name -> (gate, future) of its plan's prepare(), run beside the step before it
         self._prepared: dict[str, tuple[threading.Event, Future]] = {}
+        self._plans: dict[str, ItemPlan] = {}  # step name -> its driver-side plan in this run
 
     # -- steps -------------------------------------------------------------------------------------
     def run_steps(self, steps: list[Step], given: Tables | None = None, keep: set[str] | None = None) -> Tables:
@@ -91,11 +93,11 @@ class Executor:
                 for i, step in enumerate(steps):
                     self._join(running, tables, set(step.reads) | set(step.optional_reads))
                     following = steps[i + 1] if i + 1 < len(steps) else None
-                    if following is not None and type(following).prepare is not Step.prepare \
-                            and not step.background and not self.run.step_done(following.name):
+                    prepare = self._preparation(following) if following is not None else None
+                    if prepare is not None and not step.background and not self.run.step_done(following.name):
                         # what the next step can do without this one's tables, it does while this one waits
                         gate = self.beside.gate()
-                        self._prepared[following.name] = (gate, self.beside.thread(gate, following.prepare, self.ctx))
+                        self._prepared[following.name] = (gate, self.beside.thread(gate, prepare, self.ctx))
                     if step.background:
                         gate = self.beside.gate()
                         running[step.name] = (step, lanes.submit(self.beside.run_after, gate, self._run_step, step,
@@ -124,6 +126,19 @@ class Executor:
             written = {w for step in steps for w in step.writes}
             return RunTables(self.run, keep & written, {"failures": tables["failures"]})
         return tables
+
+    def _plan(self, step: ItemStep) -> ItemPlan:
+        """The step's plan for this run, made when first needed (its prepare() may run before the step)."""
+        if step.name not in self._plans:
+            self._plans[step.name] = step.plan()
+        return self._plans[step.name]
+
+    def _preparation(self, step: Step):
+        """The step's (or its plan's) prepare(), when it has one of its own."""
+        if isinstance(step, ItemStep):
+            plan = self._plan(step)
+            return plan.prepare if type(plan).prepare is not ItemPlan.prepare else None
+        return step.prepare if isinstance(step, BatchStep) and type(step).prepare is not BatchStep.prepare else None
 
     def _join(self, running: dict[str, tuple[Step, Future, threading.Event]], tables: Tables,
               reads: set[str] | None) -> None:
@@ -196,14 +211,15 @@ class Executor:
         earlier: Tables = {}
         counts = Counter(items=0, partitions=0, resumed_partitions=0, carried_items=0)  # zeros recorded too
         events: Counter = Counter()
-        rounds = step.rounds(self.ctx, inputs)
+        plan = self._plan(step)
+        rounds = plan.rounds(self.ctx, inputs)
         task = self._task(step.name, 0, step_ledger)
         failed_parts: list[tuple[int, int]] = []  # (round, partition) of partitions holding failed items
         spilled_parts: list[tuple[int, int]] = []  # every (round, partition), for the spilled yields' files
         keys = ItemKeys(step, self.ctx.previous) if step.carries_results else None
         for round_index in range(rounds):
             # partitions are cut from items sorted by id: the same work gets the same partitions every run
-            items = sorted(step.items(self.ctx, inputs, round_index, earlier), key=lambda it: it["item_id"])
+            items = sorted(plan.items(self.ctx, inputs, round_index, earlier), key=lambda it: it["item_id"])
             carried: Tables = {}
             if keys is not None:  # what the version being updated already computed is taken from it
                 items, carried = keys.split(round_index, items)
@@ -236,7 +252,8 @@ class Executor:
             yielded[n] = SpilledRows(self.run.store, [path for path in paths if path is not None])
         self._check_failures(step, counts["items"], collected["failures"], failed_parts)
         with collecting_stats() as finish_events:
-            out = step.finish(self.ctx, inputs, yielded)
+            out = plan.finish(self.ctx, inputs, yielded)
+        del self._plans[step.name]  # what it kept (the previous version's rows) is let go with the step
         events.update(finish_events)
         if collected["failures"]:
             out["failures"] = pl.concat(collected["failures"], how="diagonal_relaxed")

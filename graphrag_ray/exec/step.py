@@ -3,14 +3,23 @@
 A step has a name, the tables it reads and the tables it writes, says whether it calls models (`uses_llm`, and
 which: `model_ids`, so a run checks exactly those endpoints before any work), counts what happens through
 `stat_update` (datatrove's stats call; the executor adds the counts up per step into stats.json), and is either
-  * a `BatchStep`: `run(ctx, tables) -> {table: DataFrame}` over whole tables (merge, communities), or
-  * an `ItemStep`, fanned out by the executor over partitions and workers:
+  * a `BatchStep`: `run(ctx, tables) -> {table: DataFrame}` over whole tables (merge, communities), in the driver
+    (with an optional `prepare(ctx)`, as an item step's plan below), or
+  * an `ItemStep`, fanned out by the executor over partitions and workers. As Ray Data keeps the stateful
+    operator on the driver and ships a stateless transform, it has two sides:
+    - the driver's plan, an `ItemPlan` made fresh for each run (`step.plan()`) and never shipped; it may keep what
+      it reads between its calls (the version being updated, the items of later rounds):
+      prepare(ctx)                          driver work needing none of its tables, run beside the step before
       rounds(ctx, tables)                   how many dependent rounds (report levels); 1 by default
       items(ctx, tables, round, earlier)    work items (dicts with an "item_id"); `earlier` = prior rounds' rows
+      finish(ctx, tables, yielded)          the step's output tables from the rows every item yielded
+      A step whose plan needs no state writes rounds/items/finish as its own methods, which the default plan
+      calls; one that does gives its own `Plan` class.
+    - the step itself, shipped to workers with every partition (and shared with the driver by the in-process
+      pool's workers), which holds no run state - its methods assign nothing to it (the architecture test):
       async process(ctx, item, models)      rows per table in `yields` for one item; a model call that cannot be
                                             had (LLMUnavailableError) becomes the item's failures row (worker.py)
         or async process_batch(ctx, items, models) for steps that batch their own calls (embeddings)
-      finish(ctx, tables, yielded)          the step's output tables from the rows every item yielded
     A yield named in `spilled` (vectors: hundreds of MB at 10M tokens) is never gathered in the driver: `finish`
     gets a `SpilledRows`, the partition files holding its rows, and reads them one at a time.
     A step with `carries_results` has each item's rows kept with the digest of the item (exec/carried.py): an
@@ -136,10 +145,6 @@ class Step(ABC):
         section = getattr(settings, self.settings_section)
         return [getattr(section, key) for key in self.prompt_keys + (self.update_prompt_keys if update else ())]
 
-    def prepare(self, ctx: StepContext) -> None:
-        """Driver work that needs none of the step's input tables (reading the version an update starts from): the
-        executor runs it beside the step before this one, while that step waits on its calls."""
-
     def publish(self, ctx: StepContext, folder: Path, tables: Any, run: Store) -> None:
         """Write the tables this step `publishes` into the version being published (`run`: the run's files)."""
         if not self.enabled(ctx.settings):
@@ -171,6 +176,11 @@ def written_counts(stats: dict) -> dict:
 
 
 class BatchStep(Step):
+    """A step over whole tables, run in the driver alone (it may keep state for its run: it is never shipped)."""
+
+    def prepare(self, ctx: StepContext) -> None:
+        """Driver work that needs none of the step's input tables: run beside the step before (as ItemPlan's)."""
+
     @abstractmethod
     def run(self, ctx: StepContext, tables: Tables) -> Tables:
         """The step's output tables from its input tables."""
@@ -190,19 +200,37 @@ class SpilledRows:
         return df.select(columns) if columns else df
 
 
+class ItemPlan:
+    """The driver's side of an item step for one run: how many rounds, each round's items, and the step's tables
+    from what the items yielded. The executor makes one per run and step and never ships it, so it may keep state
+    between its calls; this default one keeps none and asks the step's own methods."""
+
+    def __init__(self, step: "ItemStep"):
+        self.step = step
+
+    def prepare(self, ctx: StepContext) -> None:
+        """Driver work that needs none of the step's input tables (reading the version an update starts from): the
+        executor runs it beside the step before this one, while that step waits on its calls."""
+
+    def rounds(self, ctx: StepContext, tables: Tables) -> int:
+        return self.step.rounds(ctx, tables)
+
+    def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
+        return self.step.items(ctx, tables, round_index, earlier)
+
+    def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
+        return self.step.finish(ctx, tables, yielded)
+
+
 class ItemStep(Step):
     yields: dict[str, dict] = {}        # tables each item yields rows of (besides failures), with their schemas
     partition_size: int | None = None   # None: settings.workers.partition_size
     spilled: tuple[str, ...] = ()       # yields given to finish as SpilledRows, not gathered in memory
-    # what the driver keeps on the step between calls of one run (previous-version rows, items of later rounds):
-    # never pickled - the step travels to a worker with every partition
-    driver_only: tuple[str, ...] = ()
+    Plan: type[ItemPlan] = ItemPlan     # the driver's side (above): a step that keeps run state gives its own
 
-    def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        for name in self.driver_only:
-            state.pop(name, None)
-        return state
+    def plan(self) -> ItemPlan:
+        """A fresh driver-side plan for one run of this step."""
+        return self.Plan(self)
 
     def rounds(self, ctx: StepContext, tables: Tables) -> int:
         return 1
@@ -222,9 +250,9 @@ class ItemStep(Step):
         (all that `process` reads). A step narrows it where part of the item only shapes, not decides, its result."""
         return item
 
-    @abstractmethod
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
-        """The work items of one round."""
+        """The work items of one round (for the default plan; a step with a plan of its own need not define it)."""
+        raise TypeError(f"step {self.name} defines neither items nor a plan that does")
 
     async def process(self, ctx: StepContext, item: dict, models: Any) -> Rows:
         """Rows for one item. A step that batches its own calls defines process_batch instead."""
@@ -233,6 +261,6 @@ class ItemStep(Step):
     # optional: async (ctx, items, models) -> Rows, or a list of one Rows per item (a carrying step's must be)
     process_batch = None
 
-    @abstractmethod
     def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
-        """The step's output tables from the rows every item yielded."""
+        """The step's output tables from the rows every item yielded (for the default plan, as `items`)."""
+        raise TypeError(f"step {self.name} defines neither finish nor a plan that does")

@@ -111,6 +111,41 @@ def test_the_step_check_catches_a_step_importing_another():
         "graphrag_ray.index.steps.embed", "graphrag_ray.index.steps.chunk"]
 
 
+def _item_step_assignments(tree: ast.AST, item_steps: set[str]) -> list[str]:
+    """`self.NAME = ...` (or +=) in a method of a class deriving from one of `item_steps`: state on the shipped
+    step. `__init__` may set what the step is made with (the eval steps' index and methods): configuration."""
+    found = []
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        if not {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in cls.bases} & item_steps:
+            continue
+        methods = [f for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                   and f.name != "__init__"]
+        for node in (n for f in methods for n in ast.walk(f)):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+            found += [f"{cls.name}.{t.attr}" for t in targets
+                      if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"]
+    return found
+
+
+def test_an_item_step_keeps_no_run_state_its_plan_does():
+    """An item step travels to every worker with every partition, and the in-process pool's workers share it with
+    the driver: what a run keeps between its driver calls (an update's previous version, later rounds' items) is on
+    its plan (exec/step.py ItemPlan), which is never shipped; the step's methods assign nothing to it."""
+    sources = list(_sources())
+    item_steps = {"ItemStep"}
+    for _ in range(3):  # the classes deriving from one (EmbeddingStep), found by name across the package
+        item_steps |= {c.name for _, tree in sources for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
+                       and {getattr(b, "id", "") for b in c.bases} & item_steps}
+    assert {"CommunityReports", "EmbeddingStep", "Embed", "ExtractGraph"} <= item_steps
+    wrong = [f"{path.relative_to(PACKAGE)}: {name}" for path, tree in sources
+             for name in _item_step_assignments(tree, item_steps)]
+    assert not wrong, "item steps holding state (move it to their plan):\n" + "\n".join(wrong)
+    caught = _item_step_assignments(ast.parse("class Reports(ItemStep):\n    def items(self):\n"
+                                              "        self._waiting = []\n"), {"ItemStep"})
+    assert caught == ["Reports._waiting"], "the check catches state set on a step"
+
+
 def test_every_package_is_shipped():
     """A built wheel holds every package under graphrag_ray/ (the default settings and prompts included): the
     packages are discovered, not listed by hand - a hand-kept list once left out `graphrag_ray.cli`."""

@@ -168,7 +168,8 @@ def test_text_repeated_across_text_units_is_embedded_once_and_every_unit_gets_it
     texts = ["李明在杭州开了一家咖啡店。", "Alice met Bob in Paris.", "李明在杭州开了一家咖啡店。", "Carol.",
              "Alice met Bob in Paris."]
     units = pl.DataFrame({"id": [f"tu{i}" for i in range(len(texts))], "text": texts})
-    items = EMBED_TEXT_UNITS.items(ctx, {"text_units": units}, 0, {})
+    plan = EMBED_TEXT_UNITS.plan()
+    items = plan.items(ctx, {"text_units": units}, 0, {})
     assert sorted(it["text"] for it in items) == sorted(set(texts))
     assert [it["item_id"] for it in items] == ["tu0", "tu1", "tu3"]  # the first unit of each text
     failed = "Carol."
@@ -181,7 +182,7 @@ def test_text_repeated_across_text_units_is_embedded_once_and_every_unit_gets_it
     for p, part in enumerate([yielded.head(1), yielded.tail(-1)]):
         write_table(part, run.child(f"steps/embed_text_units/r0/p{p:05d}"), "embeddings", typed=False)
     spilled = SpilledRows(run, [f"steps/embed_text_units/r0/p{p:05d}/embeddings.parquet" for p in range(2)])
-    out = EMBED_TEXT_UNITS.finish(ctx, {"text_units": units}, {"embeddings": spilled})["text_unit_embeddings"]
+    out = plan.finish(ctx, {"text_units": units}, {"embeddings": spilled})["text_unit_embeddings"]
     assert out["id"].to_list() == ["tu0", "tu1", "tu2", "tu4"], "the failed text's unit has no vector"
     assert out["item_id"].to_list() == ["tu0", "tu1", "tu0", "tu1"]
     ids, unit_texts, matrix = (list(x) for x in zip(*vector_batches(run, out)))
@@ -349,20 +350,21 @@ def test_reports_that_need_no_sub_report_are_written_in_the_first_round_whatever
     settings = Settings.model_validate({"community_reports": {"max_input_length": 1500}})
     ctx = StepContext(settings=settings, root=Path("."))
     tables = {"communities": communities, "entities_summarized": entities, "relationships_summarized": relationships}
-    assert REPORTS.rounds(ctx, tables) == 3
-    first = REPORTS.items(ctx, tables, 0, {})
+    plan = REPORTS.plan()
+    assert plan.rounds(ctx, tables) == 3
+    first = plan.items(ctx, tables, 0, {})
     assert sorted(it["community"] for it in first) == [0, 2, 3, 4, 5]
     assert all(it["_first_round"] and it["children"] == [] for it in first)
-    assert REPORTS.items(ctx, tables, 1, {}) == [], "level 1's communities were all in the first round"
+    assert plan.items(ctx, tables, 1, {}) == [], "level 1's communities were all in the first round"
     reports = pl.DataFrame([{"community": c, "title": f"T{c}", "full_content": f"# T{c}"} for c in (2, 3, 4, 5)])
-    last = REPORTS.items(ctx, tables, 2, {"reports": reports})
+    last = plan.items(ctx, tables, 2, {"reports": reports})
     assert [it["community"] for it in last] == [1] and [c["report"]["community"] for c in last[0]["children"]] == [4, 5]
     assert last[0]["descendants"] and last[0]["descendants"] != first[0]["descendants"], \
         "its identity names what is below it"
     regrouped = communities.with_columns(pl.when(pl.col("community") == 4).then(pl.lit(["e4", "e5", "e6"]))
                                          .when(pl.col("community") == 5).then(pl.lit(["e7"]))
                                          .otherwise(pl.col("entity_ids")).alias("entity_ids"))
-    again = REPORTS.items(ctx, {**tables, "communities": regrouped}, 2, {"reports": reports})
+    again = REPORTS.plan().items(ctx, {**tables, "communities": regrouped}, 2, {"reports": reports})
     assert REPORTS.carry_identity(again[0]) != REPORTS.carry_identity(last[0]), \
         "its members and their descriptions are the same, but the communities below it were regrouped"
     assert all(not it["descendants"] for it in first if it["community"] >= 2), "a leaf has nothing below it"
@@ -384,24 +386,32 @@ def test_reports_that_need_no_sub_report_are_written_in_the_first_round_whatever
         REPORTS.context(counted, 1500, no_count), "not established: counted, and cut"
 
 
-def test_a_step_travels_to_its_workers_without_what_the_driver_keeps_on_it():
-    """The step object goes to a worker with every partition: the driver's caches on it (the previous version's rows
-    in an update, later rounds' items, carried vectors) stay behind."""
+def test_what_a_run_keeps_stays_on_its_plan_and_the_step_travels_to_workers_with_nothing(tmp_path):
+    """The step goes to a worker with every partition (and the in-process pool's workers share it with the driver):
+    an update's reports plan reads the previous version and keeps later rounds' items, and none of that is on the
+    step; each run's plan is its own."""
     import pickle
 
-    from graphrag_ray.index.steps.community_reports import STEP as REPORTS
-    from graphrag_ray.index.steps.embed import STEP as EMBED
+    import polars as pl
 
-    for step, caches in ((REPORTS, ("_previous", "_waiting")), (EMBED, ("_carried",))):
-        for name in caches:
-            setattr(step, name, ("x" * 1_000_000,))
-        try:
-            travelled = pickle.loads(pickle.dumps(step))
-            assert len(pickle.dumps(step)) < 10_000, step.name
-            assert all(getattr(travelled, name) is None for name in caches), "the class default: nothing"
-        finally:
-            for name in caches:
-                setattr(step, name, None)
+    from graphrag_ray.index.steps.community_reports import STEP as REPORTS, ReportPlan
+
+    settings = Settings.model_validate({"community_reports": {"max_input_length": 1500}})
+    ctx = StepContext(settings=settings, root=Path("."))
+    communities = pl.DataFrame([{"id": "c0", "community": 0, "level": 0, "parent": -1, "children": [],
+                                 "entity_ids": ["e0"], "relationship_ids": [], "size": 1}],
+                               schema_overrides={"children": pl.List(pl.Int64)})
+    entities = pl.DataFrame([{"id": "e0", "human_readable_id": 0, "title": "E0", "description": "x" * 100_000,
+                              "degree": 1}])
+    relationships = pl.DataFrame(schema={"id": pl.String, "human_readable_id": pl.Int64, "source": pl.String,
+                                         "target": pl.String, "description": pl.String, "combined_degree": pl.Int64})
+    before = pickle.dumps(REPORTS)
+    plan = REPORTS.plan()
+    assert isinstance(plan, ReportPlan) and plan is not REPORTS.plan()
+    items = plan.items(ctx, {"communities": communities, "entities_summarized": entities,
+                             "relationships_summarized": relationships}, 0, {})
+    assert [it["community"] for it in items] == [0] and plan.waiting is not None, "the plan keeps the run's items"
+    assert vars(REPORTS) == {} and pickle.dumps(REPORTS) == before, "the step holds none of it"
 
 
 def test_each_run_gets_steps_of_its_own():
@@ -414,5 +424,4 @@ def test_each_run_gets_steps_of_its_own():
         assert [s.name for s in first] == INDEX_METHODS[method] == [s.name for s in second]
         assert all(a is not b and type(a) is type(b) for a, b in zip(first, second))
     reports = next(s for s in method_steps("standard") if s.name == "community_reports")
-    reports._waiting = ("state of one run",)
-    assert next(s for s in method_steps("standard") if s.name == "community_reports")._waiting is None
+    assert reports.plan() is not reports.plan(), "and each run of a step a plan of its own"

@@ -13,7 +13,7 @@ from abc import abstractmethod
 import numpy as np
 import polars as pl
 
-from graphrag_ray.exec.step import ItemStep, Rows, SpilledRows, StepContext, Tables
+from graphrag_ray.exec.step import ItemPlan, ItemStep, Rows, SpilledRows, StepContext, Tables
 from graphrag_ray.storage.location import Store
 from graphrag_ray.storage.schemas import RUN_SCHEMAS
 from graphrag_ray.storage.tables import write_table
@@ -22,32 +22,23 @@ from graphrag_ray.storage.vectors import stored_vectors, vector_matrix
 STAGE = "embed"
 
 
-class EmbeddingStep(ItemStep):
-    uses_llm, settings_section = True, "embed_text"
-    yields = {"embeddings": RUN_SCHEMAS["embedding_rows"]}
-    spilled = ("embeddings",)
-    partition_size = 256
-    _carried: tuple[str, pl.DataFrame] | None = None  # an update: the vectors items() found, until finish()
-    driver_only = ("_carried",)
+class EmbeddingPlan(ItemPlan):
+    """An embedding step's driver side for one run: one item per distinct text, and in an update the vectors the
+    previous version already holds (found by items(), written into the run by finish())."""
 
-    def failure_source(self, item: dict) -> str:
-        return item["target"]
-
-    @abstractmethod
-    def rows(self, tables: Tables) -> list[dict]:
-        """Every row that gets a vector: (item_id, target, text)."""
+    def __init__(self, step: "EmbeddingStep"):
+        super().__init__(step)
+        self.found: pl.DataFrame | None = None  # an update: the vectors items() found, until finish()
 
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
         """One item per distinct text: a corpus repeats itself (boilerplate, quoted passages, the same document
         filed twice), and rows with the same text share one vector - sent once, however the partitions run."""
         if not ctx.settings.embed_text.enabled:
             return []
-        carried = self.carried(ctx, tables)
-        if carried.height:  # read once: finish() writes these vectors into the run
-            self._carried = (ctx.previous.location, carried)
+        self.found = carried = self.carried(ctx, tables)  # read once: finish() writes them into the run
         seen = set(carried.select("target", "text").iter_rows())
         distinct = []
-        for row in self.rows(tables):
+        for row in self.step.rows(tables):
             if (row["target"], row["text"]) not in seen:
                 seen.add((row["target"], row["text"]))
                 distinct.append(row)
@@ -60,7 +51,8 @@ class EmbeddingStep(ItemStep):
         schema = {"id": pl.String, "target": pl.String, "text": pl.String, "vector": pl.Binary}
         if ctx.previous is None or not ctx.settings.embed_text.enabled:
             return pl.DataFrame(schema=schema)
-        rows = pl.DataFrame(self.rows(tables), schema={"item_id": pl.String, "target": pl.String, "text": pl.String})
+        rows = pl.DataFrame(self.step.rows(tables),
+                            schema={"item_id": pl.String, "target": pl.String, "text": pl.String})
         found = []
         for (target,), wanted in rows.partition_by("target", as_dict=True).items():
             stored = stored_vectors(ctx.previous.child("lancedb"), target)
@@ -74,15 +66,36 @@ class EmbeddingStep(ItemStep):
     def with_carried(self, ctx: StepContext, tables: Tables, vectors: SpilledRows) -> SpilledRows:
         """The run's vector files and, in an update, one more holding the vectors carried from the previous
         version (written into the run, so the index is published from the run's files alone)."""
-        kept, self._carried = self._carried, None
         if ctx.previous is None:
             return vectors
-        carried = kept[1] if kept is not None and kept[0] == ctx.previous.location else self.carried(ctx, tables)
+        carried = self.found if self.found is not None else self.carried(ctx, tables)
         if not carried.height:
             return vectors
-        folder = f"steps/{self.name}/carried"
+        folder = f"steps/{self.step.name}/carried"
         write_table(carried, vectors.store.child(folder), "embeddings", typed=False)
         return SpilledRows(vectors.store, [*vectors.paths, f"{folder}/embeddings.parquet"])
+
+    def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
+        return self.step.finish_with(ctx, tables, self.with_carried(ctx, tables, yielded["embeddings"]))
+
+
+class EmbeddingStep(ItemStep):
+    uses_llm, settings_section = True, "embed_text"
+    yields = {"embeddings": RUN_SCHEMAS["embedding_rows"]}
+    spilled = ("embeddings",)
+    partition_size = 256
+    Plan = EmbeddingPlan
+
+    def failure_source(self, item: dict) -> str:
+        return item["target"]
+
+    @abstractmethod
+    def rows(self, tables: Tables) -> list[dict]:
+        """Every row that gets a vector: (item_id, target, text)."""
+
+    @abstractmethod
+    def finish_with(self, ctx: StepContext, tables: Tables, vectors: SpilledRows) -> Tables:
+        """The step's tables from the run's vector files (an update's carried vectors among them)."""
 
     def manifest(self, tables: Tables, vectors: SpilledRows) -> pl.DataFrame:
         """Every row that gets a vector, and where that vector is: the item embedded for its text (the first row

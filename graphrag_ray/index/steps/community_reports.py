@@ -34,7 +34,7 @@ import polars as pl
 from graphrag_ray.ids import content_id
 from graphrag_ray.parsing.llm_output import parse_json_object
 from graphrag_ray.exec.carried import KEY_COLUMN
-from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables, written_counts
+from graphrag_ray.exec.step import ItemPlan, ItemStep, Rows, StepContext, Tables, written_counts
 from graphrag_ray.config.prompts import fill
 from graphrag_ray.index.operations.reports import render_markdown, valid_report
 from graphrag_ray.llm.tokens import fits, tokenizer_for
@@ -197,24 +197,14 @@ class PreviousReports:
                                           for i in gone_relationships if i in self.relationships]}
 
 
-class CommunityReports(ItemStep):
-    name = "community_reports"
-    uses_llm, settings_section = True, "community_reports"
-    prompt_keys, update_prompt_keys = ("prompt",), ("update_prompt",)
-    reads = ("communities", "entities_summarized", "relationships_summarized")
-    writes = ("community_reports",)
-    yields = {"reports": REPORT_ROW_SCHEMA}
-    carries_results = True  # an update takes unchanged items' rows from the version it updates
-    _previous: tuple[str, PreviousReports] | None = None
-    _waiting: tuple[pl.DataFrame, tuple] | None = None  # this run's communities, and their items by round
-    driver_only = ("_previous", "_waiting")
+class ReportPlan(ItemPlan):
+    """The reports' driver side for one run: the communities' items, made once (round 0 keeps those that wait
+    for sub-reports), and in an update the version the revisions start from, read once."""
 
-    def failure_source(self, item: dict) -> str:
-        return f"community {item['community']}"
-
-    def update_lines(self, stats: dict) -> dict:
-        """Revised reports are not what a full index would write: an update says how many it revised."""
-        return {"reports_written": written_counts(stats)}
+    def __init__(self, step: ItemStep):
+        super().__init__(step)
+        self.previous: PreviousReports | None = None
+        self.waiting: tuple | None = None  # communities by number, the first round's items, the others' by level
 
     def rounds(self, ctx: StepContext, tables: Tables) -> int:
         """The first round: every community whose report needs no sub-report; then one per level, deepest first,
@@ -228,9 +218,9 @@ class CommunityReports(ItemStep):
         keeps those that wait (references to the rows, no copies)."""
         communities = tables["communities"]
         deepest = int(communities["level"].max())
-        if round_index == 0 or self._waiting is None or self._waiting[0] is not communities:
-            self._waiting = (communities, self._first_round(ctx, tables))
-        by_number, first, waiting = self._waiting[1]
+        if round_index == 0 or self.waiting is None:
+            self.waiting = self.first_round(ctx, tables)
+        by_number, first, waiting = self.waiting
         if round_index == 0:
             items = first
         else:
@@ -244,10 +234,10 @@ class CommunityReports(ItemStep):
                         item["children"].append({"entity_ids": by_number[child]["entity_ids"],
                                                  "size": by_number[child]["size"], "report": sub_reports[child]})
         if round_index == deepest + 1:  # the last round: hold nothing of this run (or of the previous version)
-            self._previous = self._waiting = None
+            self.previous = self.waiting = None
         return items
 
-    def _first_round(self, ctx: StepContext, tables: Tables) -> tuple[dict, list[dict], dict[int, list[dict]]]:
+    def first_round(self, ctx: StepContext, tables: Tables) -> tuple[dict, list[dict], dict[int, list[dict]]]:
         """(communities by number, the first round's items, the others' items by level)."""
         communities = tables["communities"]
         ents = tables["entities_summarized"].select("id", "human_readable_id", "title", "description", "degree")
@@ -256,7 +246,7 @@ class CommunityReports(ItemStep):
         ent_by_id = {r["id"]: r for r in ents.iter_rows(named=True)}
         rel_by_id = {r["id"]: r for r in rels.iter_rows(named=True)}
         by_number = {r["community"]: r for r in communities.iter_rows(named=True)}
-        previous = self._previous_reports(ctx)
+        previous = self.previous_reports(ctx)
         cfg = ctx.settings.community_reports
         budget = cfg.max_input_length
         count = None
@@ -297,17 +287,45 @@ class CommunityReports(ItemStep):
     def prepare(self, ctx: StepContext) -> None:
         """An update reads the version it revises from, and builds the tokenizer that counts the changed
         communities' tokens, while the summaries are being written."""
-        if self._previous_reports(ctx) is not None:
+        if self.previous_reports(ctx) is not None:
             model = ctx.settings.model(ctx.settings.community_reports.model_id)
             tokenizer_for(model.model, model.encoding)
 
-    def _previous_reports(self, ctx: StepContext) -> PreviousReports | None:
+    def previous_reports(self, ctx: StepContext) -> PreviousReports | None:
         """The version an update revises from, read once per run."""
         if ctx.previous is None or not ctx.settings.community_reports.revise_on_update:
             return None
-        if self._previous is None or self._previous[0] != ctx.previous.location:
-            self._previous = (ctx.previous.location, PreviousReports(ctx))
-        return self._previous[1]
+        if self.previous is None:
+            self.previous = PreviousReports(ctx)
+        return self.previous
+
+    def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
+        reports = yielded["reports"]
+        finding_type = pl.List(pl.Struct({"summary": pl.String, "explanation": pl.String}))
+        reports = reports.with_columns(pl.col("findings_json").str.json_decode(finding_type).alias("findings"))
+        meta = tables["communities"].select("community", "level", "parent", "children", "period", "size")
+        reports = reports.join(meta, on="community", how="left").with_columns(
+            pl.col("community").alias("human_readable_id"))
+        # by number: the same table whichever round wrote a report (an update revises in the first round)
+        return {"community_reports": reports.drop("findings_json", "changed_rows").sort("community")}
+
+
+class CommunityReports(ItemStep):
+    name = "community_reports"
+    uses_llm, settings_section = True, "community_reports"
+    prompt_keys, update_prompt_keys = ("prompt",), ("update_prompt",)
+    reads = ("communities", "entities_summarized", "relationships_summarized")
+    writes = ("community_reports",)
+    yields = {"reports": REPORT_ROW_SCHEMA}
+    carries_results = True  # an update takes unchanged items' rows from the version it updates
+    Plan = ReportPlan
+
+    def failure_source(self, item: dict) -> str:
+        return f"community {item['community']}"
+
+    def update_lines(self, stats: dict) -> dict:
+        """Revised reports are not what a full index would write: an update says how many it revised."""
+        return {"reports_written": written_counts(stats)}
 
     def carry_identity(self, item: dict):
         """A community whose members and member descriptions are unchanged keeps its report. Degrees (and
@@ -411,16 +429,6 @@ class CommunityReports(ItemStep):
             "rating_explanation": str(report.get("rating_explanation", "")),
             "findings_json": json.dumps(findings, ensure_ascii=False),
             "full_content_json": json.dumps(report, ensure_ascii=False), "changed_rows": []}]}
-
-    def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
-        reports = yielded["reports"]
-        finding_type = pl.List(pl.Struct({"summary": pl.String, "explanation": pl.String}))
-        reports = reports.with_columns(pl.col("findings_json").str.json_decode(finding_type).alias("findings"))
-        meta = tables["communities"].select("community", "level", "parent", "children", "period", "size")
-        reports = reports.join(meta, on="community", how="left").with_columns(
-            pl.col("community").alias("human_readable_id"))
-        # by number: the same table whichever round wrote a report (an update revises in the first round)
-        return {"community_reports": reports.drop("findings_json", "changed_rows").sort("community")}
 
 
 STEP = CommunityReports()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import polars as pl
 
-from graphrag_ray.exec.step import StepContext, Tables
+from graphrag_ray.exec.step import SpilledRows, StepContext, Tables
 from graphrag_ray.index.operations.embedding import EmbeddingStep, vector_batches
 from graphrag_ray.storage.location import Store
 from graphrag_ray.storage.vectors import VECTOR_TABLES, write_vector_batches
@@ -40,8 +40,8 @@ class Embed(EmbeddingStep):
                 write_vector_batches(folder / "lancedb", target, vector_batches(run, part), part.height,
                                      ctx.settings.embed_text.ann_index_rows, ctx.settings.embed_text.ann_index)
 
-    def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
-        mine = self.manifest(tables, self.with_carried(ctx, tables, yielded["embeddings"]))
+    def finish_with(self, ctx: StepContext, tables: Tables, vectors: SpilledRows) -> Tables:
+        mine = self.manifest(tables, vectors)
         both = pl.concat([tables["text_unit_embeddings"], mine], how="diagonal_relaxed")
         return {"embeddings": both.sort("target", "id")}
 

@@ -4,7 +4,7 @@ hold the run back, the embedding calls no longer add their own stretch of wall t
 
 from __future__ import annotations
 
-from graphrag_ray.exec.step import StepContext, Tables
+from graphrag_ray.exec.step import SpilledRows, StepContext, Tables
 from graphrag_ray.index.operations.embedding import EmbeddingStep
 
 
@@ -18,8 +18,7 @@ class EmbedTextUnits(EmbeddingStep):
         return [{"item_id": r["id"], "target": "text_unit_text", "text": r["text"]}
                 for r in tables["text_units"].select("id", "text").iter_rows(named=True)]
 
-    def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
-        vectors = self.with_carried(ctx, tables, yielded["embeddings"])
+    def finish_with(self, ctx: StepContext, tables: Tables, vectors: SpilledRows) -> Tables:
         return {"text_unit_embeddings": self.manifest(tables, vectors).sort("id")}
 
 
