@@ -38,11 +38,13 @@ class Rehearsal:
         wall = self.result.stats["wall_s"]
         # the limiter allows one minute's burst at once, then TPM/60 tokens per second
         bound = f"; the TPM limit alone needs {max(0, tokens - self.tpm) / self.tpm * 60:.0f}s" if self.tpm else ""
-        return (f"rehearsal (simulator: latency {self.latency}s, RPM {self.rpm or 'unlimited'}, "
-                f"TPM {self.tpm or 'unlimited'}): the real run would make {total.calls:,} calls, "
-                f"{total.prompt_tokens:,} prompt + {total.completion_tokens:,} completion tokens, cost about "
-                f"${total.cost:.4f}, and take about {wall:.0f}s at this latency{bound}. "
-                f"Rehearsal index: {self.result.output}")
+        return (
+            f"rehearsal (simulator: latency {self.latency}s, RPM {self.rpm or 'unlimited'}, "
+            f"TPM {self.tpm or 'unlimited'}): the real run would make {total.calls:,} calls, "
+            f"{total.prompt_tokens:,} prompt + {total.completion_tokens:,} completion tokens, cost about "
+            f"${total.cost:.4f}, and take about {wall:.0f}s at this latency{bound}. "
+            f"Rehearsal index: {self.result.output}"
+        )
 
 
 def rehearsal_settings(settings: Settings, base_url: str) -> Settings:
@@ -58,13 +60,24 @@ def rehearsal_settings(settings: Settings, base_url: str) -> Settings:
     return rehearsal
 
 
-def rehearse(root: str | Path = ".", config_file: str | Path | None = None, method: str = "standard",
-             latency: float = 0.5, show_progress: bool = False, verbose: bool = False) -> Rehearsal:
+def rehearse(
+    root: str | Path = ".",
+    config_file: str | Path | None = None,
+    method: str = "standard",
+    latency: float = 0.5,
+    show_progress: bool = False,
+    verbose: bool = False,
+) -> Rehearsal:
     root = Path(root).resolve()
     settings = load_settings(root, config_file)
     limits = settings.model(settings.extract_graph.model_id).rate_limit
     shutil.rmtree(root / settings.output.runs_dir / "rehearsal" / "cache", ignore_errors=True)
     with SimulatorProcess(latency=latency, rpm=limits.rpm, tpm=limits.tpm) as sim:
-        result = build_index(rehearsal_settings(settings, sim.base_url), root, method=method,
-                             show_progress=show_progress, verbose=verbose)
+        result = build_index(
+            rehearsal_settings(settings, sim.base_url),
+            root,
+            method=method,
+            show_progress=show_progress,
+            verbose=verbose,
+        )
     return Rehearsal(result, latency, limits.rpm, limits.tpm)

@@ -31,7 +31,7 @@ def clustered(rows: int, dim: int, clusters: int, seed: int = 7) -> np.ndarray:
     step = 20_000
     for start in range(0, rows, step):
         n = min(step, rows - start)
-        out[start:start + n] = centres[rng.integers(0, clusters, n)] + 0.6 * rng.normal(size=(n, dim))
+        out[start : start + n] = centres[rng.integers(0, clusters, n)] + 0.6 * rng.normal(size=(n, dim))
     return out
 
 
@@ -53,35 +53,49 @@ def main() -> None:
     matrix = clustered(args.rows, args.dim, args.clusters)
     ids = [f"r{i:07d}" for i in range(args.rows)]
     started = time.perf_counter()
-    write_vectors(folder, "entity_description", ids, [""] * args.rows, matrix, ann_index_rows=1,
-                  ann_index=args.ann_index)
+    write_vectors(
+        folder, "entity_description", ids, [""] * args.rows, matrix, ann_index_rows=1, ann_index=args.ann_index
+    )
     build_s = time.perf_counter() - started
     unit = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
     rng = np.random.default_rng(11)
-    queries = [matrix[i] + 0.3 * rng.normal(size=args.dim).astype(np.float32)
-               for i in rng.integers(0, args.rows, args.queries)]
+    queries = [
+        matrix[i] + 0.3 * rng.normal(size=args.dim).astype(np.float32) for i in rng.integers(0, args.rows, args.queries)
+    ]
     truth = [exact_top(unit, q, 10) for q in queries]
     table = open_vectors(folder, "entity_description")
     defaults = EmbedConfig()
     configured = LanceVectors(table, defaults.nprobes, defaults.refine_factor)  # refine_factor by the index
-    print(f"{args.rows:,} rows x {args.dim} dims, {args.clusters} clusters; table + {args.ann_index} index "
-          f"written in {build_s:.0f} s; {args.queries} queries near random rows")
+    print(
+        f"{args.rows:,} rows x {args.dim} dims, {args.clusters} clusters; table + {args.ann_index} index "
+        f"written in {build_s:.0f} s; {args.queries} queries near random rows"
+    )
     print(f"{'search':<34}{'recall@10':>10}{'p50 ms':>9}{'p95 ms':>9}")
-    for label, search in (("LanceDB defaults", None),
-                          (f"nprobes {configured.nprobes}, refine_factor {configured.refine_factor}", configured)):
+    for label, search in (
+        ("LanceDB defaults", None),
+        (f"nprobes {configured.nprobes}, refine_factor {configured.refine_factor}", configured),
+    ):
         recalls, times = [], []
         for query, expected in zip(queries, truth):
             t0 = time.perf_counter()
             if search is None:
-                hits = [h["id"] for h in table.search(query.tolist()).metric("cosine").limit(10)
-                        .select(["id", "_distance"]).to_list()]
+                hits = [
+                    h["id"]
+                    for h in table.search(query.tolist())
+                    .metric("cosine")
+                    .limit(10)
+                    .select(["id", "_distance"])
+                    .to_list()
+                ]
             else:
                 hits = search.nearest(query.tolist(), 10)
             times.append(1000 * (time.perf_counter() - t0))
             recalls.append(len({int(h[1:]) for h in hits} & expected) / 10)
         times.sort()
-        print(f"{label:<34}{statistics.mean(recalls):>10.3f}{statistics.median(times):>9.1f}"
-              f"{times[int(0.95 * len(times)) - 1]:>9.1f}")
+        print(
+            f"{label:<34}{statistics.mean(recalls):>10.3f}{statistics.median(times):>9.1f}"
+            f"{times[int(0.95 * len(times)) - 1]:>9.1f}"
+        )
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ Issue 16's targets: dynamic wall <= static wall and <= 30 s, with fewer prompt t
 
 from __future__ import annotations
 
+import asyncio
 import argparse
 import json
 import statistics
@@ -27,20 +28,29 @@ from corpus import fresh_project  # noqa: E402
 from graphrag_ray import api  # noqa: E402
 from graphrag_ray.simulate.process import SimulatorProcess  # noqa: E402
 
-QUESTIONS = ("What are the main changes to package configuration and installation?",
-             "Which security problems were fixed, and how?",
-             "What do the documents say about network services and their settings?")
+QUESTIONS = (
+    "What are the main changes to package configuration and installation?",
+    "Which security problems were fixed, and how?",
+    "What do the documents say about network services and their settings?",
+)
 
 
 def ask(root: Path, question: str, dynamic: bool, level: int) -> dict:
     started = time.perf_counter()
-    result = api.run_async(api.search(question, "global", root, community_level=level,
-                                      dynamic_community_selection=dynamic))
+    result = asyncio.run(
+        api.search(question, "global", root, community_level=level, dynamic_community_selection=dynamic)
+    )
     wall = time.perf_counter() - started
     d = result.details
-    return {"wall_s": wall, "calls": result.llm_calls, "prompt_tokens": result.prompt_tokens,
-            "rating_calls": d.get("dynamic_calls", 0), "map_calls": d.get("map_calls", 0),
-            "rated": d.get("dynamic_rated", 0), "mapped": d.get("reports_used", 0)}
+    return {
+        "wall_s": wall,
+        "calls": result.llm_calls,
+        "prompt_tokens": result.prompt_tokens,
+        "rating_calls": d.get("dynamic_calls", 0),
+        "map_calls": d.get("map_calls", 0),
+        "rated": d.get("dynamic_rated", 0),
+        "mapped": d.get("reports_used", 0),
+    }
 
 
 def main() -> None:
@@ -60,28 +70,37 @@ def main() -> None:
     settings = yaml.safe_load((root / "settings.yaml").read_text())
     _, index, _ = api.open_index(root, vectors=False)
     levels = index.communities.group_by("level").len().sort("level")
-    print(f"index: {index.communities.height:,} communities ("
-          + ", ".join(f"level {lv}: {n:,}" for lv, n in levels.iter_rows()) + f"), {index.entities.height:,} entities")
+    print(
+        f"index: {index.communities.height:,} communities ("
+        + ", ".join(f"level {lv}: {n:,}" for lv, n in levels.iter_rows())
+        + f"), {index.entities.height:,} entities"
+    )
     with SimulatorProcess(latency=args.latency) as sim:
         for model in settings["models"].values():
             model["api_base"] = sim.base_url
             model["concurrency"] = 16  # a process's default
         settings["cache"] = {"enabled": False}  # every call made, as for a new question
         (root / "settings.yaml").write_text(yaml.safe_dump(settings))
-        rows = {"static": [ask(root, q, False, args.level) for q in QUESTIONS],
-                "dynamic": [ask(root, q, True, args.level) for q in QUESTIONS]}
+        rows = {
+            "static": [ask(root, q, False, args.level) for q in QUESTIONS],
+            "dynamic": [ask(root, q, True, args.level) for q in QUESTIONS],
+        }
     print(f"latency {args.latency:.1f} s per call; {len(QUESTIONS)} questions; medians:")
     print(f"{'method':<9}{'wall s':>8}{'calls':>7}{'rating':>8}{'map':>6}{'prompt tok':>12}{'rated':>7}{'mapped':>8}")
     summary = {}
     for name, runs in rows.items():
         med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
         summary[name] = med
-        print(f"{name:<9}{med['wall_s']:>8.1f}{med['calls']:>7.0f}{med['rating_calls']:>8.0f}{med['map_calls']:>6.0f}"
-              f"{med['prompt_tokens']:>12,.0f}{med['rated']:>7.0f}{med['mapped']:>8.0f}")
+        print(
+            f"{name:<9}{med['wall_s']:>8.1f}{med['calls']:>7.0f}{med['rating_calls']:>8.0f}{med['map_calls']:>6.0f}"
+            f"{med['prompt_tokens']:>12,.0f}{med['rated']:>7.0f}{med['mapped']:>8.0f}"
+        )
     print(json.dumps(rows))
     dyn, static = summary["dynamic"], summary["static"]
-    print(f"targets: dynamic wall <= static ({dyn['wall_s']:.1f} vs {static['wall_s']:.1f} s) and <= 30 s; "
-          f"prompt tokens below static ({dyn['prompt_tokens']:,.0f} vs {static['prompt_tokens']:,.0f})")
+    print(
+        f"targets: dynamic wall <= static ({dyn['wall_s']:.1f} vs {static['wall_s']:.1f} s) and <= 30 s; "
+        f"prompt tokens below static ({dyn['prompt_tokens']:,.0f} vs {static['prompt_tokens']:,.0f})"
+    )
 
 
 if __name__ == "__main__":

@@ -31,13 +31,20 @@ from graphrag_ray.simulate.process import SimulatorProcess  # noqa: E402
 def settings_for(base_url: str, actors: int, stream: bool = False) -> dict:
     # the simulator stands for a hosted (https) provider: answers in one piece, as `stream_requests: auto` asks
     # such an endpoint; --stream measures the local-server path (every answer a stream, judged by its progress)
-    model = {"api_base": base_url, "api_key": "bench-key", "request_timeout": 60, "concurrency": 32,
-             "stream_requests": "always" if stream else "never"}
-    return {"models": {"default_chat": {**model, "model": "gpt-4o-mini",
-                                        "price": {"input_per_1m": 0.15, "output_per_1m": 0.6}},
-                       "default_embedding": {**model, "type": "embedding", "model": "text-embedding-3-small",
-                                             "batch_size": 64}},
-            "workers": {"num_actors": actors, "actor_cpus": 0, "partition_size": 16}}
+    model = {
+        "api_base": base_url,
+        "api_key": "bench-key",
+        "request_timeout": 60,
+        "concurrency": 32,
+        "stream_requests": "always" if stream else "never",
+    }
+    return {
+        "models": {
+            "default_chat": {**model, "model": "gpt-4o-mini", "price": {"input_per_1m": 0.15, "output_per_1m": 0.6}},
+            "default_embedding": {**model, "type": "embedding", "model": "text-embedding-3-small", "batch_size": 64},
+        },
+        "workers": {"num_actors": actors, "actor_cpus": 0, "partition_size": 16},
+    }
 
 
 def main() -> None:
@@ -47,8 +54,12 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--resolve", action="store_true", help="entity resolution on (resolve_entities.enabled)")
-    parser.add_argument("--embedding-dim", type=int, default=256,
-                        help="size of the simulator's vectors (text-embedding-3-small sends 1536)")
+    parser.add_argument(
+        "--embedding-dim",
+        type=int,
+        default=256,
+        help="size of the simulator's vectors (text-embedding-3-small sends 1536)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     parser.add_argument("--stream", action="store_true", help="every answer asked for as a stream (local servers)")
     args = parser.parse_args()
@@ -71,34 +82,45 @@ def main() -> None:
     print(f"{'step':<24}{'wall s':>9}{'calls':>9}{'prompt tok':>13}{'compl tok':>12}{'driver peak MB':>16}")
     for name, step in result.stats["steps"].items():
         usage = step["ledger"]["total"]
-        print(f"{name:<24}{step['wall_s']:>9.1f}{usage['calls']:>9,}{usage['prompt_tokens']:>13,}"
-              f"{usage['completion_tokens']:>12,}{step.get('driver_peak_rss_mb', 0):>16,}")
+        print(
+            f"{name:<24}{step['wall_s']:>9.1f}{usage['calls']:>9,}{usage['prompt_tokens']:>13,}"
+            f"{usage['completion_tokens']:>12,}{step.get('driver_peak_rss_mb', 0):>16,}"
+        )
     figures = {
         "index_wall_s": round(meter.wall_s, 1),
         "engine_cpu_s": round(meter.cpu_s, 1),
         "harness_sampling_cpu_s": round(meter.sampler_cpu_s, 1),  # the meter's own /proc reads, left out
         "engine_cpu_ms_per_llm_call": round(1000 * meter.cpu_s / max(1, total.calls), 2),
         "peak_rss_gb": round(meter.peak_rss_gb, 2),
-        "llm_calls": total.calls, "prompt_tokens": total.prompt_tokens,
-        "completion_tokens": total.completion_tokens, "simulator_served": served.get("ok", 0),
+        "llm_calls": total.calls,
+        "prompt_tokens": total.prompt_tokens,
+        "completion_tokens": total.completion_tokens,
+        "simulator_served": served.get("ok", 0),
         "cpu_s_by_process": dict(sorted(meter.cpu_by_name.items(), key=lambda kv: -kv[1])),
-        "rows": result.stats["rows"], "failures": result.stats["total"]["failures"],
-        "corpus_tokens": corpus_tokens, "driver_peak_rss_gb": round(driver_peak_rss_gb(), 2),
+        "rows": result.stats["rows"],
+        "failures": result.stats["total"]["failures"],
+        "corpus_tokens": corpus_tokens,
+        "driver_peak_rss_gb": round(driver_peak_rss_gb(), 2),
         "llm_calls_per_s": round(total.calls / max(meter.wall_s, 1e-9), 1),
         "step_wall_s": {name: step["wall_s"] for name, step in result.stats["steps"].items()},
     }
     if args.resolve:
         resolution = result.stats["steps"]["resolve_entities"]
         merges = (result.index.local_path() / "entity_merges.parquet") if result.index else None
-        figures["resolution"] = {"events": resolution["events"], "items": resolution["items"],
-                                 "confirmation_calls": result.ledger.total("resolve_entities").calls,
-                                 "name_embedding_calls": result.ledger.total("resolve_entities_names").calls,
-                                 "merges_table": str(merges)}
+        figures["resolution"] = {
+            "events": resolution["events"],
+            "items": resolution["items"],
+            "confirmation_calls": result.ledger.total("resolve_entities").calls,
+            "name_embedding_calls": result.ledger.total("resolve_entities_names").calls,
+            "merges_table": str(merges),
+        }
     print(json.dumps(figures, indent=2))
     if args.json:
         args.json.write_text(json.dumps(figures))
-    print(f"targets: whole index <= 180 s (got {figures['index_wall_s']}), engine CPU <= 5 ms per call "
-          f"(got {figures['engine_cpu_ms_per_llm_call']}), peak RSS <= 4 GB (got {figures['peak_rss_gb']})")
+    print(
+        f"targets: whole index <= 180 s (got {figures['index_wall_s']}), engine CPU <= 5 ms per call "
+        f"(got {figures['engine_cpu_ms_per_llm_call']}), peak RSS <= 4 GB (got {figures['peak_rss_gb']})"
+    )
 
 
 def driver_peak_rss_gb() -> float:
@@ -116,26 +138,43 @@ def scaling(sizes: list[int], args) -> None:
     runs = []
     for size in sizes:
         out = Path(tempfile.mkstemp(suffix=".json")[1])
-        command = [sys.executable, __file__, "--tokens", str(size), "--actors", str(args.actors), "--latency",
-                   str(args.latency), "--embedding-dim", str(args.embedding_dim), "--json", str(out)] + \
-            (["--resolve"] if args.resolve else [])
+        command = [
+            sys.executable,
+            __file__,
+            "--tokens",
+            str(size),
+            "--actors",
+            str(args.actors),
+            "--latency",
+            str(args.latency),
+            "--embedding-dim",
+            str(args.embedding_dim),
+            "--json",
+            str(out),
+        ] + (["--resolve"] if args.resolve else [])
         print(f"===== {size:,} tokens: {' '.join(command[1:])}", flush=True)
         subprocess.run(command, check=True)
         runs.append(json.loads(out.read_text()))
     base = runs[0]
     per_m = lambda r: r["index_wall_s"] / (r["corpus_tokens"] / 1e6)  # noqa: E731
     print("\nscaling (each size in a fresh project and driver process):")
-    print(f"{'tokens':>12}{'wall s':>9}{'s per 1M':>10}{'vs first':>9}{'calls':>9}{'calls/s':>9}{'ms CPU/call':>12}"
-          f"{'driver GB':>10}{'all GB':>8}{'entities':>10}{'failures':>9}")
+    print(
+        f"{'tokens':>12}{'wall s':>9}{'s per 1M':>10}{'vs first':>9}{'calls':>9}{'calls/s':>9}{'ms CPU/call':>12}"
+        f"{'driver GB':>10}{'all GB':>8}{'entities':>10}{'failures':>9}"
+    )
     for r in runs:
-        print(f"{r['corpus_tokens']:>12,}{r['index_wall_s']:>9.1f}{per_m(r):>10.1f}{per_m(r) / per_m(base):>9.2f}"
-              f"{r['llm_calls']:>9,}{r['llm_calls_per_s']:>9.1f}{r['engine_cpu_ms_per_llm_call']:>12.2f}"
-              f"{r['driver_peak_rss_gb']:>10.2f}{r['peak_rss_gb']:>8.2f}{r['rows']['entities']:>10,}"
-              f"{r['failures']:>9}")
+        print(
+            f"{r['corpus_tokens']:>12,}{r['index_wall_s']:>9.1f}{per_m(r):>10.1f}{per_m(r) / per_m(base):>9.2f}"
+            f"{r['llm_calls']:>9,}{r['llm_calls_per_s']:>9.1f}{r['engine_cpu_ms_per_llm_call']:>12.2f}"
+            f"{r['driver_peak_rss_gb']:>10.2f}{r['peak_rss_gb']:>8.2f}{r['rows']['entities']:>10,}"
+            f"{r['failures']:>9}"
+        )
     last = runs[-1]
-    print(f"driver peak RSS grew {last['driver_peak_rss_gb'] - base['driver_peak_rss_gb']:+.2f} GB and all processes "
-          f"{last['peak_rss_gb'] - base['peak_rss_gb']:+.2f} GB from {base['corpus_tokens']:,} to "
-          f"{last['corpus_tokens']:,} tokens; wall per token {per_m(last) / per_m(base):.2f}x the first size's")
+    print(
+        f"driver peak RSS grew {last['driver_peak_rss_gb'] - base['driver_peak_rss_gb']:+.2f} GB and all processes "
+        f"{last['peak_rss_gb'] - base['peak_rss_gb']:+.2f} GB from {base['corpus_tokens']:,} to "
+        f"{last['corpus_tokens']:,} tokens; wall per token {per_m(last) / per_m(base):.2f}x the first size's"
+    )
     steps = list(base["step_wall_s"])
     print(f"{'step wall s':<24}" + "".join(f"{r['corpus_tokens'] / 1e6:>9.1f}M" for r in runs))
     for step in steps:

@@ -22,15 +22,22 @@ from graphrag_ray.llm.model import ChatModel
 from graphrag_ray.llm.ratelimit import RayRateLimiter
 from graphrag_ray.simulate.process import SimulatorProcess
 
-FILLER = ("The coffee shop in Hangzhou sells lattes and americanos; the manager suggested member discounts. "
-          "Beans arrive monthly from a supplier in Yunnan, milk daily from a local dairy. ")
+FILLER = (
+    "The coffee shop in Hangzhou sells lattes and americanos; the manager suggested member discounts. "
+    "Beans arrive monthly from a supplier in Yunnan, milk daily from a local dairy. "
+)
 
 
 @ray.remote(num_cpus=0)
 class LoadWorker:
     def __init__(self, config: dict, limiter: RayRateLimiter, worker_id: int):
-        self.model = ChatModel("bench", ModelConfig.model_validate(config), cache=ResponseCache(None),
-                               limiter=limiter, ledger=UsageLedger())
+        self.model = ChatModel(
+            "bench",
+            ModelConfig.model_validate(config),
+            cache=ResponseCache(None),
+            limiter=limiter,
+            ledger=UsageLedger(),
+        )
         self.worker_id = worker_id
 
     def node_id(self) -> str:
@@ -45,21 +52,28 @@ class LoadWorker:
             while time.time() < deadline:
                 n = next(counter)
                 prompt = f"{FILLER * 2}\nRequest {self.worker_id}-{n}: which supplier sends the beans?"
-                result = await self.model.chat([{"role": "user", "content": prompt}], stage="bench",
-                                               max_tokens=120, use_cache=False)
+                result = await self.model.chat(
+                    [{"role": "user", "content": prompt}], stage="bench", max_tokens=120, use_cache=False
+                )
                 done.append((time.time(), result.prompt_tokens + result.completion_tokens))
 
         await asyncio.gather(*(loop() for _ in range(concurrency)))
         return {"done": done, "ledger": self.model.ledger.to_dict()}
 
 
-def run_benchmark(duration: float, actors: int, concurrency: int, tpm: int, rpm: int, latency: float,
-                  warmup: float) -> dict:
+def run_benchmark(
+    duration: float, actors: int, concurrency: int, tpm: int, rpm: int, latency: float, warmup: float
+) -> dict:
     with SimulatorProcess(tpm=tpm, rpm=rpm, latency=latency) as sim:
-        config = ModelConfig(api_base=sim.base_url, api_key="sim-key", model="gpt-4o-mini",
-                             concurrency=concurrency, request_timeout=30,
-                             stream_requests="never",  # the simulator stands for a hosted provider
-                             rate_limit=RateLimitConfig(rpm=rpm, tpm=tpm)).model_dump(mode="json")
+        config = ModelConfig(
+            api_base=sim.base_url,
+            api_key="sim-key",
+            model="gpt-4o-mini",
+            concurrency=concurrency,
+            request_timeout=30,
+            stream_requests="never",  # the simulator stands for a hosted provider
+            rate_limit=RateLimitConfig(rpm=rpm, tpm=tpm),
+        ).model_dump(mode="json")
         config["api_key"] = "sim-key"
         limiter = RayRateLimiter.for_job(f"bench-{time.time_ns()}")
         workers = [LoadWorker.remote(config, limiter, i) for i in range(actors)]
@@ -80,13 +94,19 @@ def run_benchmark(duration: float, actors: int, concurrency: int, tpm: int, rpm:
     steady_seconds = end - (start + warmup)
     utilisation = steady_tokens / steady_seconds / (tpm / 60.0)
     total = ledger.total()
-    return {"duration_s": round(end - start, 1), "requests": total.calls,
-            "tokens": total.prompt_tokens + total.completion_tokens,
-            "429s_received": total.rate_limited, "server_429s": server.get("429_limit", 0),
-            "steady_state_tokens_per_min": round(steady_tokens / steady_seconds * 60),
-            "tpm_limit": tpm, "utilisation": round(utilisation, 3),
-            "server_ok": server.get("ok", 0), "server_max_requests_60s": server.get("max_requests_60s"),
-            "server_max_tokens_60s": server.get("max_tokens_60s")}
+    return {
+        "duration_s": round(end - start, 1),
+        "requests": total.calls,
+        "tokens": total.prompt_tokens + total.completion_tokens,
+        "429s_received": total.rate_limited,
+        "server_429s": server.get("429_limit", 0),
+        "steady_state_tokens_per_min": round(steady_tokens / steady_seconds * 60),
+        "tpm_limit": tpm,
+        "utilisation": round(utilisation, 3),
+        "server_ok": server.get("ok", 0),
+        "server_max_requests_60s": server.get("max_requests_60s"),
+        "server_max_tokens_60s": server.get("max_tokens_60s"),
+    }
 
 
 def main() -> None:
@@ -101,13 +121,16 @@ def main() -> None:
     args = parser.parse_args()
     ray.init(include_dashboard=False, log_to_driver=False)
     try:
-        figures = run_benchmark(args.duration, args.actors, args.concurrency, args.tpm, args.rpm, args.latency,
-                                args.warmup)
+        figures = run_benchmark(
+            args.duration, args.actors, args.concurrency, args.tpm, args.rpm, args.latency, args.warmup
+        )
     finally:
         ray.shutdown()
     print(json.dumps(figures, indent=2))
-    print(f"429s received: {figures['429s_received']} (target 0); "
-          f"steady-state utilisation: {figures['utilisation']:.3f} of TPM (target >= 0.90)")
+    print(
+        f"429s received: {figures['429s_received']} (target 0); "
+        f"steady-state utilisation: {figures['utilisation']:.3f} of TPM (target >= 0.90)"
+    )
 
 
 if __name__ == "__main__":

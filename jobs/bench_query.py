@@ -29,8 +29,10 @@ from graphrag_ray.simulate.process import SimulatorProcess
 from graphrag_ray.storage.tables import write_table
 from graphrag_ray.storage.vectors import write_vectors
 
-WORDS = ("coffee supplier market harbor river council museum festival railway bakery school clinic bridge "
-         "factory library garden orchestra stadium theater airport").split()
+WORDS = (
+    "coffee supplier market harbor river council museum festival railway bakery school clinic bridge "
+    "factory library garden orchestra stadium theater airport"
+).split()
 
 
 def synthetic_index(folder: Path, n_entities: int, n_rels: int, n_reports: int, n_units: int, dim: int = 64) -> None:
@@ -41,47 +43,109 @@ def synthetic_index(folder: Path, n_entities: int, n_rels: int, n_reports: int, 
     src = np.array([rng.randrange(n_entities) for _ in range(n_rels)])
     dst = np.array([(s + 1 + rng.randrange(200)) % n_entities for s in src])
     degree = np.bincount(np.concatenate([src, dst]), minlength=n_entities)
-    entities = pl.DataFrame({
-        "id": ent_ids, "human_readable_id": list(range(n_entities)), "title": titles, "type": ["ORGANIZATION"] * n_entities,
-        "description": [f"{t} is a {WORDS[(i * 7) % len(WORDS)]} near the {WORDS[(i * 3) % len(WORDS)]}."
-                        for i, t in enumerate(titles)],
-        "text_unit_ids": [[unit_ids[i % n_units], unit_ids[(i * 7) % n_units]] for i in range(n_entities)],
-        "frequency": [2] * n_entities, "degree": degree.tolist()})
-    relationships = pl.DataFrame({
-        "id": [f"r{i:07d}" for i in range(n_rels)], "human_readable_id": list(range(n_rels)),
-        "source": [titles[s] for s in src], "target": [titles[d] for d in dst],
-        "description": [f"{titles[s]} works with {titles[d]}" for s, d in zip(src, dst)],
-        "weight": [1.0] * n_rels, "combined_degree": (degree[src] + degree[dst]).tolist(),
-        "text_unit_ids": [[unit_ids[s % n_units]] for s in src]})
-    units = pl.DataFrame({
-        "id": unit_ids, "human_readable_id": list(range(n_units)),
-        "text": [" ".join(f"{WORDS[(i + k) % len(WORDS)]} {titles[(i * 13 + k) % n_entities]}" for k in range(60))
-                 for i in range(n_units)],
-        "n_tokens": [300] * n_units, "document_id": ["d0"] * n_units, "entity_ids": [[]] * n_units,
-        "relationship_ids": [[]] * n_units, "covariate_ids": [[]] * n_units})
+    entities = pl.DataFrame(
+        {
+            "id": ent_ids,
+            "human_readable_id": list(range(n_entities)),
+            "title": titles,
+            "type": ["ORGANIZATION"] * n_entities,
+            "description": [
+                f"{t} is a {WORDS[(i * 7) % len(WORDS)]} near the {WORDS[(i * 3) % len(WORDS)]}."
+                for i, t in enumerate(titles)
+            ],
+            "text_unit_ids": [[unit_ids[i % n_units], unit_ids[(i * 7) % n_units]] for i in range(n_entities)],
+            "frequency": [2] * n_entities,
+            "degree": degree.tolist(),
+        }
+    )
+    relationships = pl.DataFrame(
+        {
+            "id": [f"r{i:07d}" for i in range(n_rels)],
+            "human_readable_id": list(range(n_rels)),
+            "source": [titles[s] for s in src],
+            "target": [titles[d] for d in dst],
+            "description": [f"{titles[s]} works with {titles[d]}" for s, d in zip(src, dst)],
+            "weight": [1.0] * n_rels,
+            "combined_degree": (degree[src] + degree[dst]).tolist(),
+            "text_unit_ids": [[unit_ids[s % n_units]] for s in src],
+        }
+    )
+    units = pl.DataFrame(
+        {
+            "id": unit_ids,
+            "human_readable_id": list(range(n_units)),
+            "text": [
+                " ".join(f"{WORDS[(i + k) % len(WORDS)]} {titles[(i * 13 + k) % n_entities]}" for k in range(60))
+                for i in range(n_units)
+            ],
+            "n_tokens": [300] * n_units,
+            "document_id": ["d0"] * n_units,
+            "entity_ids": [[]] * n_units,
+            "relationship_ids": [[]] * n_units,
+            "covariate_ids": [[]] * n_units,
+        }
+    )
     level0 = 500
     comm_rows, rep_rows = [], []
     per = n_entities // n_reports
     for c in range(n_reports):
         level = 0 if c < level0 else 1
         parent = -1 if level == 0 else c % level0
-        members = ent_ids[c * per:(c + 1) * per]
-        comm_rows.append({"id": f"c{c}", "human_readable_id": c, "community": c, "level": level, "parent": parent,
-                          "children": [], "title": f"Community {c}", "entity_ids": members, "relationship_ids": [],
-                          "text_unit_ids": [unit_ids[c % n_units]], "period": "2026-01-01", "size": len(members)})
+        members = ent_ids[c * per : (c + 1) * per]
+        comm_rows.append(
+            {
+                "id": f"c{c}",
+                "human_readable_id": c,
+                "community": c,
+                "level": level,
+                "parent": parent,
+                "children": [],
+                "title": f"Community {c}",
+                "entity_ids": members,
+                "relationship_ids": [],
+                "text_unit_ids": [unit_ids[c % n_units]],
+                "period": "2026-01-01",
+                "size": len(members),
+            }
+        )
         body = " ".join(f"{WORDS[(c + k) % len(WORDS)]} activity number {k} in community {c}." for k in range(25))
-        rep_rows.append({"id": f"rep{c}", "human_readable_id": c, "community": c, "level": level, "parent": parent,
-                         "children": [], "title": f"Community {c} report", "summary": body[:200],
-                         "full_content": f"# Community {c}\n\n{body}", "rank": float(c % 10),
-                         "rating_explanation": "", "findings": [], "full_content_json": "{}", "period": "",
-                         "size": len(members)})
-    for name, df in (("entities", entities), ("relationships", relationships), ("text_units", units),
-                     ("communities", pl.DataFrame(comm_rows)), ("community_reports", pl.DataFrame(rep_rows))):
+        rep_rows.append(
+            {
+                "id": f"rep{c}",
+                "human_readable_id": c,
+                "community": c,
+                "level": level,
+                "parent": parent,
+                "children": [],
+                "title": f"Community {c} report",
+                "summary": body[:200],
+                "full_content": f"# Community {c}\n\n{body}",
+                "rank": float(c % 10),
+                "rating_explanation": "",
+                "findings": [],
+                "full_content_json": "{}",
+                "period": "",
+                "size": len(members),
+            }
+        )
+    for name, df in (
+        ("entities", entities),
+        ("relationships", relationships),
+        ("text_units", units),
+        ("communities", pl.DataFrame(comm_rows)),
+        ("community_reports", pl.DataFrame(rep_rows)),
+    ):
         write_table(df, folder, name)
     vectors = np.random.default_rng(7).normal(size=(n_entities, dim)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    write_vectors(folder / "lancedb", "entity_description", ent_ids, entities["description"].to_list(),
-                  vectors.tolist(), ann_index_rows=10**9)
+    write_vectors(
+        folder / "lancedb",
+        "entity_description",
+        ent_ids,
+        entities["description"].to_list(),
+        vectors.tolist(),
+        ann_index_rows=10**9,
+    )
 
 
 def main() -> None:
@@ -100,16 +164,33 @@ def main() -> None:
     synthetic_index(folder, args.entities, args.relationships, args.reports, args.units)
     print(f"synthetic index built in {time.perf_counter() - started:.1f}s at {folder}")
     with SimulatorProcess(latency=args.latency, embedding_dim=64) as sim:
-        model = {"api_base": sim.base_url, "api_key": "bench", "concurrency": 128, "request_timeout": 120,
-                 "stream_requests": "never"}  # the simulator stands for a hosted (https) provider
-        settings = Settings.model_validate({"models": {
-            "default_chat": {**model, "model": "gpt-4o-mini"},
-            "default_embedding": {**model, "type": "embedding", "model": "text-embedding-3-small"}},
-            "cache": {"enabled": False}})
+        model = {
+            "api_base": sim.base_url,
+            "api_key": "bench",
+            "concurrency": 128,
+            "request_timeout": 120,
+            "stream_requests": "never",
+        }  # the simulator stands for a hosted (https) provider
+        settings = Settings.model_validate(
+            {
+                "models": {
+                    "default_chat": {**model, "model": "gpt-4o-mini"},
+                    "default_embedding": {**model, "type": "embedding", "model": "text-embedding-3-small"},
+                },
+                "cache": {"enabled": False},
+            }
+        )
         started = time.perf_counter()
         data = IndexData.load(folder)
-        _ = (data.entity_rows, data.entity_by_title, data.relationships_by_title, data.text_unit_rows,
-             data.communities_of_entity, data.report_by_community, data.community_rows)
+        _ = (
+            data.entity_rows,
+            data.entity_by_title,
+            data.relationships_by_title,
+            data.text_unit_rows,
+            data.communities_of_entity,
+            data.report_by_community,
+            data.community_rows,
+        )
         load_s = time.perf_counter() - started
         started = time.perf_counter()  # built once per loaded index, on the first local query
         _ = (data.entity_matcher, data.graph_walk._edges, data.lexical("entities"), data.lexical("text_units"))
@@ -162,14 +243,17 @@ def main() -> None:
         "local_context_build_ms_p50": round(statistics.median(assemble) * 1000, 1),
         "local_context_build_ms_p95": round(pct(assemble, 0.95), 1),
         "local_context_with_query_embedding_ms_p50": round(statistics.median(total) * 1000, 1),
-        "global_map_calls": result.details["map_calls"], "global_wall_s": round(wall, 2),
+        "global_map_calls": result.details["map_calls"],
+        "global_wall_s": round(wall, 2),
         "simulated_latency_per_call_s": args.latency,
         "global_wall_over_map_plus_reduce": round(wall / (2 * args.latency), 2),
         "global_executor": args.executor,
     }
     print(json.dumps(figures, indent=2))
-    print(f"targets: local context build p50 <= 30 ms (got {figures['local_context_build_ms_p50']}); global wall "
-          f"<= 1.3 x (map + reduce) (got {figures['global_wall_over_map_plus_reduce']} x)")
+    print(
+        f"targets: local context build p50 <= 30 ms (got {figures['local_context_build_ms_p50']}); global wall "
+        f"<= 1.3 x (map + reduce) (got {figures['global_wall_over_map_plus_reduce']} x)"
+    )
 
 
 if __name__ == "__main__":

@@ -33,8 +33,12 @@ QUESTIONS = {"local": "李明在经营咖啡店过程中都经历了哪些挑战
 
 def settings_for(base_url: str) -> dict:
     model = {"api_base": base_url, "api_key": "${GRAPHRAG_API_KEY}", "stream_requests": "never"}
-    return {"models": {"default_chat": {**model, "model": "gpt-4o-mini"},
-                       "default_embedding": {**model, "type": "embedding", "model": "text-embedding-3-small"}}}
+    return {
+        "models": {
+            "default_chat": {**model, "model": "gpt-4o-mini"},
+            "default_embedding": {**model, "type": "embedding", "model": "text-embedding-3-small"},
+        }
+    }
 
 
 def command() -> list[str]:
@@ -75,8 +79,10 @@ def main() -> None:
                         walls.append(wall)
                         found = re.search(r"\] ([0-9.]+)s,", stderr)
                         engine.append(float(found.group(1)) if found else float("nan"))
-                    print(f"{method:<8}{kind:<10}{statistics.median(walls):>10.2f}{min(walls):>8.2f}"
-                          f"{max(walls):>8.2f}{statistics.median(engine):>10.2f}")
+                    print(
+                        f"{method:<8}{kind:<10}{statistics.median(walls):>10.2f}{min(walls):>8.2f}"
+                        f"{max(walls):>8.2f}{statistics.median(engine):>10.2f}"
+                    )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

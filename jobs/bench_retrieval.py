@@ -38,8 +38,12 @@ DATA = Path(__file__).parent / "data" / "2wiki"
 MEDICAL = Path(__file__).parent / "data" / "graphrag_bench"
 STATEMENT_COVERED = 0.8
 CORPUS_SIZE = {51: 421, 101: 780}
-PUBLISHED = {"graph": "fast-graphrag (gpt-4o-mini, OpenAI embeddings, PPR)", "nano": "nano-graphrag local (GraphRAG)",
-             "vdb": "vector DB, text-embedding-3-small", "lightrag": "LightRAG local"}
+PUBLISHED = {
+    "graph": "fast-graphrag (gpt-4o-mini, OpenAI embeddings, PPR)",
+    "nano": "nano-graphrag local (GraphRAG)",
+    "vdb": "vector DB, text-embedding-3-small",
+    "lightrag": "LightRAG local",
+}
 
 
 def perfect_share(rows: list[tuple[list[str], list[str]]]) -> float:
@@ -54,8 +58,13 @@ def passages() -> list[dict]:
 
 def project(root: Path, corpus: list[dict]) -> Path:
     (root / "input").mkdir(parents=True)
-    pl.DataFrame({"id": [f"p{i:04d}" for i in range(len(corpus))], "title": [p["title"] for p in corpus],
-                  "text": [f"{p['title']}: {p['text']}" for p in corpus]}).write_csv(root / "input" / "corpus.csv")
+    pl.DataFrame(
+        {
+            "id": [f"p{i:04d}" for i in range(len(corpus))],
+            "title": [p["title"] for p in corpus],
+            "text": [f"{p['title']}: {p['text']}" for p in corpus],
+        }
+    ).write_csv(root / "input" / "corpus.csv")
     return project_settings(root)
 
 
@@ -65,8 +74,10 @@ def project_settings(root: Path, chat_base: str = "http://127.0.0.1:9/v1") -> Pa
     chat = {"api_base": chat_base, "model": "gpt-4o-mini"}
     if not chat_base.endswith(":9/v1"):
         chat |= {"api_key": "sk-bench", "request_timeout": 60, "stream_requests": "never"}
-    settings = {"models": {"default_chat": chat, "default_embedding": {"type": "local_embedding", "model": "local"}},
-                "workers": {"executor": "local"}}
+    settings = {
+        "models": {"default_chat": chat, "default_embedding": {"type": "local_embedding", "model": "local"}},
+        "workers": {"executor": "local"},
+    }
     (root / "settings.yaml").write_text(yaml.safe_dump(settings), encoding="utf-8")
     return root
 
@@ -131,8 +142,9 @@ def medical(work: Path, k: int, limit: int) -> dict:
 
     def recall(evidence: str, got: list[int]) -> float:
         statements = [set(tokens(s)) for s in evidence.split("; ") if tokens(s)]
-        covered = sum(1 for words in statements
-                      if any(len(words & unit_words[u]) >= STATEMENT_COVERED * len(words) for u in got))
+        covered = sum(
+            1 for words in statements if any(len(words & unit_words[u]) >= STATEMENT_COVERED * len(words) for u in got)
+        )
         return covered / len(statements) if statements else 1.0
 
     words = re.compile(r"\w+")
@@ -143,8 +155,9 @@ def medical(work: Path, k: int, limit: int) -> dict:
     row = {"questions": len(questions), "units": units.height}
     scores = []
     for q in questions:
-        found, _ = plain.retrieve([[t for t in words.findall(q["question"].lower()) if t in vocab] or ["the"]], k=k,
-                                  show_progress=False)
+        found, _ = plain.retrieve(
+            [[t for t in words.findall(q["question"].lower()) if t in vocab] or ["the"]], k=k, show_progress=False
+        )
         scores.append(recall(q["evidence"], [ids[i] for i in found[0]]))
     row["bm25"] = sum(scores) / len(scores)
 
@@ -203,7 +216,7 @@ def main() -> None:
         row = {"questions": n}
         for method in PUBLISHED:  # their scorer on their files: reproduces the published figure
             row[method] = perfect_share([(a["ground_truth"], a["evidence"]) for a in peers[f"{method}_{n}"]])
-        sub = corpus[:CORPUS_SIZE[n]]
+        sub = corpus[: CORPUS_SIZE[n]]
         row["bm25"] = perfect_share(list(zip(truth, bm25_titles(sub, text, args.k))))
         root = work / f"2wiki-{n}"
         if root.exists() and not args.keep:
@@ -232,24 +245,32 @@ def main() -> None:
         table.append(row)
     print(f"2WikiMultiHopQA: share of questions with every supporting passage among the first {args.k} retrieved")
     print(f"{'method':58}" + "".join(f"{r['questions']:>8}" for r in table))
-    for key, label in [*PUBLISHED.items(), ("bm25", f"BM25 top {args.k} (bm25s, lower-cased words)"),
-                       ("ours_basic", f"ours, basic search, top {args.k} (offline)"),
-                       ("ours_local", f"ours, local search, first {args.k} Sources (offline)"),
-                       *([("standard_local", "ours, standard method (simulator), local, first 8")]
-                         if args.standard else [])]:
+    for key, label in [
+        *PUBLISHED.items(),
+        ("bm25", f"BM25 top {args.k} (bm25s, lower-cased words)"),
+        ("ours_basic", f"ours, basic search, top {args.k} (offline)"),
+        ("ours_local", f"ours, local search, first {args.k} Sources (offline)"),
+        *([("standard_local", "ours, standard method (simulator), local, first 8")] if args.standard else []),
+    ]:
         print(f"{label:58}" + "".join(f"{r[key]:8.2f}" for r in table))
     for r in table:
-        print(f"  {r['questions']} questions: fast index {r.get('index_s', 0):.1f}s; per question basic "
-              f"{r['ours_basic_ms']:.0f} ms, local {r['ours_local_ms']:.0f} ms (context built, no answer call)")
+        print(
+            f"  {r['questions']} questions: fast index {r.get('index_s', 0):.1f}s; per question basic "
+            f"{r['ours_basic_ms']:.0f} ms, local {r['ours_local_ms']:.0f} ms (context built, no answer call)"
+        )
     if args.medical_questions:
         m = medical(work, args.medical_k, args.medical_questions)
-        print(f"\nGraphRAG-Bench Medical ({m['questions']} questions, {m['units']} text units): mean evidence recall at "
-              f"{args.medical_k} text units (a statement: {STATEMENT_COVERED:.0%} of its words in one unit)")
-        for key, label in (("bm25", f"BM25 top {args.medical_k}"),
-                           ("ours_basic", f"ours, basic search, top {args.medical_k} (offline)"),
-                           ("ours_local", f"ours, local search, first {args.medical_k} Sources (offline)"),
-                           ("ours_basic_default", "ours, basic search, as its default budget packs (offline)"),
-                           ("ours_local_default", "ours, local search, as its default budget packs (offline)")):
+        print(
+            f"\nGraphRAG-Bench Medical ({m['questions']} questions, {m['units']} text units): mean evidence recall at "
+            f"{args.medical_k} text units (a statement: {STATEMENT_COVERED:.0%} of its words in one unit)"
+        )
+        for key, label in (
+            ("bm25", f"BM25 top {args.medical_k}"),
+            ("ours_basic", f"ours, basic search, top {args.medical_k} (offline)"),
+            ("ours_local", f"ours, local search, first {args.medical_k} Sources (offline)"),
+            ("ours_basic_default", "ours, basic search, as its default budget packs (offline)"),
+            ("ours_local_default", "ours, local search, as its default budget packs (offline)"),
+        ):
             given = f"   ({m[key + '_units']:.1f} text units per question)" if key + "_units" in m else ""
             print(f"{label:58}{m[key]:8.3f}{given}")
     if not args.keep:

@@ -38,12 +38,23 @@ from graphrag_ray.simulate.process import SimulatorProcess  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "lighthouse.csv"
 QUESTIONS = {
-    "local": ["Who is Ada Marsh?", "What did Tom Marsh do?", "Who made the Fresnel lens?",
-              "What happened to the Northern Star?", "What is in the Port Winter Maritime Museum?"],
-    "global": ["What are the main events at the Gull Island Lighthouse?", "How did the lamp of the lighthouse change?",
-               "What is the history of Port Winter harbour?"],
-    "basic": ["When was the electric lamp installed?", "Where is the Fresnel lens now?",
-              "How many sailors were brought ashore in 1923?"],
+    "local": [
+        "Who is Ada Marsh?",
+        "What did Tom Marsh do?",
+        "Who made the Fresnel lens?",
+        "What happened to the Northern Star?",
+        "What is in the Port Winter Maritime Museum?",
+    ],
+    "global": [
+        "What are the main events at the Gull Island Lighthouse?",
+        "How did the lamp of the lighthouse change?",
+        "What is the history of Port Winter harbour?",
+    ],
+    "basic": [
+        "When was the electric lamp installed?",
+        "Where is the Fresnel lens now?",
+        "How many sailors were brought ashore in 1923?",
+    ],
 }
 ROUNDS = {"local": 1, "global": 2, "basic": 1}  # sequential model rounds per method
 
@@ -58,11 +69,24 @@ def project(folder: Path, base_url: str) -> Path:
     root = folder / "lighthouse"
     (root / "input").mkdir(parents=True)
     shutil.copy(CORPUS, root / "input" / "lighthouse.csv")
-    settings = {"models": {
-        "default_chat": {"api_base": base_url, "api_key": "${GRAPHRAG_API_KEY}", "model": "gpt-4o-mini",
-                         "request_timeout": 60, "max_tokens": 800},
-        "default_embedding": {"type": "embedding", "api_base": base_url, "api_key": "${GRAPHRAG_API_KEY}",
-                              "model": "text-embedding-3-small", "request_timeout": 60}}}
+    settings = {
+        "models": {
+            "default_chat": {
+                "api_base": base_url,
+                "api_key": "${GRAPHRAG_API_KEY}",
+                "model": "gpt-4o-mini",
+                "request_timeout": 60,
+                "max_tokens": 800,
+            },
+            "default_embedding": {
+                "type": "embedding",
+                "api_base": base_url,
+                "api_key": "${GRAPHRAG_API_KEY}",
+                "model": "text-embedding-3-small",
+                "request_timeout": 60,
+            },
+        }
+    }
     (root / "settings.yaml").write_text(yaml.safe_dump(settings), encoding="utf-8")
     (root / ".env").write_text("GRAPHRAG_API_KEY=bench\n", encoding="utf-8")
     return root
@@ -74,8 +98,12 @@ def configure(root: Path, base_url: str, replicas: int, tpm: int | None, concurr
         model["api_base"] = base_url
         model["rate_limit"] = {"tpm": tpm} if tpm else {}
     settings["cache"] = {"enabled": False}  # every question pays its calls, as distinct users' questions do
-    settings["serve"] = {"replicas": replicas, "replica_cpus": 0.25, "max_ongoing_requests": concurrency,
-                         "max_queued_requests": 512}
+    settings["serve"] = {
+        "replicas": replicas,
+        "replica_cpus": 0.25,
+        "max_ongoing_requests": concurrency,
+        "max_queued_requests": 512,
+    }
     (root / "settings.yaml").write_text(yaml.safe_dump(settings), encoding="utf-8")
 
 
@@ -104,8 +132,9 @@ async def load(url: str, clients: int, seconds: float) -> tuple[dict[str, list[f
             question = QUESTIONS[method][(i // len(methods)) % len(QUESTIONS[method])] + f" (user {n}, #{i})"
             started = time.monotonic()
             try:
-                reply = await client.chat.completions.create(model=f"lighthouse/{method}",
-                                                             messages=[{"role": "user", "content": question}])
+                reply = await client.chat.completions.create(
+                    model=f"lighthouse/{method}", messages=[{"role": "user", "content": question}]
+                )
                 if not reply.choices[0].message.content:
                     errors.append(f"{method}: empty answer")
                 latencies[method].append(time.monotonic() - started)
@@ -123,8 +152,9 @@ def pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100)[q - 1] if len(values) > 1 else (values[0] if values else float("nan"))
 
 
-def phase(name: str, root: Path, sim: SimulatorProcess, replicas: int, tpm: int | None, args,
-          concurrency: int = 128) -> dict:
+def phase(
+    name: str, root: Path, sim: SimulatorProcess, replicas: int, tpm: int | None, args, concurrency: int = 128
+) -> dict:
     from ray import serve
 
     from graphrag_ray.serve.deploy import build_app, stop_server
@@ -138,19 +168,32 @@ def phase(name: str, root: Path, sim: SimulatorProcess, replicas: int, tpm: int 
     stop_server()
     done = sum(len(v) for v in latencies.values())
     limited = after.get("429_limit", 0) - before.get("429_limit", 0)
-    tokens = (after.get("prompt_tokens", 0) + after.get("completion_tokens", 0)
-              - before.get("prompt_tokens", 0) - before.get("completion_tokens", 0))
-    print(f"\n{name}: {replicas} replica(s) x {concurrency} questions at once, tpm {tpm or 'unlimited'}, "
-          f"{args.clients} clients, {wall:.0f} s")
+    tokens = (
+        after.get("prompt_tokens", 0)
+        + after.get("completion_tokens", 0)
+        - before.get("prompt_tokens", 0)
+        - before.get("completion_tokens", 0)
+    )
+    print(
+        f"\n{name}: {replicas} replica(s) x {concurrency} questions at once, tpm {tpm or 'unlimited'}, "
+        f"{args.clients} clients, {wall:.0f} s"
+    )
     for method, values in latencies.items():
         goal = ROUNDS[method] * args.latency + (0.3 if method != "global" else 0.5)
-        print(f"  {method:7s} n={len(values):5d}  p50 {pct(values, 50):6.2f} s  p95 {pct(values, 95):6.2f} s  "
-              f"(goal p50 <= {goal:.1f} s)")
+        print(
+            f"  {method:7s} n={len(values):5d}  p50 {pct(values, 50):6.2f} s  p95 {pct(values, 95):6.2f} s  "
+            f"(goal p50 <= {goal:.1f} s)"
+        )
     calls = {k[5:]: after.get(k, 0) - before.get(k, 0) for k in after if k.startswith("kind_")}
-    print("  model calls: " + ", ".join(f"{kind} {n:,}" for kind, n in sorted(calls.items()) if n)
-          + f" ({sum(calls.values()) / max(done, 1):.2f} per question)")
-    print(f"  {done / wall:.1f} queries/s, {tokens / wall * 60:,.0f} tokens/min, errors {len(errors)}, "
-          f"simulator 429s {limited}, replica memory " + ", ".join(f"{gb:.2f} GB" for gb in memory))
+    print(
+        "  model calls: "
+        + ", ".join(f"{kind} {n:,}" for kind, n in sorted(calls.items()) if n)
+        + f" ({sum(calls.values()) / max(done, 1):.2f} per question)"
+    )
+    print(
+        f"  {done / wall:.1f} queries/s, {tokens / wall * 60:,.0f} tokens/min, errors {len(errors)}, "
+        f"simulator 429s {limited}, replica memory " + ", ".join(f"{gb:.2f} GB" for gb in memory)
+    )
     for line in sorted(set(errors))[:5]:
         print("    error:", line)
     return {"qps": done / wall, "tpm": tokens / wall * 60}
@@ -163,8 +206,12 @@ def cli_baseline(root: Path, sim: SimulatorProcess, per_method: int) -> None:
         walls = []
         for question in QUESTIONS[method][:per_method]:
             started = time.monotonic()
-            done = subprocess.run([sys.executable, "-m", "graphrag_ray.cli", "query", "--root", str(root),
-                                   "--method", method, question], capture_output=True, text=True, timeout=300)
+            done = subprocess.run(
+                [sys.executable, "-m", "graphrag_ray.cli", "query", "--root", str(root), "--method", method, question],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
             walls.append(time.monotonic() - started)
             if done.returncode:
                 print("    error:", done.stderr.strip().splitlines()[-1:])
@@ -176,11 +223,20 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=120)
     parser.add_argument("--latency", type=float, default=1.0)
-    parser.add_argument("--tpm-share", type=float, default=0.6, help="the TPM phase's limit, as a share of what "
-                        "2 replicas reached unlimited")
+    parser.add_argument(
+        "--tpm-share",
+        type=float,
+        default=0.6,
+        help="the TPM phase's limit, as a share of what 2 replicas reached unlimited",
+    )
     parser.add_argument("--cli-questions", type=int, default=3)
-    parser.add_argument("--replica-concurrency", type=int, default=16, help="serve.max_ongoing_requests in the "
-                        "scaling and TPM phases: what one replica takes at once, so replicas are the capacity")
+    parser.add_argument(
+        "--replica-concurrency",
+        type=int,
+        default=16,
+        help="serve.max_ongoing_requests in the "
+        "scaling and TPM phases: what one replica takes at once, so replicas are the capacity",
+    )
     args = parser.parse_args()
 
     import ray
@@ -194,8 +250,9 @@ def main() -> None:
     port = free_port()
     args.url = f"http://127.0.0.1:{port}"
     serve.start(http_options={"host": "127.0.0.1", "port": port})
-    print(f"simulator latency {args.latency} s per chat call, 0.05 s per embedding; machine: "
-          f"{psutil.cpu_count()} cores")
+    print(
+        f"simulator latency {args.latency} s per chat call, 0.05 s per embedding; machine: {psutil.cpu_count()} cores"
+    )
     width = args.replica_concurrency
     with SimulatorProcess(latency=args.latency, embedding_latency=0.05) as sim:
         phase("latency (every client served at once)", root, sim, 1, None, args)
@@ -204,9 +261,11 @@ def main() -> None:
         limit = int(two["tpm"] * args.tpm_share)
     with SimulatorProcess(latency=args.latency, embedding_latency=0.05, tpm=limit) as sim:
         bound = phase("TPM-bound", root, sim, 2, limit, args, width)
-        print(f"\nthroughput at {width} questions per replica: 1 replica {one['qps']:.1f} q/s, 2 replicas "
-              f"{two['qps']:.1f} q/s; 2 replicas under tpm {limit:,} ({args.tpm_share:.0%} of theirs): "
-              f"{bound['qps']:.1f} q/s, {bound['tpm']:,.0f} tokens/min ({bound['tpm'] / limit:.0%} of the limit)")
+        print(
+            f"\nthroughput at {width} questions per replica: 1 replica {one['qps']:.1f} q/s, 2 replicas "
+            f"{two['qps']:.1f} q/s; 2 replicas under tpm {limit:,} ({args.tpm_share:.0%} of theirs): "
+            f"{bound['qps']:.1f} q/s, {bound['tpm']:,.0f} tokens/min ({bound['tpm'] / limit:.0%} of the limit)"
+        )
         cli_baseline(root, sim, args.cli_questions)
     serve.shutdown()
     ray.shutdown()

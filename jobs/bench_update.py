@@ -41,11 +41,19 @@ def main() -> None:
     parser.add_argument("--actors", type=int, default=2)
     parser.add_argument("--change", type=float, default=0.01, help="share of documents added, and deleted")
     parser.add_argument("--documents", type=int, default=None, help="documents added, and deleted (not a share)")
-    parser.add_argument("--corpus", default="docs", choices=["docs", "vim"],
-                        help="docs: the bench_index corpus; vim: vim's help alone, a graph with real hubs")
+    parser.add_argument(
+        "--corpus",
+        default="docs",
+        choices=["docs", "vim"],
+        help="docs: the bench_index corpus; vim: vim's help alone, a graph with real hubs",
+    )
     parser.add_argument("--workdir", type=Path, default=None)
-    parser.add_argument("--latency", type=float, default=0.0,
-                        help="seconds the simulator takes per call (0: the engine's own cost; 1: closer to a provider)")
+    parser.add_argument(
+        "--latency",
+        type=float,
+        default=0.0,
+        help="seconds the simulator takes per call (0: the engine's own cost; 1: closer to a provider)",
+    )
     parser.add_argument("--cli", action="store_true", help="run `graphrag-ray index` / `update` as fresh processes")
     args = parser.parse_args()
     root, corpus_tokens = fresh_project(args.workdir, args.tokens, "bench-update-", corpus=args.corpus)
@@ -70,42 +78,78 @@ def main() -> None:
             (root / "input" / path.name).unlink()
         updated, update_meter = run_cli(root, "update") if args.cli else metered(sim, lambda: update_index(root=root))
     runs = {"full build": (full, full_meter), "update": (updated, update_meter)}
-    print(f"corpus: {corpus_tokens:,} tokens in {len(docs)} documents; the update adds {n} and deletes {n}; "
-          f"simulator latency {args.latency:g} s per call; "
-          + ("`graphrag-ray index` / `update` as fresh processes, executor auto: "
-             f"{full.stats.get('executor')} / {updated.stats.get('executor')}" if args.cli
-             else "API in this process, Ray running"))
+    print(
+        f"corpus: {corpus_tokens:,} tokens in {len(docs)} documents; the update adds {n} and deletes {n}; "
+        f"simulator latency {args.latency:g} s per call; "
+        + (
+            "`graphrag-ray index` / `update` as fresh processes, executor auto: "
+            f"{full.stats.get('executor')} / {updated.stats.get('executor')}"
+            if args.cli
+            else "API in this process, Ray running"
+        )
+    )
     print(f"{'run':<12}{'wall s':>9}{'calls':>9}{'prompt tok':>13}{'compl tok':>12}{'cache hits':>12}")
     figures = {}
     for name, (result, meter) in runs.items():
         total = result.ledger.total()
-        figures[name] = {"wall_s": round(meter.wall_s, 1), "calls": total.calls, "prompt_tokens": total.prompt_tokens,
-                         "completion_tokens": total.completion_tokens, "cache_hits": total.cache_hits}
-        print(f"{name:<12}{meter.wall_s:>9.1f}{total.calls:>9,}{total.prompt_tokens:>13,}"
-              f"{total.completion_tokens:>12,}{total.cache_hits:>12,}")
-    share = {k: round(figures["update"][k] / max(1, figures["full build"][k]), 4)
-             for k in ("calls", "prompt_tokens", "wall_s")}
-    print(f"update / full build: calls {share['calls']:.1%} (target <= 5 %), prompt tokens "
-          f"{share['prompt_tokens']:.1%} (target <= 5 %), wall {share['wall_s']:.1%} (target <= 10 %)")
+        figures[name] = {
+            "wall_s": round(meter.wall_s, 1),
+            "calls": total.calls,
+            "prompt_tokens": total.prompt_tokens,
+            "completion_tokens": total.completion_tokens,
+            "cache_hits": total.cache_hits,
+        }
+        print(
+            f"{name:<12}{meter.wall_s:>9.1f}{total.calls:>9,}{total.prompt_tokens:>13,}"
+            f"{total.completion_tokens:>12,}{total.cache_hits:>12,}"
+        )
+    share = {
+        k: round(figures["update"][k] / max(1, figures["full build"][k]), 4)
+        for k in ("calls", "prompt_tokens", "wall_s")
+    }
+    print(
+        f"update / full build: calls {share['calls']:.1%} (target <= 5 %), prompt tokens "
+        f"{share['prompt_tokens']:.1%} (target <= 5 %), wall {share['wall_s']:.1%} (target <= 10 %)"
+    )
     changes = updated.stats.get("changes", {})
     print("changed: " + "; ".join(f"{t} " + "/".join(f"{k} {v}" for k, v in d.items()) for t, d in changes.items()))
     for name, (result, _) in runs.items():
-        print(f"{name} calls / prompt tokens per stage: " + ", ".join(
-            f"{stage} {result.ledger.total(stage).calls:,} / {result.ledger.total(stage).prompt_tokens:,}"
-            for stage in sorted({s for s, _ in result.ledger.entries})))
+        print(
+            f"{name} calls / prompt tokens per stage: "
+            + ", ".join(
+                f"{stage} {result.ledger.total(stage).calls:,} / {result.ledger.total(stage).prompt_tokens:,}"
+                for stage in sorted({s for s, _ in result.ledger.entries})
+            )
+        )
     reports = updated.stats["steps"]["community_reports"]
     revised = reports["events"].get("revised", 0)
     unrevised = reports["events"].get("kept_small_change", 0)
-    print(f"update reports: {reports['items'] - unrevised} written ({revised} revised from the previous report and the "
-          f"changed rows), {reports['carried_items']} carried, {unrevised} kept with a few rows' descriptions changed "
-          f"(community_reports.revise_min_changed_share)")
+    print(
+        f"update reports: {reports['items'] - unrevised} written ({revised} revised from the previous report and the "
+        f"changed rows), {reports['carried_items']} carried, {unrevised} kept with a few rows' descriptions changed "
+        f"(community_reports.revise_min_changed_share)"
+    )
     summaries = updated.stats["steps"]["summarize_descriptions"]
-    print(f"update summaries: {summaries['items']} written ({summaries['events'].get('revised', 0)} revised from the "
-          f"previous summary and the changed descriptions), {summaries['carried_items']} carried")
-    print("update wall per step: " + ", ".join(f"{name} {step['wall_s']:.1f}"
-                                               for name, step in updated.stats["steps"].items()))
-    print(json.dumps({"corpus_tokens": corpus_tokens, "documents": len(docs), "changed_documents": n,
-                      **figures, "share": share, "changes": changes}))
+    print(
+        f"update summaries: {summaries['items']} written ({summaries['events'].get('revised', 0)} revised from the "
+        f"previous summary and the changed descriptions), {summaries['carried_items']} carried"
+    )
+    print(
+        "update wall per step: "
+        + ", ".join(f"{name} {step['wall_s']:.1f}" for name, step in updated.stats["steps"].items())
+    )
+    print(
+        json.dumps(
+            {
+                "corpus_tokens": corpus_tokens,
+                "documents": len(docs),
+                "changed_documents": n,
+                **figures,
+                "share": share,
+                "changes": changes,
+            }
+        )
+    )
 
 
 def metered(sim, run):
@@ -117,8 +161,9 @@ def metered(sim, run):
 def run_cli(root: Path, command: str):
     """`graphrag-ray <command> --root ROOT` in a fresh process: its wall, and what it published (stats, ledger)."""
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "graphrag_ray.cli", command, "--root", str(root)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "graphrag_ray.cli", command, "--root", str(root)], capture_output=True, text=True
+    )
     wall = time.perf_counter() - started
     if done.returncode != 0:
         sys.exit(f"graphrag-ray {command} failed: {done.stderr[-2000:]}")

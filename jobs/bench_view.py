@@ -35,8 +35,15 @@ from graphrag_ray.simulate.process import SimulatorProcess  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 # As the machine notes say: without these, Chromium's own background connections are refused on a closed network.
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def coffee_shop(work: Path) -> Path:
@@ -86,9 +93,17 @@ def check_page(browser, html: Path, shot: Path | None) -> dict:
         page.select_option("#level", str(levels[-1]))
         recoloured = page.evaluate("nodes.get(0).color.background") != before or levels[-1] != levels[0]
     page.close()
-    return {"size_mb": html.stat().st_size / 1e6, "drawn_ms": drawn_ms, "wall_s": wall, "status": status,
-            "search_top": found_top, "search_hidden": found_hidden, "community": community_report,
-            "level_switch": recoloured, "outside_requests": outside}
+    return {
+        "size_mb": html.stat().st_size / 1e6,
+        "drawn_ms": drawn_ms,
+        "wall_s": wall,
+        "status": status,
+        "search_top": found_top,
+        "search_hidden": found_hidden,
+        "community": community_report,
+        "level_switch": recoloured,
+        "outside_requests": outside,
+    }
 
 
 def main() -> None:
@@ -101,8 +116,11 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
 
     work = Path(tempfile.mkdtemp(prefix="bench-view-"))
-    roots = [(root.name, root) for root in args.project] if args.project else [
-        ("coffee_shop", coffee_shop(work)), (f"{args.tokens // 1000}k_tokens", million(work, args.tokens))]
+    roots = (
+        [(root.name, root) for root in args.project]
+        if args.project
+        else [("coffee_shop", coffee_shop(work)), (f"{args.tokens // 1000}k_tokens", million(work, args.tokens))]
+    )
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         for name, root in roots:
@@ -114,10 +132,14 @@ def main() -> None:
                 shot.parent.mkdir(parents=True, exist_ok=True)
             r = check_page(browser, html, shot)
             print(f"{name}: {r['status']}")
-            print(f"  html {r['size_mb']:.2f} MB written in {written:.2f} s; first frame {r['drawn_ms']} ms after "
-                  f"navigation (goto -> drawn {r['wall_s']:.2f} s)")
-            print(f"  search top entity -> details: {r['search_top']}; search an undrawn entity -> details: "
-                  f"{r['search_hidden']}; community click -> '{r['community']}'; level switch: {r['level_switch']}")
+            print(
+                f"  html {r['size_mb']:.2f} MB written in {written:.2f} s; first frame {r['drawn_ms']} ms after "
+                f"navigation (goto -> drawn {r['wall_s']:.2f} s)"
+            )
+            print(
+                f"  search top entity -> details: {r['search_top']}; search an undrawn entity -> details: "
+                f"{r['search_hidden']}; community click -> '{r['community']}'; level switch: {r['level_switch']}"
+            )
             print(f"  requests outside the file: {len(r['outside_requests'])} {r['outside_requests'][:3]}")
             if shot:
                 print(f"  screenshot: {shot}")

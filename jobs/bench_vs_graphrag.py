@@ -41,19 +41,34 @@ SCENARIOS = {
     "c": {"tokens": 1_000_000, "latency": 0.0, "tpm": None, "cap_s": 1800},
 }
 ENTITY_TYPES = ["organization", "person", "geo", "event"]
-CONCURRENCY = 32          # requests in flight: theirs concurrent_requests; ours 2 actors x 16
+CONCURRENCY = 32  # requests in flight: theirs concurrent_requests; ours 2 actors x 16
 MAX_CLUSTER_SIZE = 10
 LOCAL_QUESTION = "What does the license say about copying and distributing the software?"
 GLOBAL_QUESTION = "What are the main software licenses and projects described in these documents?"
 # simulator kinds of prompt -> stage rows
-KIND_STAGE = {"extract_graph": "extract", "extract_glean": "extract", "extract_loop": "extract",
-              "extract_claims": "extract", "extract_claims_glean": "extract", "summarize": "summarize",
-              "community_report": "reports", "embedding": "embed"}
+KIND_STAGE = {
+    "extract_graph": "extract",
+    "extract_glean": "extract",
+    "extract_loop": "extract",
+    "extract_claims": "extract",
+    "extract_claims_glean": "extract",
+    "summarize": "summarize",
+    "community_report": "reports",
+    "embedding": "embed",
+}
 STAGE_ROWS = ["load+chunk", "extract+summarize", "communities", "reports", "embed", "finalize"]
-OUR_STAGES = {"load_documents": "load+chunk", "chunk": "load+chunk", "extract_graph": "extract+summarize",
-              "extract_claims": "extract+summarize", "merge_graph": "extract+summarize",
-              "summarize_descriptions": "extract+summarize", "communities": "communities",
-              "community_reports": "reports", "embed": "embed", "finalize": "finalize"}
+OUR_STAGES = {
+    "load_documents": "load+chunk",
+    "chunk": "load+chunk",
+    "extract_graph": "extract+summarize",
+    "extract_claims": "extract+summarize",
+    "merge_graph": "extract+summarize",
+    "summarize_descriptions": "extract+summarize",
+    "communities": "communities",
+    "community_reports": "reports",
+    "embed": "embed",
+    "finalize": "finalize",
+}
 
 
 # ------------------------------------------------------------------------------------------ simulator
@@ -69,9 +84,14 @@ def llm_usage(stats: dict) -> dict:
             row["prompt"] += stats.get(f"prompt_tokens_{kind}", 0)
             row["completion"] += stats.get(f"completion_tokens_{kind}", 0)
     window = max(1e-9, stats.get("last_ok_at", 0) - stats.get("first_ok_at", 0))
-    return {"stages": stages, "calls": stats.get("ok", 0), "prompt": stats.get("prompt_tokens", 0),
-            "completion": stats.get("completion_tokens", 0), "429s": stats.get("429_limit", 0),
-            "window_s": window}
+    return {
+        "stages": stages,
+        "calls": stats.get("ok", 0),
+        "prompt": stats.get("prompt_tokens", 0),
+        "completion": stats.get("completion_tokens", 0),
+        "429s": stats.get("429_limit", 0),
+        "window_s": window,
+    }
 
 
 # ------------------------------------------------------------------------------------------ the two sides
@@ -79,15 +99,24 @@ def our_root(work: Path, corpus: Path, base_url: str, tpm: int | None) -> Path:
     root = work / "ours"
     shutil.rmtree(root, ignore_errors=True)
     shutil.copytree(corpus, root / "input")
-    model = {"api_base": base_url, "api_key": "bench-key", "request_timeout": 120, "stream_requests": "never",
-             "concurrency": CONCURRENCY // 2,
-             **({"rate_limit": {"tpm": tpm}} if tpm else {})}
-    settings = {"models": {"default_chat": {**model, "model": "gpt-4o-mini"},
-                           "default_embedding": {**model, "type": "embedding", "model": "text-embedding-3-small"}},
-                "workers": {"num_actors": 2, "actor_cpus": 0},
-                "extract_graph": {"entity_types": ENTITY_TYPES, "max_gleanings": 1},
-                "cluster_graph": {"max_cluster_size": MAX_CLUSTER_SIZE},
-                "chunks": {"size": 1200, "overlap": 100}}
+    model = {
+        "api_base": base_url,
+        "api_key": "bench-key",
+        "request_timeout": 120,
+        "stream_requests": "never",
+        "concurrency": CONCURRENCY // 2,
+        **({"rate_limit": {"tpm": tpm}} if tpm else {}),
+    }
+    settings = {
+        "models": {
+            "default_chat": {**model, "model": "gpt-4o-mini"},
+            "default_embedding": {**model, "type": "embedding", "model": "text-embedding-3-small"},
+        },
+        "workers": {"num_actors": 2, "actor_cpus": 0},
+        "extract_graph": {"entity_types": ENTITY_TYPES, "max_gleanings": 1},
+        "cluster_graph": {"max_cluster_size": MAX_CLUSTER_SIZE},
+        "chunks": {"size": 1200, "overlap": 100},
+    }
     (root / "settings.yaml").write_text(yaml.safe_dump(settings), encoding="utf-8")
     return root
 
@@ -98,13 +127,29 @@ def their_root(work: Path, name: str, corpus: Path, python: Path, base_url: str,
     msgraphrag.init_project(python, root)
     shutil.rmtree(root / "input", ignore_errors=True)
     shutil.copytree(corpus, root / "input")
-    msgraphrag.configure(root, base_url, concurrency=CONCURRENCY, tpm=tpm, rpm=None, entity_types=ENTITY_TYPES,
-                         max_cluster_size=MAX_CLUSTER_SIZE, max_gleanings=1)
+    msgraphrag.configure(
+        root,
+        base_url,
+        concurrency=CONCURRENCY,
+        tpm=tpm,
+        rpm=None,
+        entity_types=ENTITY_TYPES,
+        max_cluster_size=MAX_CLUSTER_SIZE,
+        max_gleanings=1,
+    )
     return root
 
 
-def run_side(side: str, python: Path, root: Path, args: list[str], sim: SimulatorProcess, *, tracer: bool = True,
-             cap_s: float | None = None) -> dict:
+def run_side(
+    side: str,
+    python: Path,
+    root: Path,
+    args: list[str],
+    sim: SimulatorProcess,
+    *,
+    tracer: bool = True,
+    cap_s: float | None = None,
+) -> dict:
     """One command through bench_runner.py, measured; with the simulator's view of what it called."""
     timings = root / f".timings-{time.time_ns()}.json"
     cmd = [str(python), str(RUNNER), "--side", side, "--timings", str(timings)]
@@ -133,24 +178,37 @@ def queries(side: str, python: Path, root: Path, sim: SimulatorProcess, repeats:
     local = [run_side(side, python, root, local_args, sim) for _ in range(repeats)]
     glob = run_side(side, python, root, global_args, sim)
     contexts = [t for run in local for t in run["timings"].get("local_context_s", [])]
-    return {"local_command_s": statistics.median(r["wall_s"] for r in local),
-            "local_context_s": statistics.median(contexts) if contexts else None,
-            "local_ok": all(r["returncode"] == 0 for r in local),
-            "global_command_s": glob["wall_s"], "global_ok": glob["returncode"] == 0,
-            "global_search_s": (glob["timings"].get("global_search_s") or [None])[0],
-            "global_map_calls": glob["served"].get("kind_query_global_map", 0),
-            "global_reduce_calls": glob["served"].get("kind_query_global_reduce", 0)}
+    return {
+        "local_command_s": statistics.median(r["wall_s"] for r in local),
+        "local_context_s": statistics.median(contexts) if contexts else None,
+        "local_ok": all(r["returncode"] == 0 for r in local),
+        "global_command_s": glob["wall_s"],
+        "global_ok": glob["returncode"] == 0,
+        "global_search_s": (glob["timings"].get("global_search_s") or [None])[0],
+        "global_map_calls": glob["served"].get("kind_query_global_map", 0),
+        "global_reduce_calls": glob["served"].get("kind_query_global_reduce", 0),
+    }
 
 
 # ------------------------------------------------------------------------------------------ report
 def index_figures(run: dict, corpus_tokens: int, tpm: int | None, walls: dict[str, float]) -> dict:
     llm = run["llm"]
-    figures = {"wall_s": run["wall_s"], "cpu_s": run["cpu_s"], "cpu_ms_per_call": 1000 * run["cpu_s"] /
-               max(1, llm["calls"]), "peak_rss_gb": run["peak_rss_gb"], "calls": llm["calls"],
-               "prompt": llm["prompt"], "completion": llm["completion"],
-               "prompt_per_corpus_token": llm["prompt"] / corpus_tokens, "calls_per_1k_corpus_tokens":
-               1000 * llm["calls"] / corpus_tokens, "429s": llm["429s"], "stages": llm["stages"], "walls": walls,
-               "capped": run["capped"], "ok": run["returncode"] == 0}
+    figures = {
+        "wall_s": run["wall_s"],
+        "cpu_s": run["cpu_s"],
+        "cpu_ms_per_call": 1000 * run["cpu_s"] / max(1, llm["calls"]),
+        "peak_rss_gb": run["peak_rss_gb"],
+        "calls": llm["calls"],
+        "prompt": llm["prompt"],
+        "completion": llm["completion"],
+        "prompt_per_corpus_token": llm["prompt"] / corpus_tokens,
+        "calls_per_1k_corpus_tokens": 1000 * llm["calls"] / corpus_tokens,
+        "429s": llm["429s"],
+        "stages": llm["stages"],
+        "walls": walls,
+        "capped": run["capped"],
+        "ok": run["returncode"] == 0,
+    }
     if tpm:
         served = llm["prompt"] + llm["completion"]
         figures["utilisation"] = served / (tpm * llm["window_s"] / 60)
@@ -169,46 +227,88 @@ def _fmt(value, digits=2) -> str:
 
 
 def _ratio(ours, theirs) -> str:
-    return f"{ours / theirs:.2f}x" if isinstance(ours, (int, float)) and isinstance(theirs, (int, float)) and theirs \
+    return (
+        f"{ours / theirs:.2f}x"
+        if isinstance(ours, (int, float)) and isinstance(theirs, (int, float)) and theirs
         else "-"
+    )
 
 
 def print_table(title: str, rows: list[tuple[str, object, object, object]]) -> None:
     print(f"\n{title}")
     print(f"{'measure':<42}{'ours':>14}{'theirs (tracer off)':>21}{'ratio':>9}{'theirs (shipped)':>18}{'ratio':>9}")
     for name, ours, off, shipped in rows:
-        print(f"{name:<42}{_fmt(ours):>14}{_fmt(off):>21}{_ratio(ours, off):>9}{_fmt(shipped):>18}"
-              f"{_ratio(ours, shipped):>9}")
+        print(
+            f"{name:<42}{_fmt(ours):>14}{_fmt(off):>21}{_ratio(ours, off):>9}{_fmt(shipped):>18}"
+            f"{_ratio(ours, shipped):>9}"
+        )
 
 
 def rows_for(ours: dict, off: dict, shipped: dict) -> list[tuple]:
     get = lambda d, *keys: _dig(d, keys)  # noqa: E731
     rows = [("index wall s (command)", ours["wall_s"], off["wall_s"], get(shipped, "wall_s"))]
-    rows += [(f"  stage wall s: {s}", ours["walls"].get(s), off["walls"].get(s), get(shipped, "walls", s))
-             for s in STAGE_ROWS]
-    rows += [("engine CPU s", ours["cpu_s"], off["cpu_s"], get(shipped, "cpu_s")),
-             ("engine CPU ms per LLM call", ours["cpu_ms_per_call"], off["cpu_ms_per_call"],
-              get(shipped, "cpu_ms_per_call")),
-             ("peak RSS GB", ours["peak_rss_gb"], off["peak_rss_gb"], get(shipped, "peak_rss_gb")),
-             ("LLM calls", ours["calls"], off["calls"], get(shipped, "calls"))]
+    rows += [
+        (f"  stage wall s: {s}", ours["walls"].get(s), off["walls"].get(s), get(shipped, "walls", s))
+        for s in STAGE_ROWS
+    ]
+    rows += [
+        ("engine CPU s", ours["cpu_s"], off["cpu_s"], get(shipped, "cpu_s")),
+        (
+            "engine CPU ms per LLM call",
+            ours["cpu_ms_per_call"],
+            off["cpu_ms_per_call"],
+            get(shipped, "cpu_ms_per_call"),
+        ),
+        ("peak RSS GB", ours["peak_rss_gb"], off["peak_rss_gb"], get(shipped, "peak_rss_gb")),
+        ("LLM calls", ours["calls"], off["calls"], get(shipped, "calls")),
+    ]
     for stage in ("extract", "summarize", "reports", "embed"):
-        rows.append((f"  calls: {stage}", get(ours, "stages", stage, "calls"), get(off, "stages", stage, "calls"),
-                     get(shipped, "stages", stage, "calls")))
-    rows += [("prompt tokens", ours["prompt"], off["prompt"], get(shipped, "prompt")),
-             ("completion tokens", ours["completion"], off["completion"], get(shipped, "completion"))]
+        rows.append(
+            (
+                f"  calls: {stage}",
+                get(ours, "stages", stage, "calls"),
+                get(off, "stages", stage, "calls"),
+                get(shipped, "stages", stage, "calls"),
+            )
+        )
+    rows += [
+        ("prompt tokens", ours["prompt"], off["prompt"], get(shipped, "prompt")),
+        ("completion tokens", ours["completion"], off["completion"], get(shipped, "completion")),
+    ]
     for stage in ("extract", "summarize", "reports", "embed"):
-        rows.append((f"  prompt tokens: {stage}", get(ours, "stages", stage, "prompt"),
-                     get(off, "stages", stage, "prompt"), get(shipped, "stages", stage, "prompt")))
-    rows += [("prompt tokens per corpus token", ours["prompt_per_corpus_token"], off["prompt_per_corpus_token"],
-              get(shipped, "prompt_per_corpus_token")),
-             ("LLM calls per 1k corpus tokens", ours["calls_per_1k_corpus_tokens"],
-              off["calls_per_1k_corpus_tokens"], get(shipped, "calls_per_1k_corpus_tokens")),
-             ("429s received", ours["429s"], off["429s"], get(shipped, "429s"))]
+        rows.append(
+            (
+                f"  prompt tokens: {stage}",
+                get(ours, "stages", stage, "prompt"),
+                get(off, "stages", stage, "prompt"),
+                get(shipped, "stages", stage, "prompt"),
+            )
+        )
+    rows += [
+        (
+            "prompt tokens per corpus token",
+            ours["prompt_per_corpus_token"],
+            off["prompt_per_corpus_token"],
+            get(shipped, "prompt_per_corpus_token"),
+        ),
+        (
+            "LLM calls per 1k corpus tokens",
+            ours["calls_per_1k_corpus_tokens"],
+            off["calls_per_1k_corpus_tokens"],
+            get(shipped, "calls_per_1k_corpus_tokens"),
+        ),
+        ("429s received", ours["429s"], off["429s"], get(shipped, "429s")),
+    ]
     if "utilisation" in ours:
-        rows += [("rate-limit utilisation", ours["utilisation"], off.get("utilisation"),
-                  get(shipped, "utilisation")),
-                 ("index wall / (total tokens / TPM)", ours["wall_vs_limit"], off.get("wall_vs_limit"),
-                  get(shipped, "wall_vs_limit"))]
+        rows += [
+            ("rate-limit utilisation", ours["utilisation"], off.get("utilisation"), get(shipped, "utilisation")),
+            (
+                "index wall / (total tokens / TPM)",
+                ours["wall_vs_limit"],
+                off.get("wall_vs_limit"),
+                get(shipped, "wall_vs_limit"),
+            ),
+        ]
     return rows
 
 
@@ -226,9 +326,11 @@ def run_scenario(name: str, args, python: Path, work: Path) -> dict:
     corpus = work / "corpus"
     shutil.rmtree(corpus, ignore_errors=True)
     corpus_tokens = build_corpus(corpus, spec["tokens"])
-    print(f"\n=== scenario {name}: {corpus_tokens:,} corpus tokens in {len(list(corpus.iterdir()))} documents, "
-          f"latency {spec['latency']} s, TPM {spec['tpm'] or 'unlimited'}, theirs capped at {spec['cap_s']} s",
-          flush=True)
+    print(
+        f"\n=== scenario {name}: {corpus_tokens:,} corpus tokens in {len(list(corpus.iterdir()))} documents, "
+        f"latency {spec['latency']} s, TPM {spec['tpm'] or 'unlimited'}, theirs capped at {spec['cap_s']} s",
+        flush=True,
+    )
     with SimulatorProcess(latency=spec["latency"], tpm=spec["tpm"]) as sim:
         results: dict[str, dict] = {}
         root = our_root(work, corpus, sim.base_url, spec["tpm"])
@@ -247,8 +349,9 @@ def run_scenario(name: str, args, python: Path, work: Path) -> dict:
             if label == "theirs_shipped" and args.skip_shipped:
                 continue
             troot = their_root(work, label, corpus, python, sim.base_url, spec["tpm"])
-            run = run_side("theirs", python, troot, ["index", "--root", str(troot)], sim, tracer=tracer,
-                           cap_s=spec["cap_s"])
+            run = run_side(
+                "theirs", python, troot, ["index", "--root", str(troot)], sim, tracer=tracer, cap_s=spec["cap_s"]
+            )
             figures = index_figures(run, corpus_tokens, spec["tpm"], msgraphrag.stage_walls(troot))
             if run["capped"]:
                 figures["completed_workflows"] = msgraphrag.workflows_done(troot / "index.log")
@@ -267,12 +370,16 @@ def report(name: str, results: dict, corpus_tokens: int) -> None:
         if data.get("capped"):
             print(f"  {label} hit the cap; workflows completed: {', '.join(data.get('completed_workflows', []))}")
     oq, tq = ours.get("query", {}), off.get("query", {})
-    print_table(f"scenario {name} - queries", [
-        ("local context build s (median)", oq.get("local_context_s"), tq.get("local_context_s"), None),
-        ("local query command s (start-up incl.)", oq.get("local_command_s"), tq.get("local_command_s"), None),
-        ("global search s", oq.get("global_search_s"), tq.get("global_search_s"), None),
-        ("global map calls", oq.get("global_map_calls"), tq.get("global_map_calls"), None),
-        ("global query command s", oq.get("global_command_s"), tq.get("global_command_s"), None)])
+    print_table(
+        f"scenario {name} - queries",
+        [
+            ("local context build s (median)", oq.get("local_context_s"), tq.get("local_context_s"), None),
+            ("local query command s (start-up incl.)", oq.get("local_command_s"), tq.get("local_command_s"), None),
+            ("global search s", oq.get("global_search_s"), tq.get("global_search_s"), None),
+            ("global map calls", oq.get("global_map_calls"), tq.get("global_map_calls"), None),
+            ("global query command s", oq.get("global_command_s"), tq.get("global_command_s"), None),
+        ],
+    )
 
 
 def main() -> None:
@@ -284,15 +391,20 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="local query runs (the median is reported)")
     parser.add_argument("--skip-shipped", action="store_true", help="measure theirs with the tracer off only")
     parser.add_argument("--json", type=Path, default=None, help="also write every figure here")
-    parser.add_argument("--theirs-from", type=Path, default=None,
-                        help="reuse theirs' figures from an earlier --json file (same scenario and corpus size) "
-                             "instead of re-running them, e.g. jobs/results/bench_vs_graphrag_c.json")
+    parser.add_argument(
+        "--theirs-from",
+        type=Path,
+        default=None,
+        help="reuse theirs' figures from an earlier --json file (same scenario and corpus size) "
+        "instead of re-running them, e.g. jobs/results/bench_vs_graphrag_c.json",
+    )
     args = parser.parse_args()
     python = msgraphrag.ensure_venv(args.msgr_venv)
     work = args.workdir or Path(tempfile.mkdtemp(prefix="bench-vs-graphrag-"))
     print(f"graphrag-ray vs Microsoft GraphRAG {msgraphrag.version(python)}; work folder {work}")
-    results = {s: run_scenario(s, args, python, work / s)
-               for s in (SCENARIOS if args.scenario == "all" else [args.scenario])}
+    results = {
+        s: run_scenario(s, args, python, work / s) for s in (SCENARIOS if args.scenario == "all" else [args.scenario])
+    }
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, default=str))
 

@@ -12,9 +12,13 @@ from pathlib import Path
 
 from graphrag_ray.llm.tokens import Tokenizer
 
-DOC_ROOTS = [(Path("/usr/share/doc"), "*"), (Path("/usr/share/common-licenses"), "*"), (Path("/usr/share/man"), "*"),
-             (Path(f"/usr/lib/python{sys.version_info.major}.{sys.version_info.minor}"), "*.py"),
-             (Path("/usr/share/vim"), "*.txt")]
+DOC_ROOTS = [
+    (Path("/usr/share/doc"), "*"),
+    (Path("/usr/share/common-licenses"), "*"),
+    (Path("/usr/share/man"), "*"),
+    (Path(f"/usr/lib/python{sys.version_info.major}.{sys.version_info.minor}"), "*.py"),
+    (Path("/usr/share/vim"), "*.txt"),
+]
 # vim's help alone: a corpus with real hubs (VIM is in most of its text units) for update benchmarks
 CORPORA = {"docs": DOC_ROOTS, "vim": [(Path("/usr/share/vim"), "*.txt")]}
 _TROFF = re.compile(r"^\.[A-Za-z\\\"].*$|\\f[BIRP]|\\\(..", re.M)  # man pages' requests and escapes
@@ -47,23 +51,25 @@ def build_corpus(folder: Path, target_tokens: int, doc_tokens: int = 3000, corpu
     for _, text in _texts(CORPORA[corpus]):
         tokens = tok.encode(text)
         for start in range(0, len(tokens), doc_tokens):
-            piece = tok.decode(tokens[start:start + doc_tokens])
+            piece = tok.decode(tokens[start : start + doc_tokens])
             (folder / f"doc{n:05d}.txt").write_text(piece, encoding="utf-8")
             total += min(doc_tokens, len(tokens) - start)
             n += 1
             if total >= target_tokens:
                 return total
     while total < target_tokens:  # not enough text here: generated prose fills the rest
-        words = " ".join(f"Company{n % 97} hired Person{(n * 7) % 211} in City{n % 31} during project {n}."
-                         for _ in range(120))
+        words = " ".join(
+            f"Company{n % 97} hired Person{(n * 7) % 211} in City{n % 31} during project {n}." for _ in range(120)
+        )
         (folder / f"gen{n:05d}.txt").write_text(words, encoding="utf-8")
         total += tok.count(words)
         n += 1
     return total
 
 
-def fresh_project(workdir: Path | None, tokens: int, prefix: str, separate_process: bool = False,
-                  corpus: str = "docs") -> tuple[Path, int]:
+def fresh_project(
+    workdir: Path | None, tokens: int, prefix: str, separate_process: bool = False, corpus: str = "docs"
+) -> tuple[Path, int]:
     """An empty project under `workdir` (a new temp folder if None) whose input is a ~`tokens` corpus (`corpus`:
     a CORPORA name). With `separate_process` the corpus is made in a child process, so that what making it took
     stays out of this process's memory figures."""
@@ -76,8 +82,12 @@ def fresh_project(workdir: Path | None, tokens: int, prefix: str, separate_proce
     shutil.rmtree(work / "project", ignore_errors=True)
     root = work / "project"
     if separate_process:
-        made = subprocess.run([sys.executable, __file__, str(root / "input"), str(tokens), corpus], check=True,
-                              capture_output=True, text=True)
+        made = subprocess.run(
+            [sys.executable, __file__, str(root / "input"), str(tokens), corpus],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         return root, int(made.stdout.split()[-1])
     return root, build_corpus(root / "input", tokens, corpus=corpus)
 

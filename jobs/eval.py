@@ -1,6 +1,6 @@
 """Ray job entrypoint for bulk evaluation.
 
-    ray job submit --working-dir . -- python jobs/eval.py --root /shared/project --generate 200 --methods local,global
+ray job submit --working-dir . -- python jobs/eval.py --root /shared/project --generate 200 --methods local,global
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         api.join_ray()
-        result = api.evaluate(args.root, args.config, args.questions, args.generate, args.methods.split(","),
-                              not args.no_judge, args.out)
+        result = api.evaluate(
+            args.root, args.config, args.questions, args.generate, args.methods.split(","), not args.no_judge, args.out
+        )
     except GraphRagRayError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -31,18 +31,36 @@ def main(argv: list[str] | None = None) -> int:
     try:
         api.join_ray()
         if args.update:
-            result = api.update_index(root=args.root, config_file=args.config, resume=not args.no_resume,
-                                      announce=print)
+            result = api.update_index(
+                root=args.root, config_file=args.config, resume=not args.no_resume, announce=print
+            )
         else:
-            result = api.build_index(root=args.root, config_file=args.config, method=args.method,
-                                     resume=not args.no_resume, retry_failures=args.retry_failures, announce=print)
+            result = api.build_index(
+                root=args.root,
+                config_file=args.config,
+                method=args.method,
+                resume=not args.no_resume,
+                retry_failures=args.retry_failures,
+                announce=print,
+            )
     except GraphRagRayError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
-    print(json.dumps({"output": str(result.output), "run_id": result.run_id, "kind": result.stats.get("kind"),
-                      "nothing_done": result.stats.get("nothing_done"), "rows": result.stats.get("rows"),
-                      "changes": result.stats.get("changes"), "total": result.stats.get("total"),
-                      "nodes": result.node_ids}, indent=2))
+    print(
+        json.dumps(
+            {
+                "output": str(result.output),
+                "run_id": result.run_id,
+                "kind": result.stats.get("kind"),
+                "nothing_done": result.stats.get("nothing_done"),
+                "rows": result.stats.get("rows"),
+                "changes": result.stats.get("changes"),
+                "total": result.stats.get("total"),
+                "nodes": result.node_ids,
+            },
+            indent=2,
+        )
+    )
     return 0
 
 

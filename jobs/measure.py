@@ -35,8 +35,16 @@ def _process_name(pid: int) -> str:
     if first.startswith("ray::"):
         return first.split()[0].split(".")[0]  # the actor class, not the method it runs now
     joined = b" ".join(argv).decode(errors="replace")
-    for marker in ("dashboard/agent.py", "dashboard/dashboard.py", "log_monitor", "monitor.py", "runtime_env",
-                   "default_worker.py", "simulate-llm", "graphrag_ray.simulate"):
+    for marker in (
+        "dashboard/agent.py",
+        "dashboard/dashboard.py",
+        "log_monitor",
+        "monitor.py",
+        "runtime_env",
+        "default_worker.py",
+        "simulate-llm",
+        "graphrag_ray.simulate",
+    ):
         if marker in joined:
             return marker
     return comm
@@ -143,8 +151,14 @@ class Meter:
         self.peak_rss_gb = self.peak_rss / 2**30
 
 
-def run_measured(cmd: list[str], *, env: dict | None = None, exclude_pids: set[int] | None = None,
-                 timeout: float | None = None, log: Path | None = None) -> dict:
+def run_measured(
+    cmd: list[str],
+    *,
+    env: dict | None = None,
+    exclude_pids: set[int] | None = None,
+    timeout: float | None = None,
+    log: Path | None = None,
+) -> dict:
     """Run a command; its wall time, the engine CPU (its process tree's, less the excluded processes) and peak
     RSS of the process tree. A command past `timeout` is killed (with its process group) and reported as capped."""
     import signal
@@ -162,5 +176,10 @@ def run_measured(cmd: list[str], *, env: dict | None = None, exclude_pids: set[i
     finally:
         if log:
             out.close()
-    return {"wall_s": meter.wall_s, "cpu_s": meter.cpu_s, "peak_rss_gb": meter.peak_rss_gb, "returncode": code,
-            "capped": capped}
+    return {
+        "wall_s": meter.wall_s,
+        "cpu_s": meter.cpu_s,
+        "peak_rss_gb": meter.peak_rss_gb,
+        "returncode": code,
+        "capped": capped,
+    }

@@ -25,8 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         out = args.out or str(Path(args.root) / "queries" / Path(args.questions).stem)
         api.join_ray()
-        result = api.evaluate(args.root, args.config, args.questions, None, args.methods.split(","), judge=False,
-                              out=out)
+        result = api.evaluate(
+            args.root, args.config, args.questions, None, args.methods.split(","), judge=False, out=out
+        )
     except GraphRagRayError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -16,14 +16,23 @@ TEST_KEY = "sk-test-0123456789abcdef"
 
 def simulator_settings(base_url: str, **sections: Any) -> dict:
     models = {
-        "default_chat": {"api_base": base_url, "api_key": "${GRAPHRAG_API_KEY}", "model": "gpt-4o-mini",
-                         "request_timeout": 10, "max_tokens": 800,
-                         "retry": {"max_attempts": 12, "initial_wait": 0.02, "max_wait": 0.3, "jitter": 0.02},
-                         "price": {"input_per_1m": 0.15, "output_per_1m": 0.6}},
-        "default_embedding": {"type": "embedding", "api_base": base_url, "api_key": "${GRAPHRAG_API_KEY}",
-                              "model": "text-embedding-3-small", "request_timeout": 10,
-                              "retry": {"max_attempts": 12, "initial_wait": 0.02, "max_wait": 0.3,
-                                        "jitter": 0.02}},
+        "default_chat": {
+            "api_base": base_url,
+            "api_key": "${GRAPHRAG_API_KEY}",
+            "model": "gpt-4o-mini",
+            "request_timeout": 10,
+            "max_tokens": 800,
+            "retry": {"max_attempts": 12, "initial_wait": 0.02, "max_wait": 0.3, "jitter": 0.02},
+            "price": {"input_per_1m": 0.15, "output_per_1m": 0.6},
+        },
+        "default_embedding": {
+            "type": "embedding",
+            "api_base": base_url,
+            "api_key": "${GRAPHRAG_API_KEY}",
+            "model": "text-embedding-3-small",
+            "request_timeout": 10,
+            "retry": {"max_attempts": 12, "initial_wait": 0.02, "max_wait": 0.3, "jitter": 0.02},
+        },
     }
     raw: dict[str, Any] = {"models": models}
     for key, value in sections.items():
@@ -33,8 +42,9 @@ def simulator_settings(base_url: str, **sections: Any) -> dict:
 
 def make_root(root: Path, base_url: str, key: str = TEST_KEY, **sections: Any) -> Path:
     root.mkdir(parents=True, exist_ok=True)
-    (root / "settings.yaml").write_text(yaml.safe_dump(simulator_settings(base_url, **sections),
-                                                       allow_unicode=True), encoding="utf-8")
+    (root / "settings.yaml").write_text(
+        yaml.safe_dump(simulator_settings(base_url, **sections), allow_unicode=True), encoding="utf-8"
+    )
     (root / ".env").write_text(f"GRAPHRAG_API_KEY={key}\n", encoding="utf-8")
     return root
 
@@ -75,8 +85,14 @@ def cli(*args: str, root: Path | None = None, env: dict | None = None, timeout: 
     import sys
 
     extra = ["--root", str(root)] if root is not None else []
-    return subprocess.run([sys.executable, "-m", "graphrag_ray.cli", *args, *extra], capture_output=True, text=True,
-                          timeout=timeout, env=env, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "graphrag_ray.cli", *args, *extra],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        **kwargs,
+    )
 
 
 class CliRun:
@@ -102,3 +118,30 @@ def cli_in_process(*args: str) -> CliRun:
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
     return CliRun(code, out.getvalue(), err.getvalue())
+
+
+def write_input(root: Path, name: str, text: str) -> None:
+    """ROOT/input/NAME holding TEXT (a document added or edited before an update)."""
+    (root / "input" / name).write_text(text, encoding="utf-8")
+
+
+def check_communities(index) -> None:
+    """The published communities are a hierarchy: parents hold their children's members, every entity with an
+    edge is in one community per level."""
+    import polars as pl
+
+    from graphrag_ray.storage.tables import read_table
+
+    comms = read_table(index, "communities")
+    entities = set(read_table(index, "entities").filter(pl.col("degree") > 0)["id"])
+    by_number = {r["community"]: r for r in comms.iter_rows(named=True)}
+    for row in by_number.values():
+        if row["parent"] >= 0:
+            parent = by_number[row["parent"]]  # parents exist
+            assert set(row["entity_ids"]) <= set(parent["entity_ids"]) and row["community"] in parent["children"]
+    for level in set(comms["level"]):
+        at = comms.filter(pl.col("level") == level)
+        members = [e for ids in at["entity_ids"] for e in ids]
+        assert len(members) == len(set(members)), "every entity in one community per level"
+    level0 = {e for ids in comms.filter(pl.col("level") == 0)["entity_ids"] for e in ids}
+    assert level0 == entities

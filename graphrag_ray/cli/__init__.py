@@ -34,8 +34,14 @@ class CommandLine(typer.core.TyperGroup):
         return super().parse_args(ctx, flags[:1] + [a for a in args[:cut] if a not in VERBOSE_FLAGS] + args[cut:])
 
 
-app = typer.Typer(name="graphrag-ray", cls=CommandLine, no_args_is_help=True, add_completion=False,
-                  pretty_exceptions_enable=False, help="GraphRAG as a distributed, resumable batch engine on Ray.")
+app = typer.Typer(
+    name="graphrag-ray",
+    cls=CommandLine,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    help="GraphRAG as a distributed, resumable batch engine on Ray.",
+)
 tokenizers_app = typer.Typer(help="Offline tokenizer files for tiktoken.", no_args_is_help=True)
 app.add_typer(tokenizers_app, name="tokenizers")
 cache_app = typer.Typer(help="The LLM response cache.", no_args_is_help=True)
@@ -45,6 +51,7 @@ app.add_typer(cache_app, name="cache")
 @dataclass
 class CommandState:
     """What the whole command line decided (typer's context object, `ctx.obj`): main() reads it after an error."""
+
     verbose: bool = False
 
 
@@ -56,10 +63,17 @@ def verbose(ctx: typer.Context) -> bool:
 
 RootOpt = typer.Option(Path("."), "--root", "-r", help="project root (settings.yaml, input/, output/)")
 ConfigOpt = typer.Option(None, "--config", "-c", help="settings file (default: ROOT/settings.yaml)")
-OutputOpt = typer.Option(None, "--output", "-o", help="publish the index here (a folder or s3:// / gs:// URI; "
-                         "default: settings' output.base_dir)")
-SkipValidationOpt = typer.Option(False, "--skip-validation", help="do not check the endpoints before the run "
-                                 "(a bad key or address is then said by the first call)")
+OutputOpt = typer.Option(
+    None,
+    "--output",
+    "-o",
+    help="publish the index here (a folder or s3:// / gs:// URI; default: settings' output.base_dir)",
+)
+SkipValidationOpt = typer.Option(
+    False,
+    "--skip-validation",
+    help="do not check the endpoints before the run (a bad key or address is then said by the first call)",
+)
 DataOpt = typer.Option(None, "--data", help="index folder or s3:// / gs:// URI (default: output.base_dir)")
 
 
@@ -70,18 +84,22 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def root(ctx: typer.Context,
-         verbose: bool = typer.Option(False, "--verbose", "-v", help="log details; show tracebacks on errors"),
-         version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                      help="print the version and exit")) -> None:
+def root(
+    ctx: typer.Context,
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="log details; show tracebacks on errors"),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="print the version and exit"
+    ),
+) -> None:
     from graphrag_ray.config.load import set_command_overrides
 
     if not isinstance(ctx.obj, CommandState):  # run by typer's own runner rather than main()
         ctx.obj = CommandState()
     ctx.obj.verbose = verbose
     set_command_overrides({})  # nothing a previous in-process command's flags set
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     install_log_redaction()
 
 
@@ -97,8 +115,11 @@ def _use_cache(cache: bool, output: Path | None = None) -> None:
     set_command_overrides(overrides)
 
 
-CacheOpt = typer.Option(True, "--cache/--no-cache", help="use the LLM response cache (--no-cache: ask the model "
-                        "for everything; nothing is read from or written to it)")
+CacheOpt = typer.Option(
+    True,
+    "--cache/--no-cache",
+    help="use the LLM response cache (--no-cache: ask the model for everything; nothing is read from or written to it)",
+)
 
 
 def _console():
@@ -157,13 +178,18 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         _fail("interrupted", 130, False)
     except Exception as exc:  # an engine bug: still one line unless --verbose
-        _fail(f"unexpected {type(exc).__name__}: {redact(str(exc))} (run with --verbose for the traceback)", 1,
-              state.verbose)
+        _fail(
+            f"unexpected {type(exc).__name__}: {redact(str(exc))} (run with --verbose for the traceback)",
+            1,
+            state.verbose,
+        )
 
 
 def _subcommand(args: list[str]) -> str:
     names = [a for a in args if not a.startswith("-")][:1]
-    return f"{names[0]} " if names and names[0] in {c.name or c.callback.__name__ for c in app.registered_commands} else ""
+    return (
+        f"{names[0]} " if names and names[0] in {c.name or c.callback.__name__ for c in app.registered_commands} else ""
+    )
 
 
 def _fail(message: str, code: int, verbose: bool) -> None:

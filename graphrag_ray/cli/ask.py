@@ -13,15 +13,20 @@ import typer
 from graphrag_ray.cli import CacheOpt, ConfigOpt, DataOpt, RootOpt, _use_cache, app
 from graphrag_ray.errors import GraphRagRayError
 
-LevelOpt = typer.Option(None, "--level", help="community level whose communities colour / label the graph "
-                        "(default: 0, the broadest)")
+LevelOpt = typer.Option(
+    None, "--level", help="community level whose communities colour / label the graph (default: 0, the broadest)"
+)
 
 
 @app.command()
-def export(root: Path = RootOpt, config: Optional[Path] = ConfigOpt, data: Optional[str] = DataOpt,
-           fmt: str = typer.Option("graphml", "--format", "-f", help="graphml | gexf | csv | neo4j"),
-           level: Optional[int] = LevelOpt,
-           out: Optional[Path] = typer.Option(None, "--out", "-o", help="folder (default: ROOT/export/FORMAT)")) -> None:
+def export(
+    root: Path = RootOpt,
+    config: Optional[Path] = ConfigOpt,
+    data: Optional[str] = DataOpt,
+    fmt: str = typer.Option("graphml", "--format", "-f", help="graphml | gexf | csv | neo4j"),
+    level: Optional[int] = LevelOpt,
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="folder (default: ROOT/export/FORMAT)"),
+) -> None:
     """Write the graph for other tools: GraphML / GEXF (Gephi, Cytoscape, networkx), CSV, or Neo4j's import CSV."""
     from graphrag_ray.api import export_graph
 
@@ -33,11 +38,16 @@ def export(root: Path = RootOpt, config: Optional[Path] = ConfigOpt, data: Optio
 
 
 @app.command()
-def view(root: Path = RootOpt, config: Optional[Path] = ConfigOpt, data: Optional[str] = DataOpt,
-         level: Optional[int] = LevelOpt,
-         max_nodes: int = typer.Option(1500, "--max-nodes", help="entities drawn (the top ones by degree; all are "
-                                       "searchable)"),
-         out: Optional[Path] = typer.Option(None, "--out", "-o", help="HTML file (default: ROOT/graph.html)")) -> None:
+def view(
+    root: Path = RootOpt,
+    config: Optional[Path] = ConfigOpt,
+    data: Optional[str] = DataOpt,
+    level: Optional[int] = LevelOpt,
+    max_nodes: int = typer.Option(
+        1500, "--max-nodes", help="entities drawn (the top ones by degree; all are searchable)"
+    ),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="HTML file (default: ROOT/graph.html)"),
+) -> None:
     """One self-contained HTML file showing the graph by community: search, descriptions, relationships, reports."""
     from graphrag_ray.api import write_graph_view
 
@@ -45,8 +55,12 @@ def view(root: Path = RootOpt, config: Optional[Path] = ConfigOpt, data: Optiona
 
 
 @app.command()
-def report(root: Path = RootOpt, config: Optional[Path] = ConfigOpt, data: Optional[str] = DataOpt,
-           out: Optional[Path] = typer.Option(None, "--out", "-o", help="folder (default: ROOT/report)")) -> None:
+def report(
+    root: Path = RootOpt,
+    config: Optional[Path] = ConfigOpt,
+    data: Optional[str] = DataOpt,
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="folder (default: ROOT/report)"),
+) -> None:
     """A Markdown + PNG report of the index: tables, entity types, degrees, communities, cost per step, failures."""
     from graphrag_ray.api import write_index_report
 
@@ -54,8 +68,11 @@ def report(root: Path = RootOpt, config: Optional[Path] = ConfigOpt, data: Optio
 
 
 def _question_text(question: str | None, query_opt: str | None, query_file: Path | None) -> str:
-    given = [name for name, value in (("QUESTION", question), ("--query", query_opt), ("--query-file", query_file))
-             if value is not None]
+    given = [
+        name
+        for name, value in (("QUESTION", question), ("--query", query_opt), ("--query-file", query_file))
+        if value is not None
+    ]
     if len(given) > 1:
         raise typer.BadParameter(f"give the question once: {' and '.join(given)} were both given")
     if query_file is not None and str(query_file) != "-":
@@ -69,30 +86,44 @@ def _question_text(question: str | None, query_opt: str | None, query_file: Path
 
 
 @app.command()
-def query(question: Optional[str] = typer.Argument(None, help="the question (or use --query)"),
-          query_opt: Optional[str] = typer.Option(None, "--query", "-q", help="the question"),
-          query_file: Optional[Path] = typer.Option(None, "--query-file", help="read the question from a file "
-                                                    "('-': standard input), for long questions"),
-          method: str = typer.Option("local", "--method", "-m",
-                                     help="local | global | drift | basic | hybrid | auto (or contextual)"),
-          roots: list[Path] = typer.Option([Path(".")], "--root", "-r",
-                                           help="project root; give it twice or more to ask several indexes at "
-                                           "once (global or local search; ids cited as <index>:<id>)"),
-          config: Optional[Path] = ConfigOpt,
-          data: Optional[str] = DataOpt,
-          community_level: Optional[int] = typer.Option(None, "--community-level",
-                                                        help="Leiden level of the reports (default 2)"),
-          dynamic_community_selection: bool = typer.Option(False, "--dynamic-community-selection/"
-                                                           "--no-dynamic-community-selection",
-                                                           help="global search rates reports from the root down"),
-          response_type: Optional[str] = typer.Option(None, "--response-type",
-                                                      help="e.g. 'Multiple Paragraphs', 'Single Sentence'"),
-          streaming: bool = typer.Option(False, "--streaming/--no-streaming", help="print the answer as it comes"),
-          context_only: bool = typer.Option(False, "--context-only", help="print the context; no answer call"),
-          no_llm: bool = typer.Option(False, "--no-llm", help="answer with evidence sentences; no LLM call "
-                                      "(automatic when the chat model has no API key)"),
-          cache: bool = CacheOpt,
-          ) -> None:
+def query(
+    question: Optional[str] = typer.Argument(None, help="the question (or use --query)"),
+    query_opt: Optional[str] = typer.Option(None, "--query", "-q", help="the question"),
+    query_file: Optional[Path] = typer.Option(
+        None, "--query-file", help="read the question from a file ('-': standard input), for long questions"
+    ),
+    method: str = typer.Option(
+        "local", "--method", "-m", help="local | global | drift | basic | hybrid | auto (or contextual)"
+    ),
+    roots: list[Path] = typer.Option(
+        [Path(".")],
+        "--root",
+        "-r",
+        help="project root; give it twice or more to ask several indexes at "
+        "once (global or local search; ids cited as <index>:<id>)",
+    ),
+    config: Optional[Path] = ConfigOpt,
+    data: Optional[str] = DataOpt,
+    community_level: Optional[int] = typer.Option(
+        None, "--community-level", help="Leiden level of the reports (default 2)"
+    ),
+    dynamic_community_selection: bool = typer.Option(
+        False,
+        "--dynamic-community-selection/--no-dynamic-community-selection",
+        help="global search rates reports from the root down",
+    ),
+    response_type: Optional[str] = typer.Option(
+        None, "--response-type", help="e.g. 'Multiple Paragraphs', 'Single Sentence'"
+    ),
+    streaming: bool = typer.Option(False, "--streaming/--no-streaming", help="print the answer as it comes"),
+    context_only: bool = typer.Option(False, "--context-only", help="print the context; no answer call"),
+    no_llm: bool = typer.Option(
+        False,
+        "--no-llm",
+        help="answer with evidence sentences; no LLM call (automatic when the chat model has no API key)",
+    ),
+    cache: bool = CacheOpt,
+) -> None:
     """Ask the index a question (QUESTION '-' reads it from standard input)."""
     _use_cache(cache)
     text = _question_text(question, query_opt, query_file)
@@ -106,9 +137,18 @@ def query(question: Optional[str] = typer.Argument(None, help="the question (or 
         async def stream():
             shown = False
             try:
-                async for piece in api.search_streaming(text, method, root, config, data, community_level,
-                                                        dynamic_community_selection, response_type, no_llm=no_llm,
-                                                        on_result=finished.append):
+                async for piece in api.search_streaming(
+                    text,
+                    method,
+                    root,
+                    config,
+                    data,
+                    community_level,
+                    dynamic_community_selection,
+                    response_type,
+                    no_llm=no_llm,
+                    on_result=finished.append,
+                ):
                     sys.stdout.write(piece)
                     sys.stdout.flush()
                     shown = shown or bool(piece)
@@ -122,9 +162,20 @@ def query(question: Optional[str] = typer.Argument(None, help="the question (or 
         if "route" in result.details:
             sys.stderr.write(f"route: {result.details['route']} ({result.details['route_reason']})\n")
     else:
-        result = asyncio.run(api.search(text, method, root, config, data, community_level,
-                                        dynamic_community_selection, response_type, context_only=context_only,
-                                        no_llm=no_llm))
+        result = asyncio.run(
+            api.search(
+                text,
+                method,
+                root,
+                config,
+                data,
+                community_level,
+                dynamic_community_selection,
+                response_type,
+                context_only=context_only,
+                no_llm=no_llm,
+            )
+        )
         if "route" in result.details:
             typer.echo(f"route: {result.details['route']} ({result.details['route_reason']})")
         typer.echo(result.context_text if context_only else result.response)
@@ -132,12 +183,14 @@ def query(question: Optional[str] = typer.Argument(None, help="the question (or 
 
 
 @app.command()
-def chat(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
-         data: Optional[str] = DataOpt,
-         questions: int = typer.Option(3, help="follow-up questions suggested after each answer"),
-         response_type: str = typer.Option("Single Paragraph", "--response-type"),
-         no_llm: bool = typer.Option(False, "--no-llm", help="extractive answers and follow-ups; no LLM call")
-         ) -> None:
+def chat(
+    root: Path = RootOpt,
+    config: Optional[Path] = ConfigOpt,
+    data: Optional[str] = DataOpt,
+    questions: int = typer.Option(3, help="follow-up questions suggested after each answer"),
+    response_type: str = typer.Option("Single Paragraph", "--response-type"),
+    no_llm: bool = typer.Option(False, "--no-llm", help="extractive answers and follow-ups; no LLM call"),
+) -> None:
     """A conversation with the index: local search, streaming, history and numbered follow-ups."""
     from graphrag_ray.api import chat as chat_loop
 
@@ -145,37 +198,56 @@ def chat(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
 
 
 @app.command("eval")
-def eval_(root: Path = RootOpt, config: Optional[Path] = ConfigOpt,
-          questions: Optional[Path] = typer.Option(None, "--questions", help="csv/jsonl: question, id, gold_answer, "
-                                                   "gold_evidence (text-unit ids)"),
-          generate: Optional[int] = typer.Option(None, "--generate", help="make N questions from the index"),
-          methods: str = typer.Option("local,global", help="comma-separated: local, global, drift, basic, hybrid, "
-                                      "evidence (the no-LLM baseline)"),
-          judge: bool = typer.Option(True, "--judge/--no-judge", help="pairwise LLM-as-judge between the methods"),
-          out: Optional[Path] = typer.Option(None, "--out", help="output folder (default ROOT/eval/<id>)"),
-          data: Optional[str] = DataOpt) -> None:
+def eval_(
+    root: Path = RootOpt,
+    config: Optional[Path] = ConfigOpt,
+    questions: Optional[Path] = typer.Option(
+        None, "--questions", help="csv/jsonl: question, id, gold_answer, gold_evidence (text-unit ids)"
+    ),
+    generate: Optional[int] = typer.Option(None, "--generate", help="make N questions from the index"),
+    methods: str = typer.Option(
+        "local,global", help="comma-separated: local, global, drift, basic, hybrid, evidence (the no-LLM baseline)"
+    ),
+    judge: bool = typer.Option(True, "--judge/--no-judge", help="pairwise LLM-as-judge between the methods"),
+    out: Optional[Path] = typer.Option(None, "--out", help="output folder (default ROOT/eval/<id>)"),
+    data: Optional[str] = DataOpt,
+) -> None:
     """Bulk evaluation: every question through every method (Ray, resumable), judged pairwise, reported."""
     from graphrag_ray.api import evaluate
 
-    result = evaluate(root, config, questions, generate, [m.strip() for m in methods.split(",") if m.strip()],
-                      judge, out, data, show_progress=sys.stderr.isatty())
+    result = evaluate(
+        root,
+        config,
+        questions,
+        generate,
+        [m.strip() for m in methods.split(",") if m.strip()],
+        judge,
+        out,
+        data,
+        show_progress=sys.stderr.isatty(),
+    )
     typer.echo(result.report.read_text(encoding="utf-8"))
     typer.echo(f"tables and charts in {result.out}")
 
 
-
-
 @app.command()
-def serve(ctx: typer.Context,
-          roots: list[Path] = typer.Option(..., "--root", "-r", help="a project root to serve; give it once per "
-                                           "index (each is named by serve.name or its folder's name)"),
-          host: str = typer.Option("127.0.0.1", "--host", help="address to bind (loopback unless told otherwise)"),
-          port: int = typer.Option(8000, "--port", help="port"),
-          request_log: Optional[Path] = typer.Option(None, "--request-log", help="append one JSON line per request "
-                                                     "to this file (also on Ray Serve's log)"),
-          proxy_location: str = typer.Option("HeadOnly", "--proxy-location",
-                                             help="HeadOnly (one address) or EveryNode (a proxy on every node)"),
-          ) -> None:
+def serve(
+    ctx: typer.Context,
+    roots: list[Path] = typer.Option(
+        ...,
+        "--root",
+        "-r",
+        help="a project root to serve; give it once per index (each is named by serve.name or its folder's name)",
+    ),
+    host: str = typer.Option("127.0.0.1", "--host", help="address to bind (loopback unless told otherwise)"),
+    port: int = typer.Option(8000, "--port", help="port"),
+    request_log: Optional[Path] = typer.Option(
+        None, "--request-log", help="append one JSON line per request to this file (also on Ray Serve's log)"
+    ),
+    proxy_location: str = typer.Option(
+        "HeadOnly", "--proxy-location", help="HeadOnly (one address) or EveryNode (a proxy on every node)"
+    ),
+) -> None:
     """Serve indexes over HTTP on Ray Serve: OpenAI's /v1/chat/completions and /v1/models, Ollama's /api/chat,
     /api/generate and /api/tags, retrieval-only /v1/context, /health. The model name picks the index and the
     method: <index>/local, <index>/global, ..., all/global (every index at once)."""
@@ -185,6 +257,12 @@ def serve(ctx: typer.Context,
         raise GraphRagRayError(f"serve needs Ray Serve: pip install 'graphrag-ray[serve]' ({exc})") from None
     from graphrag_ray.cli import verbose
 
-    run_server([str(r) for r in roots], host, port, str(request_log.resolve()) if request_log else None,
-               verbose=verbose(ctx), say=lambda line: sys.stderr.write(line + "\n"),
-               proxy_location=proxy_location)
+    run_server(
+        [str(r) for r in roots],
+        host,
+        port,
+        str(request_log.resolve()) if request_log else None,
+        verbose=verbose(ctx),
+        say=lambda line: sys.stderr.write(line + "\n"),
+        proxy_location=proxy_location,
+    )

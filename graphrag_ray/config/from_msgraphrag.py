@@ -58,30 +58,47 @@ SAME_VALUES: list[tuple[tuple[str, ...], str]] = [
     (("drift_search.concurrency",), "drift_search.concurrency"),
 ]
 # their default model ids -> ours (any other id is kept)
-OUR_MODEL_IDS = {"default_chat_model": "default_chat", "default_completion_model": "default_chat",
-                 "default_embedding_model": "default_embedding"}
+OUR_MODEL_IDS = {
+    "default_chat_model": "default_chat",
+    "default_completion_model": "default_chat",
+    "default_embedding_model": "default_embedding",
+}
 INPUT_TYPES = {"text": "text", "csv": "csv", "json": "json", "jsonl": "jsonl", "parquet": "parquet"}
 # their section's model key -> our sections taking that model (the first one of theirs found decides)
-CHAT_USERS = {"extract_graph": ["extract_graph.model_id", "resolve_entities.model_id"],
-              "summarize_descriptions": ["summarize_descriptions.model_id"],
-              "community_reports": ["community_reports.model_id"], "extract_claims": ["extract_claims.model_id"],
-              "local_search": ["local_search.chat_model_id"], "global_search": ["global_search.chat_model_id"],
-              "drift_search": ["drift_search.chat_model_id"], "basic_search": ["basic_search.chat_model_id"]}
-EMBEDDING_USERS = {"embed_text": ["embed_text.model_id", "resolve_entities.embedding_model_id"],
-                   "local_search": ["local_search.embedding_model_id"],
-                   "drift_search": ["drift_search.embedding_model_id"],
-                   "basic_search": ["basic_search.embedding_model_id"]}
+CHAT_USERS = {
+    "extract_graph": ["extract_graph.model_id", "resolve_entities.model_id"],
+    "summarize_descriptions": ["summarize_descriptions.model_id"],
+    "community_reports": ["community_reports.model_id"],
+    "extract_claims": ["extract_claims.model_id"],
+    "local_search": ["local_search.chat_model_id"],
+    "global_search": ["global_search.chat_model_id"],
+    "drift_search": ["drift_search.chat_model_id"],
+    "basic_search": ["basic_search.chat_model_id"],
+}
+EMBEDDING_USERS = {
+    "embed_text": ["embed_text.model_id", "resolve_entities.embedding_model_id"],
+    "local_search": ["local_search.embedding_model_id"],
+    "drift_search": ["drift_search.embedding_model_id"],
+    "basic_search": ["basic_search.embedding_model_id"],
+}
 # their prompt key -> our prompt file (copied when ours can fill every placeholder it has)
-PROMPTS = {"extract_graph.prompt": "extract_graph.txt", "summarize_descriptions.prompt": "summarize_descriptions.txt",
-           "community_reports.graph_prompt": "community_report.txt", "extract_claims.prompt": "extract_claims.txt",
-           "local_search.prompt": "local_search_system.txt", "global_search.map_prompt": "global_search_map_system.txt",
-           "global_search.reduce_prompt": "global_search_reduce_system.txt",
-           "global_search.knowledge_prompt": "global_search_knowledge_system.txt",
-           "drift_search.reduce_prompt": "drift_search_reduce.txt", "basic_search.prompt": "basic_search_system.txt"}
+PROMPTS = {
+    "extract_graph.prompt": "extract_graph.txt",
+    "summarize_descriptions.prompt": "summarize_descriptions.txt",
+    "community_reports.graph_prompt": "community_report.txt",
+    "extract_claims.prompt": "extract_claims.txt",
+    "local_search.prompt": "local_search_system.txt",
+    "global_search.map_prompt": "global_search_map_system.txt",
+    "global_search.reduce_prompt": "global_search_reduce_system.txt",
+    "global_search.knowledge_prompt": "global_search_knowledge_system.txt",
+    "drift_search.reduce_prompt": "drift_search_reduce.txt",
+    "basic_search.prompt": "basic_search_system.txt",
+}
 NO_COUNTERPART = {
     "vector_store": "our vectors are LanceDB tables inside each index version",
     "snapshots": "`graphrag-ray export` writes GraphML/GEXF/Neo4j CSV from any index",
-    "umap": "`graphrag-ray view` lays the graph out", "embed_graph": "`graphrag-ray view` lays the graph out",
+    "umap": "`graphrag-ray view` lays the graph out",
+    "embed_graph": "`graphrag-ray view` lays the graph out",
     "extract_graph_nlp": "our no-LLM method is `index --method fast` (settings: fast.*)",
     "prune_graph": "our fast method prunes by fast.min_node_frequency / edge_percentile",
     "workflows": "methods are step lists: `--method standard` or `--method fast`",
@@ -91,11 +108,33 @@ NO_COUNTERPART = {
     "cluster_graph.use_lcc": "every connected component is clustered",
 }
 # what _models reads of an entry (and `type`, `model_provider`, `retry.type`: kinds of what it reads)
-MODEL_KEYS_READ = {"type", "model_provider", "api_base", "api_version", "api_key", "auth_method", "model",
-                   "azure_deployment_name", "deployment_name", "encoding_model", "max_tokens", "max_completion_tokens",
-                   "temperature", "request_timeout", "concurrent_requests", "dimensions", "call_args",
-                   "requests_per_minute", "tokens_per_minute", "rate_limit", "retry", "max_retries",
-                   "max_retry_wait", "model_supports_json", "async_mode"}
+MODEL_KEYS_READ = {
+    "type",
+    "model_provider",
+    "api_base",
+    "api_version",
+    "api_key",
+    "auth_method",
+    "model",
+    "azure_deployment_name",
+    "deployment_name",
+    "encoding_model",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "request_timeout",
+    "concurrent_requests",
+    "dimensions",
+    "call_args",
+    "requests_per_minute",
+    "tokens_per_minute",
+    "rate_limit",
+    "retry",
+    "max_retries",
+    "max_retry_wait",
+    "model_supports_json",
+    "async_mode",
+}
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 # filled beyond what our own prompt file uses (query/global_search.py fills max_length for their prompts)
 ALSO_FILLED = {"global_search_map_system.txt": {"max_length"}, "global_search_reduce_system.txt": {"max_length"}}
@@ -104,9 +143,9 @@ ALSO_FILLED = {"global_search_map_system.txt": {"max_length"}, "global_search_re
 @dataclass
 class Translated:
     settings: dict[str, Any]
-    prompts: dict[str, Path] = field(default_factory=dict)    # our prompt file name -> their file
-    env: dict[str, str] = field(default_factory=dict)         # literal keys moved into .env, by variable
-    notes: list[str] = field(default_factory=list)            # what was not taken, and why
+    prompts: dict[str, Path] = field(default_factory=dict)  # our prompt file name -> their file
+    env: dict[str, str] = field(default_factory=dict)  # literal keys moved into .env, by variable
+    notes: list[str] = field(default_factory=list)  # what was not taken, and why
 
 
 def read_msgraphrag(path: Path, our_root: Path) -> Translated:
@@ -116,8 +155,10 @@ def read_msgraphrag(path: Path, our_root: Path) -> Translated:
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"--from-msgraphrag {path}: cannot read it ({type(exc).__name__})") from None
     if not isinstance(raw, dict) or not ({"models", "completion_models", "embedding_models"} & set(raw)):
-        raise ConfigError(f"--from-msgraphrag {path}: not a Microsoft GraphRAG settings file (no models, "
-                          "completion_models or embedding_models)")
+        raise ConfigError(
+            f"--from-msgraphrag {path}: not a Microsoft GraphRAG settings file (no models, "
+            "completion_models or embedding_models)"
+        )
     their_root = path.resolve().parent
     out = Translated({})
     taken: set[str] = set()
@@ -142,8 +183,7 @@ def read_msgraphrag(path: Path, our_root: Path) -> Translated:
         key = next((k for k in NO_COUNTERPART if leaf == k or leaf.startswith(k + ".")), leaf)
         if key not in said:
             said.add(key)
-            out.notes.append(f"{key}: no counterpart" + (f" ({NO_COUNTERPART[key]})" if key in NO_COUNTERPART
-                                                         else ""))
+            out.notes.append(f"{key}: no counterpart" + (f" ({NO_COUNTERPART[key]})" if key in NO_COUNTERPART else ""))
     return out
 
 
@@ -154,8 +194,13 @@ def _models(raw: dict, out: Translated, taken: set[str]) -> dict[str, str]:
         for model_id, cfg in (raw.get(section) or {}).items():
             entries.append((f"{section}.{model_id}", kind, cfg or {}))
     for model_id, cfg in (raw.get("models") or {}).items():  # 2.x: the kind is in the type
-        entries.append((f"models.{model_id}", "embedding" if "embedding" in str((cfg or {}).get("type", ""))
-                        else "chat", cfg or {}))
+        entries.append(
+            (
+                f"models.{model_id}",
+                "embedding" if "embedding" in str((cfg or {}).get("type", "")) else "chat",
+                cfg or {},
+            )
+        )
     kinds, models = {}, {}
     shared_concurrency = raw.get("concurrent_requests")
     if shared_concurrency is not None:
@@ -184,10 +229,15 @@ def _models(raw: dict, out: Translated, taken: set[str]) -> dict[str, str]:
         if cfg.get("auth_method") not in (None, "api_key"):
             out.notes.append(f"{where}.auth_method: {cfg['auth_method']} has no counterpart (an API key is used)")
         call_args = cfg.get("call_args") or {}
-        for theirs, our_key in (("encoding_model", "encoding"), ("max_tokens", "max_tokens"),
-                                ("max_completion_tokens", "max_tokens"), ("temperature", "temperature"),
-                                ("request_timeout", "request_timeout"), ("concurrent_requests", "concurrency"),
-                                ("dimensions", "dimensions")):
+        for theirs, our_key in (
+            ("encoding_model", "encoding"),
+            ("max_tokens", "max_tokens"),
+            ("max_completion_tokens", "max_tokens"),
+            ("temperature", "temperature"),
+            ("request_timeout", "request_timeout"),
+            ("concurrent_requests", "concurrency"),
+            ("dimensions", "dimensions"),
+        ):
             value = cfg.get(theirs, call_args.get(theirs))
             if value is not None:
                 ours[our_key] = value
@@ -218,10 +268,15 @@ def _limits(cfg: dict) -> dict:
     if rate:
         limits["rate_limit"] = rate
     retry_block = cfg.get("retry") or {}
-    retry = {k: v for k, v in (("max_attempts", cfg.get("max_retries", retry_block.get("max_retries"))),
-                               ("initial_wait", retry_block.get("base_delay")),
-                               ("max_wait", cfg.get("max_retry_wait", retry_block.get("max_delay"))))
-             if v is not None}
+    retry = {
+        k: v
+        for k, v in (
+            ("max_attempts", cfg.get("max_retries", retry_block.get("max_retries"))),
+            ("initial_wait", retry_block.get("base_delay")),
+            ("max_wait", cfg.get("max_retry_wait", retry_block.get("max_delay"))),
+        )
+        if v is not None
+    }
     if retry:
         limits["retry"] = retry
     return limits
@@ -230,8 +285,10 @@ def _limits(cfg: dict) -> dict:
 def _model_users(raw: dict, out: Translated, taken: set[str], kinds: dict[str, str]) -> None:
     """Which model each stage uses: the one their section names (under our id for it), else the first of the
     kind."""
-    for users, kind, names in ((CHAT_USERS, "chat", ("completion_model_id", "model_id", "chat_model_id")),
-                               (EMBEDDING_USERS, "embedding", ("embedding_model_id", "model_id"))):
+    for users, kind, names in (
+        (CHAT_USERS, "chat", ("completion_model_id", "model_id", "chat_model_id")),
+        (EMBEDDING_USERS, "embedding", ("embedding_model_id", "model_id")),
+    ):
         fallback = next((m for m, k in kinds.items() if k == kind), None)
         for section, ours in users.items():
             model_id = fallback
@@ -244,8 +301,9 @@ def _model_users(raw: dict, out: Translated, taken: set[str], kinds: dict[str, s
             for key in ours if model_id else ():
                 _set(out.settings, key, model_id)
     if "embedding" not in kinds.values():
-        out.notes.append("no embedding model: embed_text.enabled is off (add one, or a local_embedding that needs "
-                         "no endpoint)")
+        out.notes.append(
+            "no embedding model: embed_text.enabled is off (add one, or a local_embedding that needs no endpoint)"
+        )
         _set(out.settings, "embed_text.enabled", False)
 
 
@@ -268,10 +326,18 @@ def _input(raw: dict, out: Translated, taken: set[str], their_root: Path, our_ro
         if suffix:
             _set(out.settings, "input.file_pattern", f"*.{suffix.group(1)}")
         else:
-            out.notes.append(f"input.file_pattern: {pattern!r} is a regular expression; ours is a glob - set "
-                             "input.file_pattern by hand")
-    base = next(((k, _get(raw, k)) for k in ("input_storage.base_dir", "input.storage.base_dir", "input.base_dir")
-                 if _get(raw, k)), None)
+            out.notes.append(
+                f"input.file_pattern: {pattern!r} is a regular expression; ours is a glob - set "
+                "input.file_pattern by hand"
+            )
+    base = next(
+        (
+            (k, _get(raw, k))
+            for k in ("input_storage.base_dir", "input.storage.base_dir", "input.base_dir")
+            if _get(raw, k)
+        ),
+        None,
+    )
     for key in ("input_storage.type", "input.storage.type"):
         if _get(raw, key) in ("file", None):
             taken.add(key)
@@ -284,8 +350,16 @@ def _places(raw: dict, out: Translated, taken: set[str], their_root: Path, our_r
     """Output and cache: ours, under our root - their folders hold their formats. Beside theirs (one root) ours
     get their own names."""
     same = their_root == our_root.resolve()
-    for key in ("output_storage.base_dir", "output_storage.type", "output.base_dir", "output.type",
-                "cache.base_dir", "cache.type", "cache.storage.base_dir", "cache.storage.type"):
+    for key in (
+        "output_storage.base_dir",
+        "output_storage.type",
+        "output.base_dir",
+        "output.type",
+        "cache.base_dir",
+        "cache.type",
+        "cache.storage.base_dir",
+        "cache.storage.type",
+    ):
         if _get(raw, key) is not None:
             taken.add(key)
     if same:
@@ -295,8 +369,10 @@ def _places(raw: dict, out: Translated, taken: set[str], their_root: Path, our_r
     if _get(raw, "cache.type") == "none":
         _set(out.settings, "cache.enabled", False)
     theirs = _get(raw, "output_storage.base_dir") or _get(raw, "output.base_dir") or "output"
-    out.notes.append(f"their index in {their_root / theirs} is read as it is: `graphrag-ray query --data "
-                     f"{their_root / theirs} ...` (and view, export, report)")
+    out.notes.append(
+        f"their index in {their_root / theirs} is read as it is: `graphrag-ray query --data "
+        f"{their_root / theirs} ...` (and view, export, report)"
+    )
 
 
 def _prompts(raw: dict, out: Translated, taken: set[str], their_root: Path) -> None:
@@ -310,13 +386,18 @@ def _prompts(raw: dict, out: Translated, taken: set[str], their_root: Path) -> N
         if not path.exists():
             continue
         wanted = set(_PLACEHOLDER.findall(path.read_text(encoding="utf-8")))
-        fillable = set(_PLACEHOLDER.findall(ours[name])) | ALSO_FILLED.get(name, set()) | {
-            "tuple_delimiter", "record_delimiter", "completion_delimiter"}
+        fillable = (
+            set(_PLACEHOLDER.findall(ours[name]))
+            | ALSO_FILLED.get(name, set())
+            | {"tuple_delimiter", "record_delimiter", "completion_delimiter"}
+        )
         if wanted <= fillable:
             out.prompts[name] = path
         else:
-            out.notes.append(f"{key}: {relative} not copied - it needs {', '.join(sorted(wanted - fillable))}, "
-                             f"which ours does not fill (prompts/{name} is ours)")
+            out.notes.append(
+                f"{key}: {relative} not copied - it needs {', '.join(sorted(wanted - fillable))}, "
+                f"which ours does not fill (prompts/{name} is ours)"
+            )
 
 
 def _relative(path: Path, root: Path) -> str:

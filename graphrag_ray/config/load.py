@@ -29,8 +29,9 @@ def set_command_overrides(overrides: dict[str, Any]) -> None:
     _COMMAND_OVERRIDES.update(overrides)
 
 
-def load_settings(root: str | Path = ".", config_file: str | Path | None = None,
-                  overrides: dict[str, Any] | None = None) -> Settings:
+def load_settings(
+    root: str | Path = ".", config_file: str | Path | None = None, overrides: dict[str, Any] | None = None
+) -> Settings:
     """Read ROOT/settings.yaml (or config_file), substitute ${VAR}s from the environment and ROOT/.env."""
     root = Path(root)
     path = Path(config_file) if config_file else root / SETTINGS_FILE
@@ -46,9 +47,11 @@ def load_settings(root: str | Path = ".", config_file: str | Path | None = None,
         raise ConfigError(f"{path}: expected a mapping of settings at the top level")
     foreign = microsoft_keys(raw)
     if foreign:  # theirs fails one key at a time with no hint otherwise
-        raise ConfigError(f"{path} is a Microsoft GraphRAG settings file (it has {', '.join(foreign)}); graphrag-ray "
-                          f"reads its own format: `graphrag-ray init --root NEW_ROOT --from-msgraphrag {path}` "
-                          f"writes one from it (docs/from-msgraphrag.md maps their keys to ours)")
+        raise ConfigError(
+            f"{path} is a Microsoft GraphRAG settings file (it has {', '.join(foreign)}); graphrag-ray "
+            f"reads its own format: `graphrag-ray init --root NEW_ROOT --from-msgraphrag {path}` "
+            f"writes one from it (docs/from-msgraphrag.md maps their keys to ours)"
+        )
     env = {k: v for k, v in dotenv_values(root / ".env").items() if v is not None} if (root / ".env").exists() else {}
     env.update(os.environ)  # the real environment wins over .env, as with docker/compose
     raw = _substitute(raw, env)
@@ -64,9 +67,21 @@ def load_settings(root: str | Path = ".", config_file: str | Path | None = None,
 
 
 # Keys only Microsoft GraphRAG's settings.yaml has (2.x and 3.x): top level, and its model entries' names
-MICROSOFT_TOP_KEYS = ("completion_models", "embedding_models", "vector_store", "umap", "snapshots", "embed_graph",
-                      "input_storage", "output_storage", "update_index_output", "workflows", "root_dir",
-                      "encoding_model", "async_mode")
+MICROSOFT_TOP_KEYS = (
+    "completion_models",
+    "embedding_models",
+    "vector_store",
+    "umap",
+    "snapshots",
+    "embed_graph",
+    "input_storage",
+    "output_storage",
+    "update_index_output",
+    "workflows",
+    "root_dir",
+    "encoding_model",
+    "async_mode",
+)
 MICROSOFT_MODEL_IDS = ("default_chat_model", "default_embedding_model", "default_completion_model")
 
 
@@ -107,9 +122,15 @@ def _expected(error: dict[str, Any], field: Any) -> str:
         if getattr(bounds.get("Ge"), "ge", None) == 0:
             return f"a non-negative {noun}"
         return "an integer" if noun == "integer" else "a number"
-    simple = {"bool_parsing": "true or false", "bool_type": "true or false", "string_type": "a string",
-              "dict_type": "a mapping", "model_type": "a mapping", "model_attributes_type": "a mapping",
-              "list_type": "a list"}
+    simple = {
+        "bool_parsing": "true or false",
+        "bool_type": "true or false",
+        "string_type": "a string",
+        "dict_type": "a mapping",
+        "model_type": "a mapping",
+        "model_attributes_type": "a mapping",
+        "list_type": "a list",
+    }
     if kind in simple:
         return simple[kind]
     if kind == "literal_error":

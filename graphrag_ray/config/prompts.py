@@ -32,6 +32,7 @@ _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{(\w+)\}")
 def fill(template: str, **values: Any) -> str:
     """Fill `{name}` placeholders in one pass (values are never re-scanned, so text containing `{x}` is safe);
     `{{`/`}}` become literal braces, as with str.format; unknown placeholders stay as they are."""
+
     def replace(match: re.Match) -> str:
         token = match.group(0)
         if token == "{{":

@@ -29,8 +29,11 @@ def _scalar(value: Any) -> str:
     if isinstance(value, (int, float)):
         return repr(value)
     if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False) if (not value or any(c in value for c in ":#{}[],&*?|<>=!%@`'\"")
-                                                         or value.strip() != value) else value
+        return (
+            json.dumps(value, ensure_ascii=False)
+            if (not value or any(c in value for c in ":#{}[],&*?|<>=!%@`'\"") or value.strip() != value)
+            else value
+        )
     if isinstance(value, list):
         return "[" + ", ".join(_scalar(v) for v in value) + "]"
     return json.dumps(value, ensure_ascii=False)

@@ -26,11 +26,18 @@ class RateLimitConfig(Section):
 
 
 class RetryConfig(Section):
-    max_attempts: int = doc(10, "attempts per request on 5xx, timeouts and dropped connections (429s do not "
-                                "count: see rate_limit_deadline_s; an unusable answer is asked again once, "
-                                "changed, not retried)", gt=0)
-    rate_limit_deadline_s: float = doc(900.0, "seconds a request keeps retrying while the provider answers 429 "
-                                       "(a rate limit is waited out, not a failure)", gt=0)
+    max_attempts: int = doc(
+        10,
+        "attempts per request on 5xx, timeouts and dropped connections (429s do not "
+        "count: see rate_limit_deadline_s; an unusable answer is asked again once, "
+        "changed, not retried)",
+        gt=0,
+    )
+    rate_limit_deadline_s: float = doc(
+        900.0,
+        "seconds a request keeps retrying while the provider answers 429 (a rate limit is waited out, not a failure)",
+        gt=0,
+    )
     initial_wait: float = doc(1.0, "seconds before the first retry; doubles each attempt", gt=0)
     max_wait: float = doc(60.0, "longest wait between two attempts, in seconds", gt=0)
     jitter: float = doc(1.0, "random seconds added to each wait so workers do not retry in lockstep", ge=0)
@@ -43,8 +50,10 @@ class PriceConfig(Section):
 
 class ModelConfig(Section):
     type: Literal["chat", "embedding", "local_embedding"] = doc(
-        "chat", "chat (completions), embedding (an endpoint), or local_embedding (hashed character n-grams "
-        "computed in-process: no endpoint, no download, suits Chinese and English)")
+        "chat",
+        "chat (completions), embedding (an endpoint), or local_embedding (hashed character n-grams "
+        "computed in-process: no endpoint, no download, suits Chinese and English)",
+    )
     api_type: Literal["openai", "azure"] = doc("openai", "openai: any OpenAI-compatible server; azure: Azure OpenAI")
     api_base: str = doc("https://api.openai.com/v1", "base URL of the OpenAI-compatible endpoint")
     api_version: str | None = doc(None, "Azure OpenAI api-version (azure only)")
@@ -52,34 +61,60 @@ class ModelConfig(Section):
     model: str = doc("gpt-4o-mini", "model name (Azure: the deployment name)")
     encoding: str | None = doc(None, "tiktoken encoding for counting tokens (null: chosen from the model name)")
     max_tokens: int = doc(4000, "max completion tokens per call (reserved against the TPM limit)", gt=0)
-    temperature: float | None = doc(0.0, "sampling temperature (null: not sent; reasoning models that take only "
-                                         "their default are never sent one)", ge=0, le=2)
-    reasoning: bool | None = doc(None, "a reasoning model, whose reasoning counts in its answer budget (null: from "
-                                       "the model name: o1/o3/o4, gpt-5, deepseek-reasoner/-r1, qwq, ...)")
-    reasoning_max_tokens: int = doc(16000, "answer budget per call of a reasoning model, reasoning included "
-                                           "(used instead of max_tokens when larger)", gt=0)
+    temperature: float | None = doc(
+        0.0,
+        "sampling temperature (null: not sent; reasoning models that take only their default are never sent one)",
+        ge=0,
+        le=2,
+    )
+    reasoning: bool | None = doc(
+        None,
+        "a reasoning model, whose reasoning counts in its answer budget (null: from "
+        "the model name: o1/o3/o4, gpt-5, deepseek-reasoner/-r1, qwq, ...)",
+    )
+    reasoning_max_tokens: int = doc(
+        16000,
+        "answer budget per call of a reasoning model, reasoning included (used instead of max_tokens when larger)",
+        gt=0,
+    )
     reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = doc(
-        None, "reasoning_effort sent to a reasoning model (null: the provider's default)")
+        None, "reasoning_effort sent to a reasoning model (null: the provider's default)"
+    )
     max_tokens_param: Literal["max_tokens", "max_completion_tokens"] | None = doc(
-        None, "the name the endpoint takes for the answer budget (null: from the model name, and learned from a "
-              "400 that names it)")
+        None,
+        "the name the endpoint takes for the answer budget (null: from the model name, and learned from a "
+        "400 that names it)",
+    )
     response_format: Literal["json_schema", "json_object", "none"] | None = doc(
-        None, "the richest structured output the endpoint takes (null: from the model name, and learned from a "
-              "400: json_schema -> json_object -> none, JSON then asked for in the prompt)")
+        None,
+        "the richest structured output the endpoint takes (null: from the model name, and learned from a "
+        "400: json_schema -> json_object -> none, JSON then asked for in the prompt)",
+    )
     http_client: Literal["aiohttp", "httpx"] = doc(
-        "aiohttp", "the HTTP client every request goes out on: aiohttp (less CPU per call) or httpx (httpx2); "
-        "azure: the openai SDK's client on that transport")
-    request_timeout: float = doc(180.0, "seconds before a request answered in one piece is abandoned and retried "
-                                        "(a streamed one is judged by stall_timeout instead)", gt=0)
-    stall_timeout: float = doc(120.0, "a streamed request is abandoned only when its endpoint has sent nothing - "
-                                      "to it or to any other request of this process - for this many seconds (a "
-                                      "local server busy generating is making progress, however slowly)", gt=0)
+        "aiohttp",
+        "the HTTP client every request goes out on: aiohttp (less CPU per call) or httpx (httpx2); "
+        "azure: the openai SDK's client on that transport",
+    )
+    request_timeout: float = doc(
+        180.0,
+        "seconds before a request answered in one piece is abandoned and retried "
+        "(a streamed one is judged by stall_timeout instead)",
+        gt=0,
+    )
+    stall_timeout: float = doc(
+        120.0,
+        "a streamed request is abandoned only when its endpoint has sent nothing - "
+        "to it or to any other request of this process - for this many seconds (a "
+        "local server busy generating is making progress, however slowly)",
+        gt=0,
+    )
     stream_requests: Literal["auto", "always", "never"] = doc(
-        "auto", "ask for every answer as a stream, so slow generation is measured by progress, not total time; "
-        "auto: for plain-http endpoints (local servers: llama.cpp, Ollama, vLLM, LM Studio)")
+        "auto",
+        "ask for every answer as a stream, so slow generation is measured by progress, not total time; "
+        "auto: for plain-http endpoints (local servers: llama.cpp, Ollama, vLLM, LM Studio)",
+    )
     concurrency: int = doc(16, "requests in flight at once per worker process", gt=0)
-    dimensions: int | None = doc(None, "embedding size (requested from endpoints that support it; local: 256)",
-                                 gt=0)
+    dimensions: int | None = doc(None, "embedding size (requested from endpoints that support it; local: 256)", gt=0)
     batch_size: int = doc(16, "texts per embedding request", gt=0)
     batch_max_tokens: int = doc(8191, "max tokens per embedding request", gt=0)
     rate_limit: RateLimitConfig = doc(RateLimitConfig(), "limits shared by every worker on every node")
@@ -89,18 +124,25 @@ class ModelConfig(Section):
 
 def _default_models() -> dict[str, ModelConfig]:
     return {
-        "default_chat": ModelConfig(type="chat", api_key=SecretStr("${GRAPHRAG_API_KEY}"),
-                                    price=PriceConfig(input_per_1m=0.15, output_per_1m=0.60)),
-        "default_embedding": ModelConfig(type="embedding", model="text-embedding-3-small",
-                                         api_key=SecretStr("${GRAPHRAG_API_KEY}"),
-                                         price=PriceConfig(input_per_1m=0.02)),
+        "default_chat": ModelConfig(
+            type="chat",
+            api_key=SecretStr("${GRAPHRAG_API_KEY}"),
+            price=PriceConfig(input_per_1m=0.15, output_per_1m=0.60),
+        ),
+        "default_embedding": ModelConfig(
+            type="embedding",
+            model="text-embedding-3-small",
+            api_key=SecretStr("${GRAPHRAG_API_KEY}"),
+            price=PriceConfig(input_per_1m=0.02),
+        ),
     }
 
 
 class InputConfig(Section):
     base_dir: str = doc("input", "folder (relative to the root), glob, or s3:// / gs:// URI of input files")
     file_type: Literal["auto", "csv", "text", "json", "jsonl", "parquet"] = doc(
-        "auto", "auto: by extension (.csv .txt .md .json .jsonl .parquet)")
+        "auto", "auto: by extension (.csv .txt .md .json .jsonl .parquet)"
+    )
     file_pattern: str | None = doc(None, "glob of files inside base_dir (null: every supported file)")
     id_column: str = doc("id", "column holding a document id (csv/json/parquet; optional)")
     title_column: str = doc("title", "column holding a document title (optional; the file name otherwise)")
@@ -126,30 +168,48 @@ class SummarizeConfig(Section):
     model_id: str = doc("default_chat", "chat model entry used to merge descriptions")
     prompt: str = doc("prompts/summarize_descriptions.txt", "summary prompt, relative to the root")
     max_length: int = doc(500, "max words of a merged description", gt=0)
-    max_input_tokens: int = doc(4000, "descriptions per call; longer lists are summarised in rolling rounds",
-                                gt=0)
-    revise_on_update: bool = doc(True, "update: an entity of many descriptions that gained or lost a few is "
-                                 "summarised from its previous summary and the changed descriptions (one call), "
-                                 "not from all of them again")
+    max_input_tokens: int = doc(4000, "descriptions per call; longer lists are summarised in rolling rounds", gt=0)
+    revise_on_update: bool = doc(
+        True,
+        "update: an entity of many descriptions that gained or lost a few is "
+        "summarised from its previous summary and the changed descriptions (one call), "
+        "not from all of them again",
+    )
     update_prompt: str = doc("prompts/summarize_descriptions_update.txt", "revision prompt, relative to the root")
-    revisions_per_call: int = doc(8, "update: up to this many revisions (each a summary and its few changed "
-                                  "descriptions) share one call, answered as JSON; 1 sends each alone", gt=0)
-    update_batch_prompt: str = doc("prompts/summarize_descriptions_update_batch.txt",
-                                   "prompt of several revisions in one call, relative to the root")
+    revisions_per_call: int = doc(
+        8,
+        "update: up to this many revisions (each a summary and its few changed "
+        "descriptions) share one call, answered as JSON; 1 sends each alone",
+        gt=0,
+    )
+    update_batch_prompt: str = doc(
+        "prompts/summarize_descriptions_update_batch.txt",
+        "prompt of several revisions in one call, relative to the root",
+    )
 
 
 class ResolveEntitiesConfig(Section):
-    enabled: bool = doc(False, "entity resolution: merge entities that are one thing under several names "
-                        "(HOLMES / SHERLOCK HOLMES, 李老板 / 李明); the LLM confirms every merge")
+    enabled: bool = doc(
+        False,
+        "entity resolution: merge entities that are one thing under several names "
+        "(HOLMES / SHERLOCK HOLMES, 李老板 / 李明); the LLM confirms every merge",
+    )
     model_id: str = doc("default_chat", "chat model entry that confirms candidate merges")
     prompt: str = doc("prompts/resolve_entities.txt", "confirmation prompt, relative to the root")
     embedding_model_id: str = doc("default_embedding", "embedding model entry for name similarity")
-    similarity: float = doc(0.95, "two names of one type whose embeddings are this similar (cosine) are candidates "
-                            "besides those the name rules find; above 1: name rules only", gt=0, le=1.01)
-    max_group: int = doc(20, "names per confirmation call: small groups are asked together, a larger group is "
-                         "split", ge=2)
-    max_candidates_per_name: int = doc(20, "a short name matching more names than this is too ambiguous to ask "
-                                       "about", gt=0)
+    similarity: float = doc(
+        0.95,
+        "two names of one type whose embeddings are this similar (cosine) are candidates "
+        "besides those the name rules find; above 1: name rules only",
+        gt=0,
+        le=1.01,
+    )
+    max_group: int = doc(
+        20, "names per confirmation call: small groups are asked together, a larger group is split", ge=2
+    )
+    max_candidates_per_name: int = doc(
+        20, "a short name matching more names than this is too ambiguous to ask about", gt=0
+    )
     description_chars: int = doc(400, "characters of each entity's descriptions shown as evidence", gt=0)
 
 
@@ -164,11 +224,18 @@ class CommunityReportsConfig(Section):
     prompt: str = doc("prompts/community_report.txt", "report prompt, relative to the root")
     max_length: int = doc(2000, "max words of a report", gt=0)
     max_input_length: int = doc(8000, "max tokens of a community's context; larger ones use sub-reports", gt=0)
-    revise_on_update: bool = doc(True, "update: a changed community's report is revised from the previous report "
-                                       "and the changed rows when that prompt is the smaller")
+    revise_on_update: bool = doc(
+        True,
+        "update: a changed community's report is revised from the previous report "
+        "and the changed rows when that prompt is the smaller",
+    )
     revise_min_changed_share: float = doc(
-        0.2, "update: a community with the same members and relationships keeps its report until this share of its "
-             "rows' descriptions changed since the report was written (0: revise on any change)", ge=0, le=1)
+        0.2,
+        "update: a community with the same members and relationships keeps its report until this share of its "
+        "rows' descriptions changed since the report was written (0: revise on any change)",
+        ge=0,
+        le=1,
+    )
     update_prompt: str = doc("prompts/community_report_update.txt", "revision prompt, relative to the root")
 
 
@@ -176,8 +243,9 @@ class ExtractClaimsConfig(Section):
     enabled: bool = doc(False, "extract claims (covariates) about entities; off by default, as in GraphRAG")
     model_id: str = doc("default_chat", "chat model entry used for claims")
     prompt: str = doc("prompts/extract_claims.txt", "claims prompt, relative to the root")
-    description: str = doc("Any claims or facts that could be relevant to information discovery.",
-                           "what counts as a claim")
+    description: str = doc(
+        "Any claims or facts that could be relevant to information discovery.", "what counts as a claim"
+    )
     max_gleanings: int = doc(1, "extra rounds asking for missed claims", ge=0)
 
 
@@ -185,12 +253,20 @@ class FastConfig(Section):
     concept_min_count: int = doc(2, "a common noun becomes an entity when a text unit repeats it this often", gt=0)
     min_node_frequency: int = doc(1, "entities in fewer text units are pruned", gt=0)
     edge_weight: Literal["count", "pmi"] = doc("count", "co-occurrence weight: text units shared, or PMI")
-    edge_percentile: float = doc(0.0, "pairs weighted below this percentile are pruned (0: keep all)", ge=0,
-                                 lt=100)
-    max_concept_share: float = doc(0.2, "a common noun in more of the text units than this share is generic (like "
-                                   "文件, 选项, file, option) and not an entity; with at least 10 text units", gt=0, le=1)
-    max_edges_per_entity: int = doc(20, "co-occurrence pairs kept per entity, its strongest (a pair stays when it "
-                                    "is among either end's strongest), so a hub's degree means something", gt=0)
+    edge_percentile: float = doc(0.0, "pairs weighted below this percentile are pruned (0: keep all)", ge=0, lt=100)
+    max_concept_share: float = doc(
+        0.2,
+        "a common noun in more of the text units than this share is generic (like "
+        "文件, 选项, file, option) and not an entity; with at least 10 text units",
+        gt=0,
+        le=1,
+    )
+    max_edges_per_entity: int = doc(
+        20,
+        "co-occurrence pairs kept per entity, its strongest (a pair stays when it "
+        "is among either end's strongest), so a hub's degree means something",
+        gt=0,
+    )
     max_description_sentences: int = doc(3, "sentences kept as an entity's or relationship's description", gt=0)
     report_sentences: int = doc(3, "most central sentences in an extractive report's summary", gt=0)
     report_findings: int = doc(5, "strongest relationships listed as an extractive report's findings", gt=0)
@@ -201,25 +277,33 @@ class EmbedConfig(Section):
     enabled: bool = doc(True, "embed entity descriptions, text units and reports into LanceDB")
     ann_index_rows: int = doc(100_000, "build an ANN index on a vector table once it has this many rows", gt=0)
     ann_index: Literal["ivf_hnsw_sq", "ivf_pq"] = doc(
-        "ivf_hnsw_sq", "ANN index type: ivf_hnsw_sq (8-bit scalar quantization, HNSW graphs in IVF partitions: "
+        "ivf_hnsw_sq",
+        "ANN index type: ivf_hnsw_sq (8-bit scalar quantization, HNSW graphs in IVF partitions: "
         "near-exact distances, fast queries) or ivf_pq (product quantization: smaller and about 3x faster to "
-        "build, but its distances need a wide exact re-rank; jobs/bench_ann.py)")
+        "build, but its distances need a wide exact re-rank; jobs/bench_ann.py)",
+    )
     nprobes: int = doc(8, "ANN search: index partitions probed per query (more: better recall, slower)", gt=0)
-    refine_factor: int | None = doc(None, "ANN search: candidates re-ranked with exact distances per result "
-                                    "wanted; null: by the table's own index, 5 for ivf_hnsw_sq, 40 for ivf_pq "
-                                    "(PQ distances alone find a sixth of the true top 10 on 1536-dim vectors)",
-                                    ge=1)
+    refine_factor: int | None = doc(
+        None,
+        "ANN search: candidates re-ranked with exact distances per result "
+        "wanted; null: by the table's own index, 5 for ivf_hnsw_sq, 40 for ivf_pq "
+        "(PQ distances alone find a sixth of the true top 10 on 1536-dim vectors)",
+        ge=1,
+    )
 
 
 class WorkersConfig(Section):
     executor: Literal["auto", "ray", "local"] = doc(
-        "auto", "ray: Ray actors (the cluster, or a Ray started for the run); local: in this process, no Ray "
+        "auto",
+        "ray: Ray actors (the cluster, or a Ray started for the run); local: in this process, no Ray "
         "start-up; auto: ray when a cluster is there to join (a submitted job, RAY_ADDRESS, Ray already running "
         "here) or the input exceeds local_max_input_mb, else local - and an update whose new or changed input is "
-        "within local_max_input_mb runs locally, cluster or not")
+        "within local_max_input_mb runs locally, cluster or not",
+    )
     local_max_input_mb: float = doc(1.0, "auto: inputs up to this size (~250k tokens) run in this process", ge=0)
-    num_actors: int = doc(2, "async Ray actors doing LLM work (they share the job's rate limiter); local: "
-                             "workers on one event loop", gt=0)
+    num_actors: int = doc(
+        2, "async Ray actors doing LLM work (they share the job's rate limiter); local: workers on one event loop", gt=0
+    )
     actor_cpus: float = doc(0.5, "CPUs reserved per actor", ge=0)
     partition_size: int = doc(16, "work items per partition (the unit of resume and of scheduling)", gt=0)
 
@@ -240,17 +324,20 @@ class LocalSearchConfig(QueryModels):
     conversation_history_max_turns: int = doc(5, "user turns of history put first in the context", ge=0)
     max_tokens: int = doc(2000, "max answer tokens", gt=0)
     text_unit_ranking: Literal["ppr", "graphrag"] = doc(
-        "ppr", "order of the Sources: ppr (personalised PageRank from the matched entities over the weighted "
+        "ppr",
+        "order of the Sources: ppr (personalised PageRank from the matched entities over the weighted "
         "graph, as HippoRAG and fast-graphrag rank passages: a passage one hop away can enter) or graphrag "
-        "(Microsoft GraphRAG's: the matched entities' own text units, in entity order)")
+        "(Microsoft GraphRAG's: the matched entities' own text units, in entity order)",
+    )
 
 
 class GlobalSearchConfig(Section):
     chat_model_id: str = doc("default_chat", "chat model entry for map and reduce")
     map_prompt: str = doc("prompts/global_search_map_system.txt", "map prompt, relative to the root")
     reduce_prompt: str = doc("prompts/global_search_reduce_system.txt", "reduce prompt, relative to the root")
-    knowledge_prompt: str = doc("prompts/global_search_knowledge_system.txt",
-                                "added to reduce when allow_general_knowledge is on")
+    knowledge_prompt: str = doc(
+        "prompts/global_search_knowledge_system.txt", "added to reduce when allow_general_knowledge is on"
+    )
     rating_prompt: str = doc("prompts/global_search_rating.txt", "dynamic selection rating prompt")
     data_max_tokens: int = doc(12000, "report tokens per map batch", gt=0)
     reduce_max_tokens: int = doc(12000, "tokens of analysts' points packed into the reduce call", gt=0)
@@ -259,14 +346,22 @@ class GlobalSearchConfig(Section):
     allow_general_knowledge: bool = doc(False, "let the reduce add knowledge not in the data (tagged [LLM: verify])")
     dynamic_threshold: int = doc(1, "dynamic selection keeps reports rated at least this (0-5)", ge=0, le=5)
     dynamic_batch_tokens: int = doc(8000, "dynamic selection: report titles and summaries rated per call", gt=0)
-    dynamic_lookahead_levels: int = doc(2, "dynamic selection: levels below the frontier rated in the same round "
-                                        "(fewer round trips; more reports rated)", ge=0)
-    dynamic_budget_tokens: int = doc(48000, "dynamic selection stops descending once the relevant reports hold "
-                                     "this many tokens, and maps at most this many (the best-rated)", gt=0)
+    dynamic_lookahead_levels: int = doc(
+        2,
+        "dynamic selection: levels below the frontier rated in the same round (fewer round trips; more reports rated)",
+        ge=0,
+    )
+    dynamic_budget_tokens: int = doc(
+        48000,
+        "dynamic selection stops descending once the relevant reports hold "
+        "this many tokens, and maps at most this many (the best-rated)",
+        gt=0,
+    )
     dynamic_repeats: int = doc(1, "ratings per report (their mean is used)", gt=0)
     dynamic_max_level: int = doc(2, "deepest level dynamic selection descends to", ge=0)
     executor: Literal["auto", "ray", "local"] = doc(
-        "auto", "map calls as Ray tasks (ray), in-process tasks (local), or ray when a cluster is up (auto)")
+        "auto", "map calls as Ray tasks (ray), in-process tasks (local), or ray when a cluster is up (auto)"
+    )
 
 
 class DriftSearchConfig(QueryModels):
@@ -285,9 +380,11 @@ class BasicSearchConfig(QueryModels):
     k: int = doc(10, "text units retrieved", gt=0)
     max_context_tokens: int = doc(12000, "token budget of the context", gt=0)
     retriever: Literal["auto", "lexical", "vector", "hybrid"] = doc(
-        "auto", "lexical (BM25 over the index's lexical/ tables), vector (the embedding model), hybrid (both, "
+        "auto",
+        "lexical (BM25 over the index's lexical/ tables), vector (the embedding model), hybrid (both, "
         "reciprocal-rank fused); auto: lexical when the embedding model is a local_embedding or has no key, "
-        "hybrid otherwise")
+        "hybrid otherwise",
+    )
 
 
 class QueryConfig(Section):
@@ -296,26 +393,41 @@ class QueryConfig(Section):
     question_gen_prompt: str = doc("prompts/question_gen_system.txt", "question generation prompt")
     router_prompt: str = doc("prompts/router.txt", "auto-routing classification prompt")
     hybrid_prompt: str = doc("prompts/hybrid_combine.txt", "hybrid search: prompt joining local and global answers")
-    max_question_chars: int = doc(4000, "a longer question is refused before any call (DRIFT and global search "
-                                  "send it in every call); use --query-file for long ones", gt=0)
+    max_question_chars: int = doc(
+        4000,
+        "a longer question is refused before any call (DRIFT and global search "
+        "send it in every call); use --query-file for long ones",
+        gt=0,
+    )
 
 
 class OutputConfig(Section):
-    base_dir: str = doc("output", "published index (swapped in atomically at the end of a run); a folder or "
-                             "an s3:// / gs:// URI")
+    base_dir: str = doc(
+        "output", "published index (swapped in atomically at the end of a run); a folder or an s3:// / gs:// URI"
+    )
     runs_dir: str = doc("runs", "work in progress and completion markers (what resume reads)")
     partition_rows: int = doc(500_000, "tables with more rows are written hive-partitioned", gt=0)
-    max_failure_ratio: float = doc(0.2, "a step whose failed items exceed this share stops the run before "
-                                   "publishing (the previous index stays; a re-run retries the failed items)",
-                                   ge=0, le=1)
-    keep_versions: int = doc(3, "published versions kept under OUTPUT/versions (the newest is CURRENT; "
-                                "`graphrag-ray versions` lists them, `query --data` reads an older one)", ge=1)
+    max_failure_ratio: float = doc(
+        0.2,
+        "a step whose failed items exceed this share stops the run before "
+        "publishing (the previous index stays; a re-run retries the failed items)",
+        ge=0,
+        le=1,
+    )
+    keep_versions: int = doc(
+        3,
+        "published versions kept under OUTPUT/versions (the newest is CURRENT; "
+        "`graphrag-ray versions` lists them, `query --data` reads an older one)",
+        ge=1,
+    )
 
 
 class CacheConfig(Section):
     enabled: bool = doc(True, "cache LLM responses so a re-run of the same work makes no calls")
-    base_dir: str = doc("cache", "cache folder relative to the root, or an s3:// / gs:// URI (on a cluster: "
-                            "shared storage every node sees)")
+    base_dir: str = doc(
+        "cache",
+        "cache folder relative to the root, or an s3:// / gs:// URI (on a cluster: shared storage every node sees)",
+    )
 
 
 class ReportingConfig(Section):
@@ -324,21 +436,26 @@ class ReportingConfig(Section):
 
 class ServeConfig(Section):
     name: str | None = doc(None, "the index's name in model names (`<name>/local`); null: the root folder's name")
-    api_key: SecretStr | None = doc(None, "clients must send `Authorization: Bearer <key>`; null: the "
-                                    "GRAPHRAG_SERVE_API_KEY environment variable, and with neither the server is "
-                                    "open to anyone who reaches it (said at start)")
+    api_key: SecretStr | None = doc(
+        None,
+        "clients must send `Authorization: Bearer <key>`; null: the "
+        "GRAPHRAG_SERVE_API_KEY environment variable, and with neither the server is "
+        "open to anyone who reaches it (said at start)",
+    )
     replicas: int = doc(1, "replicas of this index's deployment (each loads the tables once)", gt=0)
     replica_cpus: float = doc(0.5, "CPUs Ray reserves for each replica (placing replicas over the nodes)", gt=0)
     max_ongoing_requests: int = doc(32, "questions one replica answers at once (they wait on the model)", gt=0)
-    max_queued_requests: int = doc(64, "questions waiting for a replica; beyond them a request gets 429 with "
-                                   "Retry-After", gt=0)
+    max_queued_requests: int = doc(
+        64, "questions waiting for a replica; beyond them a request gets 429 with Retry-After", gt=0
+    )
     retry_after_s: int = doc(2, "the Retry-After a refused request is given, in seconds", gt=0)
     reload_check_s: float = doc(2.0, "how often a replica looks for a newly published version (CURRENT)", gt=0)
 
 
 class Settings(Section):
-    models: dict[str, ModelConfig] = Field(default_factory=_default_models,
-                                           description="model entries, referred to by id from each stage")
+    models: dict[str, ModelConfig] = Field(
+        default_factory=_default_models, description="model entries, referred to by id from each stage"
+    )
     input: InputConfig = doc(InputConfig(), "documents to index")
     chunks: ChunksConfig = doc(ChunksConfig(), "splitting documents into text units")
     extract_graph: ExtractGraphConfig = doc(ExtractGraphConfig(), "LLM extraction of entities and relationships")

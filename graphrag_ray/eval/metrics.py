@@ -30,7 +30,7 @@ def fuzzy_match(answer: str, gold: str) -> float:
         return 1.0
     width = len(g)
     step = max(1, width // 4)
-    return max(SequenceMatcher(None, a[i:i + width], g).ratio() for i in range(0, max(1, len(a) - width + 1), step))
+    return max(SequenceMatcher(None, a[i : i + width], g).ratio() for i in range(0, max(1, len(a) - width + 1), step))
 
 
 def gold_metrics(questions: pl.DataFrame, answers: pl.DataFrame) -> pl.DataFrame:
@@ -40,12 +40,24 @@ def gold_metrics(questions: pl.DataFrame, answers: pl.DataFrame) -> pl.DataFrame
         g = gold.get(r["question_id"]) or {}
         evidence = set(g.get("gold_evidence") or [])
         fuzzy = fuzzy_match(r["answer"], g.get("gold_answer") or "") if g.get("gold_answer") else None
-        rows.append({"question_id": r["question_id"], "method": r["method"],
-                     "exact_match": exact_match(r["answer"], g.get("gold_answer") or "") if g.get("gold_answer")
-                     else None,
-                     "fuzzy_score": fuzzy, "fuzzy_match": None if fuzzy is None else fuzzy >= FUZZY_THRESHOLD,
-                     "evidence_recall": len(evidence & set(r["source_ids"] or [])) / len(evidence) if evidence
-                     else None})
-    return pl.DataFrame(rows, schema={"question_id": pl.String, "method": pl.String, "exact_match": pl.Boolean,
-                                      "fuzzy_score": pl.Float64, "fuzzy_match": pl.Boolean,
-                                      "evidence_recall": pl.Float64})
+        rows.append(
+            {
+                "question_id": r["question_id"],
+                "method": r["method"],
+                "exact_match": exact_match(r["answer"], g.get("gold_answer") or "") if g.get("gold_answer") else None,
+                "fuzzy_score": fuzzy,
+                "fuzzy_match": None if fuzzy is None else fuzzy >= FUZZY_THRESHOLD,
+                "evidence_recall": len(evidence & set(r["source_ids"] or [])) / len(evidence) if evidence else None,
+            }
+        )
+    return pl.DataFrame(
+        rows,
+        schema={
+            "question_id": pl.String,
+            "method": pl.String,
+            "exact_match": pl.Boolean,
+            "fuzzy_score": pl.Float64,
+            "fuzzy_match": pl.Boolean,
+            "evidence_recall": pl.Float64,
+        },
+    )

@@ -11,13 +11,19 @@ from graphrag_ray.explore.markdown import markdown_table
 
 def per_method(answers: pl.DataFrame, gold: pl.DataFrame) -> pl.DataFrame:
     summary = answers.group_by("method").agg(
-        pl.len().alias("answers"), pl.col("error").is_not_null().sum().alias("errors"),
-        pl.col("latency_s").median().alias("latency_p50_s"), pl.col("latency_s").quantile(0.95).alias("latency_p95_s"),
-        pl.col("llm_calls").mean().alias("calls_per_answer"), pl.col("cost").sum().alias("cost_usd"))
+        pl.len().alias("answers"),
+        pl.col("error").is_not_null().sum().alias("errors"),
+        pl.col("latency_s").median().alias("latency_p50_s"),
+        pl.col("latency_s").quantile(0.95).alias("latency_p95_s"),
+        pl.col("llm_calls").mean().alias("calls_per_answer"),
+        pl.col("cost").sum().alias("cost_usd"),
+    )
     if gold.height:
-        scores = gold.group_by("method").agg(pl.col("exact_match").cast(pl.Float64).mean().alias("exact_match"),
-                                             pl.col("fuzzy_match").cast(pl.Float64).mean().alias("fuzzy_match"),
-                                             pl.col("evidence_recall").mean().alias("evidence_recall"))
+        scores = gold.group_by("method").agg(
+            pl.col("exact_match").cast(pl.Float64).mean().alias("exact_match"),
+            pl.col("fuzzy_match").cast(pl.Float64).mean().alias("fuzzy_match"),
+            pl.col("evidence_recall").mean().alias("evidence_recall"),
+        )
         summary = summary.join(scores, on="method", how="left")
     return summary.sort("method")
 
@@ -38,8 +44,10 @@ def charts(out: Path, methods_summary: pl.DataFrame, rates: pl.DataFrame) -> lis
             sub = rates.filter((pl.col("method_a") == a) & (pl.col("method_b") == b))
             x = [criteria.index(c) + i * width for c in sub["criterion"].to_list()]
             y = sub["win_rate"].to_list()
-            err = [[m - lo for m, lo in zip(y, sub["ci_low"].to_list())],
-                   [hi - m for m, hi in zip(y, sub["ci_high"].to_list())]]
+            err = [
+                [m - lo for m, lo in zip(y, sub["ci_low"].to_list())],
+                [hi - m for m, hi in zip(y, sub["ci_high"].to_list())],
+            ]
             ax.bar(x, y, width, yerr=err, capsize=3, label=f"{a} vs {b}")
         ax.axhline(0.5, color="grey", linewidth=0.8, linestyle="--")
         ax.set_xticks([i + width * (len(pairs) - 1) / 2 for i in range(len(criteria))], criteria)
@@ -65,16 +73,23 @@ def charts(out: Path, methods_summary: pl.DataFrame, rates: pl.DataFrame) -> lis
     return written
 
 
-def write_report(out: Path, questions: pl.DataFrame, answers: pl.DataFrame, gold: pl.DataFrame,
-                 rates: pl.DataFrame) -> Path:
+def write_report(
+    out: Path, questions: pl.DataFrame, answers: pl.DataFrame, gold: pl.DataFrame, rates: pl.DataFrame
+) -> Path:
     summary = per_method(answers, gold)
     images = charts(out, summary, rates)
-    parts = ["# Evaluation report", "",
-             f"{questions.height} questions × {answers['method'].n_unique()} methods = {answers.height} answers "
-             f"({int(answers['error'].is_not_null().sum())} errors).", "", "## Per method", "", markdown_table(summary)]
+    parts = [
+        "# Evaluation report",
+        "",
+        f"{questions.height} questions × {answers['method'].n_unique()} methods = {answers.height} answers "
+        f"({int(answers['error'].is_not_null().sum())} errors).",
+        "",
+        "## Per method",
+        "",
+        markdown_table(summary),
+    ]
     if rates.height:
-        parts += ["", "## Pairwise win rates (LLM judge, both orders, ties = 0.5, 95% CI)", "",
-                  markdown_table(rates)]
+        parts += ["", "## Pairwise win rates (LLM judge, both orders, ties = 0.5, 95% CI)", "", markdown_table(rates)]
     parts += [""] + [f"![{p.stem}]({p.name})" for p in images]
     path = out / "report.md"
     path.write_text("\n".join(parts) + "\n", encoding="utf-8")

@@ -37,9 +37,17 @@ class EvalResult:
     report: Path
 
 
-def run_eval(root: str | Path = ".", config_file: str | Path | None = None, questions_file: str | Path | None = None,
-             generate: int | None = None, methods: list[str] | None = None, judge: bool = True,
-             out: str | Path | None = None, data: str | Path | None = None, show_progress: bool = False) -> EvalResult:
+def run_eval(
+    root: str | Path = ".",
+    config_file: str | Path | None = None,
+    questions_file: str | Path | None = None,
+    generate: int | None = None,
+    methods: list[str] | None = None,
+    judge: bool = True,
+    out: str | Path | None = None,
+    data: str | Path | None = None,
+    show_progress: bool = False,
+) -> EvalResult:
     root = Path(root).resolve()
     settings = load_settings(root, config_file)
     methods = methods or ["local", "global"]
@@ -56,8 +64,13 @@ def run_eval(root: str | Path = ".", config_file: str | Path | None = None, ques
         raise GraphRagRayError("give --questions FILE or --generate N")
     if questions.height == 0:
         raise GraphRagRayError("no questions to evaluate")
-    out = Path(out) if out else root / "eval" / hashlib.sha256(
-        "\n".join(sorted(questions["question_id"].to_list())).encode()).hexdigest()[:12]
+    out = (
+        Path(out)
+        if out
+        else root
+        / "eval"
+        / hashlib.sha256("\n".join(sorted(questions["question_id"].to_list())).encode()).hexdigest()[:12]
+    )
     out.mkdir(parents=True, exist_ok=True)
     write_table(questions, out, "questions", typed=False)
     steps = [AnswerQuestions(current_index(data_dir).location, methods)]

@@ -17,13 +17,27 @@ from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
 from graphrag_ray.parsing.llm_output import parse_json_object
 from graphrag_ray.query.index_data import IndexData
 
-ANSWER_SCHEMA = {"question_id": pl.String, "method": pl.String, "answer": pl.String,
-                 "source_ids": pl.List(pl.String), "report_ids": pl.List(pl.String), "latency_s": pl.Float64,
-                 "llm_calls": pl.Int64, "prompt_tokens": pl.Int64, "output_tokens": pl.Int64, "cost": pl.Float64,
-                 "error": pl.String}
+ANSWER_SCHEMA = {
+    "question_id": pl.String,
+    "method": pl.String,
+    "answer": pl.String,
+    "source_ids": pl.List(pl.String),
+    "report_ids": pl.List(pl.String),
+    "latency_s": pl.Float64,
+    "llm_calls": pl.Int64,
+    "prompt_tokens": pl.Int64,
+    "output_tokens": pl.Int64,
+    "cost": pl.Float64,
+    "error": pl.String,
+}
 CRITERIA = ("comprehensiveness", "diversity", "empowerment", "directness")
-JUDGMENT_SCHEMA = {"question_id": pl.String, "method_a": pl.String, "method_b": pl.String, "order": pl.Int64,
-                   **{c: pl.Float64 for c in CRITERIA}}
+JUDGMENT_SCHEMA = {
+    "question_id": pl.String,
+    "method_a": pl.String,
+    "method_b": pl.String,
+    "order": pl.Int64,
+    **{c: pl.Float64 for c in CRITERIA},
+}
 EVAL_METHODS = ("local", "global", "drift", "basic", "hybrid", "evidence")
 JUDGE_PROMPT = "prompts/eval_judge.txt"
 
@@ -46,8 +60,16 @@ class AnswerQuestions(ItemStep):
         self.methods = list(methods)
 
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
-        return [{"item_id": f"{q['question_id']}\x1f{m}", "question_id": q["question_id"], "question": q["question"],
-                 "method": m} for q in tables["questions"].iter_rows(named=True) for m in self.methods]
+        return [
+            {
+                "item_id": f"{q['question_id']}\x1f{m}",
+                "question_id": q["question_id"],
+                "question": q["question"],
+                "method": m,
+            }
+            for q in tables["questions"].iter_rows(named=True)
+            for m in self.methods
+        ]
 
     async def process(self, ctx: StepContext, item: dict, models) -> Rows:
         from graphrag_ray.query.factory import make_engine
@@ -58,24 +80,56 @@ class AnswerQuestions(ItemStep):
         started = time.perf_counter()
         row = {"question_id": item["question_id"], "method": method}
         try:
-            engine = make_engine("local" if method == "evidence" else method, data, models, ctx.settings, ctx.root,
-                                 community_level=level, no_llm=method == "evidence")
+            engine = make_engine(
+                "local" if method == "evidence" else method,
+                data,
+                models,
+                ctx.settings,
+                ctx.root,
+                community_level=level,
+                no_llm=method == "evidence",
+            )
             result = await engine.search(item["question"])
         except GraphRagRayError as exc:
             self.stat_update("errors")
-            return {"answers": [{**row, "answer": "", "source_ids": [], "report_ids": [],
-                                 "latency_s": time.perf_counter() - started, "llm_calls": 0, "prompt_tokens": 0,
-                                 "output_tokens": 0, "cost": 0.0, "error": str(exc)}]}
+            return {
+                "answers": [
+                    {
+                        **row,
+                        "answer": "",
+                        "source_ids": [],
+                        "report_ids": [],
+                        "latency_s": time.perf_counter() - started,
+                        "llm_calls": 0,
+                        "prompt_tokens": 0,
+                        "output_tokens": 0,
+                        "cost": 0.0,
+                        "error": str(exc),
+                    }
+                ]
+            }
         found = result.context_data
-        return {"answers": [{
-            **row, "answer": result.response, "source_ids": [str(r["id"]) for r in found.get("sources", [])],
-            "report_ids": [str(r["id"]) for r in found.get("reports", []) + found.get("global_reports", [])],
-            "latency_s": result.completion_time, "llm_calls": result.llm_calls, "prompt_tokens": result.prompt_tokens,
-            "output_tokens": result.output_tokens, "cost": result.cost, "error": None}]}
+        return {
+            "answers": [
+                {
+                    **row,
+                    "answer": result.response,
+                    "source_ids": [str(r["id"]) for r in found.get("sources", [])],
+                    "report_ids": [str(r["id"]) for r in found.get("reports", []) + found.get("global_reports", [])],
+                    "latency_s": result.completion_time,
+                    "llm_calls": result.llm_calls,
+                    "prompt_tokens": result.prompt_tokens,
+                    "output_tokens": result.output_tokens,
+                    "cost": result.cost,
+                    "error": None,
+                }
+            ]
+        }
 
     def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
-        return {"answers": yielded["answers"].unique(["question_id", "method"], keep="first")
-                .sort("question_id", "method")}
+        return {
+            "answers": yielded["answers"].unique(["question_id", "method"], keep="first").sort("question_id", "method")
+        }
 
 
 class JudgeAnswers(ItemStep):
@@ -100,27 +154,45 @@ class JudgeAnswers(ItemStep):
 
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
         text = {(r["question_id"], r["method"]): r["answer"] for r in tables["answers"].iter_rows(named=True)}
-        return [{"item_id": f"{q['question_id']}\x1f{a}\x1f{b}\x1f{order}", "question_id": q["question_id"],
-                 "question": q["question"], "method_a": a, "method_b": b, "order": order,
-                 "first": text[(q["question_id"], a if order == 0 else b)],
-                 "second": text[(q["question_id"], b if order == 0 else a)]}
-                for q in tables["questions"].iter_rows(named=True)
-                for a, b in itertools.combinations(self.methods, 2) for order in (0, 1)
-                if text.get((q["question_id"], a)) and text.get((q["question_id"], b))]
+        return [
+            {
+                "item_id": f"{q['question_id']}\x1f{a}\x1f{b}\x1f{order}",
+                "question_id": q["question_id"],
+                "question": q["question"],
+                "method_a": a,
+                "method_b": b,
+                "order": order,
+                "first": text[(q["question_id"], a if order == 0 else b)],
+                "second": text[(q["question_id"], b if order == 0 else a)],
+            }
+            for q in tables["questions"].iter_rows(named=True)
+            for a, b in itertools.combinations(self.methods, 2)
+            for order in (0, 1)
+            if text.get((q["question_id"], a)) and text.get((q["question_id"], b))
+        ]
 
     async def process(self, ctx: StepContext, item: dict, models) -> Rows:
         chat = models.chat(ctx.settings.global_search.chat_model_id)
-        prompt = fill(ctx.prompt(JUDGE_PROMPT), question=item["question"], answer_1=item["first"],
-                      answer_2=item["second"])
+        prompt = fill(
+            ctx.prompt(JUDGE_PROMPT), question=item["question"], answer_1=item["first"], answer_2=item["second"]
+        )
         try:
             reply = await chat.chat([{"role": "user", "content": prompt}], stage="eval_judge", json_mode=True)
             verdict = parse_json_object(reply.content) or {}
         except GraphRagRayError:
             self.stat_update("unjudged")
             verdict = {}
-        return {"judgments": [{"question_id": item["question_id"], "method_a": item["method_a"],
-                               "method_b": item["method_b"], "order": item["order"],
-                               **{c: score_for_a(verdict, c, item["order"] == 0) for c in CRITERIA}}]}
+        return {
+            "judgments": [
+                {
+                    "question_id": item["question_id"],
+                    "method_a": item["method_a"],
+                    "method_b": item["method_b"],
+                    "order": item["order"],
+                    **{c: score_for_a(verdict, c, item["order"] == 0) for c in CRITERIA},
+                }
+            ]
+        }
 
     def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
         return {"judgments": yielded["judgments"].sort("question_id", "method_a", "method_b", "order")}

@@ -12,9 +12,15 @@ from graphrag_ray.exec.pools import Pool
 Task = TypeVar("Task")
 
 
-def dispatch(pool: Pool, tasks: Iterable[Task], method: str, args: Callable[[Task], tuple],
-             on_result: Callable[[Task, Any], None], per_worker: int = 2,
-             started: Callable[[], None] | None = None) -> None:
+def dispatch(
+    pool: Pool,
+    tasks: Iterable[Task],
+    method: str,
+    args: Callable[[Task], tuple],
+    on_result: Callable[[Task, Any], None],
+    per_worker: int = 2,
+    started: Callable[[], None] | None = None,
+) -> None:
     """Run `method(*args(task))` for every task on the pool's workers; `on_result(task, value)` as each ends;
     `started()` once the first tasks are in flight."""
     queue = deque(tasks)

@@ -25,8 +25,17 @@ from graphrag_ray.exec.dispatch import dispatch
 from graphrag_ray.exec.pools import Pool, WorkerSpec, open_pool
 from graphrag_ray.exec.progress import watching_limits
 from graphrag_ray.exec.run_state import RunState, RunTables
-from graphrag_ray.exec.step import (BatchStep, ItemPlan, ItemStep, SpilledRows, Step, StepContext, Tables,
-                                    collecting_stats, running)
+from graphrag_ray.exec.step import (
+    BatchStep,
+    ItemPlan,
+    ItemStep,
+    SpilledRows,
+    Step,
+    StepContext,
+    Tables,
+    collecting_stats,
+    running,
+)
 from graphrag_ray.exec.worker import StepWorker
 from graphrag_ray.llm.ledger import UsageLedger, run_ledger
 from graphrag_ray.storage.schemas import SCHEMAS
@@ -52,8 +61,15 @@ def _peak_rss_mb() -> int:
 
 
 class Executor:
-    def __init__(self, ctx: StepContext, run: RunState, limiter: Any, progress: Any = None, backend: str = "ray",
-                 max_failure_ratio: float | None = None):
+    def __init__(
+        self,
+        ctx: StepContext,
+        run: RunState,
+        limiter: Any,
+        progress: Any = None,
+        backend: str = "ray",
+        max_failure_ratio: float | None = None,
+    ):
         self.ctx = ctx
         self.max_failure_ratio = max_failure_ratio  # an item step failing more stops the run (None: never)
         self.run = run
@@ -61,7 +77,7 @@ class Executor:
         self.backend = backend  # "ray": actors; "local": in this process
         self.progress = progress
         self._task_ledgers: dict = {}  # progress row -> the ledger of its step
-        self.ledger = UsageLedger()          # what this command spent
+        self.ledger = UsageLedger()  # what this command spent
         self.stats: dict[str, dict] = {}
         self.node_ids: Counter = Counter()  # partitions run per Ray node (multi-node checks)
         self._pool: Pool | None = None
@@ -84,8 +100,11 @@ class Executor:
         the end), and the `keep` tables are returned as RunTables, read back from the run one at a time."""
         tables: Tables = dict(given or {})
         running: dict[str, tuple[Step, Future, threading.Event]] = {}
-        lanes = ThreadPoolExecutor(max_workers=2, thread_name_prefix="graphrag-ray-steps") \
-            if any(step.background for step in steps) else None
+        lanes = (
+            ThreadPoolExecutor(max_workers=2, thread_name_prefix="graphrag-ray-steps")
+            if any(step.background for step in steps)
+            else None
+        )
         try:
             with watching_limits(self.progress, self.limiter):
                 if lanes is not None:
@@ -100,8 +119,11 @@ class Executor:
                         self._prepared[following.name] = (gate, self.beside.thread(gate, prepare, self.ctx))
                     if step.background:
                         gate = self.beside.gate()
-                        running[step.name] = (step, lanes.submit(self.beside.run_after, gate, self._run_step, step,
-                                                                 dict(tables)), gate)
+                        running[step.name] = (
+                            step,
+                            lanes.submit(self.beside.run_after, gate, self._run_step, step, dict(tables)),
+                            gate,
+                        )
                     else:
                         tables.update(self._run_step(step, tables))
                         self.beside.open(llm=False)
@@ -120,8 +142,9 @@ class Executor:
                 lanes.shutdown(wait=True, cancel_futures=True)
         self.stats = {step.name: self.stats[step.name] for step in steps if step.name in self.stats}
         failures = [df for df in (self.run.load_table(f"failures__{step.name}") for step in steps) if df is not None]
-        tables["failures"] = pl.concat(failures, how="diagonal_relaxed") if failures else \
-            pl.DataFrame(schema=FAILURE_SCHEMA)
+        tables["failures"] = (
+            pl.concat(failures, how="diagonal_relaxed") if failures else pl.DataFrame(schema=FAILURE_SCHEMA)
+        )
         if keep is not None:
             written = {w for step in steps for w in step.writes}
             return RunTables(self.run, keep & written, {"failures": tables["failures"]})
@@ -140,8 +163,9 @@ class Executor:
             return plan.prepare if type(plan).prepare is not ItemPlan.prepare else None
         return step.prepare if isinstance(step, BatchStep) and type(step).prepare is not BatchStep.prepare else None
 
-    def _join(self, running: dict[str, tuple[Step, Future, threading.Event]], tables: Tables,
-              reads: set[str] | None) -> None:
+    def _join(
+        self, running: dict[str, tuple[Step, Future, threading.Event]], tables: Tables, reads: set[str] | None
+    ) -> None:
         """Wait for the background steps that write one of `reads` (None: all of them); their tables join."""
         for name, (step, future, gate) in list(running.items()):
             if reads is None or reads & set(step.writes):
@@ -182,15 +206,23 @@ class Executor:
         step_failures = out.pop("failures", None)
         if step_failures is not None and step_failures.height:
             self.run.save_tables({f"failures__{step.name}": step_failures})
-        stats.update(wall_s=round(time.perf_counter() - started, 3),
-                     driver_peak_rss_mb=_peak_rss_mb(),  # where a large run's driver memory grows
-                     failures=0 if step_failures is None else step_failures.height,
-                     ledger=step_ledger.to_dict())
+        stats.update(
+            wall_s=round(time.perf_counter() - started, 3),
+            driver_peak_rss_mb=_peak_rss_mb(),  # where a large run's driver memory grows
+            failures=0 if step_failures is None else step_failures.height,
+            ledger=step_ledger.to_dict(),
+        )
         self.run.save_tables(out)
         self.run.mark_step(step.name, stats)
         self.stats[step.name] = stats
-        log.info("step %s: done in %.1f s (%s items, %s failures, %s calls)", step.name, stats["wall_s"],
-                 stats.get("items"), stats["failures"], step_ledger.total().calls)
+        log.info(
+            "step %s: done in %.1f s (%s items, %s failures, %s calls)",
+            step.name,
+            stats["wall_s"],
+            stats.get("items"),
+            stats["failures"],
+            step_ledger.total().calls,
+        )
         del out, inputs, step_failures  # before the tables are read back: not two copies of them at once
         # continue from what is on disk, so a fresh run and a resumed one take the same path
         return {w: self.run.load_table(w) for w in step.writes}
@@ -224,27 +256,36 @@ class Executor:
             if keys is not None:  # what the version being updated already computed is taken from it
                 items, carried = keys.split(round_index, items)
                 counts["carried_items"] += keys.carried_in_round
-            parts = [items[i:i + size] for i in range(0, len(items), size)]
+            parts = [items[i : i + size] for i in range(0, len(items), size)]
             counts["items"] += len(items)
             counts["partitions"] += len(parts)
             if task is not None:
                 self.progress.update(task, total=(self.progress.tasks[task].total or 0) + len(items))
-            round_frames = self._round(step, round_index, parts, names, task, counts, events, failed_parts,
-                                       step_ledger, keys)
+            round_frames = self._round(
+                step, round_index, parts, names, task, counts, events, failed_parts, step_ledger, keys
+            )
             spilled_parts += [(round_index, p) for p in range(len(parts))]
             del items, parts  # a large run's items (text units' text, entities' descriptions) are let go now
             for n in names:
                 collected[n] += round_frames[n] + ([carried[n]] if n in carried else [])
                 if n != "failures" and round_index + 1 < rounds:  # only a next round reads it
-                    new = [df.drop(KEY_COLUMN, strict=False) for df in round_frames[n] + [carried.get(n)]
-                           if df is not None and df.height]
+                    new = [
+                        df.drop(KEY_COLUMN, strict=False)
+                        for df in round_frames[n] + [carried.get(n)]
+                        if df is not None and df.height
+                    ]
                     if new:
                         earlier[n] = pl.concat(([earlier[n]] if n in earlier else []) + new, how="diagonal_relaxed")
             del round_frames, carried
         earlier.clear()
         # each table's partition frames are let go as they are joined: never two copies of a step's rows
-        yielded = {n: pl.concat(collected.pop(n), how="diagonal_relaxed") if collected[n]
-                   else pl.DataFrame(schema=step.yields[n]) for n in step.yields if n not in step.spilled}
+        yielded = {
+            n: pl.concat(collected.pop(n), how="diagonal_relaxed")
+            if collected[n]
+            else pl.DataFrame(schema=step.yields[n])
+            for n in step.yields
+            if n not in step.spilled
+        }
         if keys is not None:  # kept for the next update (published with the index), then the key column goes
             yielded = keys.save(self.run, yielded)
         for n in step.spilled:  # left on disk, in partition order
@@ -259,9 +300,19 @@ class Executor:
             out["failures"] = pl.concat(collected["failures"], how="diagonal_relaxed")
         return out, dict(counts, rounds=rounds, events=dict(events))
 
-    def _round(self, step: ItemStep, round_index: int, parts: list[list[dict]], names: list[str], task,
-               counts: Counter, events: Counter, failed_parts: list, step_ledger: UsageLedger,
-               keys: ItemKeys | None = None) -> dict[str, list[pl.DataFrame]]:
+    def _round(
+        self,
+        step: ItemStep,
+        round_index: int,
+        parts: list[list[dict]],
+        names: list[str],
+        task,
+        counts: Counter,
+        events: Counter,
+        failed_parts: list,
+        step_ledger: UsageLedger,
+        keys: ItemKeys | None = None,
+    ) -> dict[str, list[pl.DataFrame]]:
         """One round's partitions: those a marker says are done are read back, the rest dispatched to workers and
         recorded as each finishes. Returns each table's frames."""
         frames_of: dict[str, list[pl.DataFrame]] = {n: [] for n in names}
@@ -280,8 +331,9 @@ class Executor:
         todo = []
         for p, part in enumerate(parts):
             if self.run.partition_done(step.name, round_index, p, part):
-                frames, spent = self.run.load_partition(step.name, round_index, p,
-                                                        [n for n in names if n not in step.spilled])
+                frames, spent = self.run.load_partition(
+                    step.name, round_index, p, [n for n in names if n not in step.spilled]
+                )
                 counts["resumed_partitions"] += 1
                 keep(p, part, frames, spent.get("stats", {}))
             else:
@@ -289,12 +341,15 @@ class Executor:
 
         def finished(entry: tuple[int, list[dict]], result: dict) -> None:
             p, part = entry
-            frames = {name: pl.DataFrame(rows, schema=FAILURE_SCHEMA if name == "failures" else step.yields[name])
-                      for name, rows in result["rows"].items()}
+            frames = {
+                name: pl.DataFrame(rows, schema=FAILURE_SCHEMA if name == "failures" else step.yields[name])
+                for name, rows in result["rows"].items()
+            }
             if keys is not None:
                 frames = keys.tagged(part, frames, result["spans"])
-            self.run.save_partition(step.name, round_index, p, part, frames,
-                                    {**result["ledger"], "stats": result["stats"]})
+            self.run.save_partition(
+                step.name, round_index, p, part, frames, {**result["ledger"], "stats": result["stats"]}
+            )
             with self._lock:
                 self.ledger.merge(result["ledger"])
                 step_ledger.merge(result["ledger"])
@@ -304,8 +359,15 @@ class Executor:
         # the background work waiting for this step starts once its first partitions are out (or it has none)
         in_flight = None if step.background else lambda: self.beside.open(llm=step.uses_llm)
         if todo:
-            dispatch(self._workers(), todo, "run_partition", lambda entry: (step, entry[1]), finished,
-                     PARTITIONS_PER_WORKER, started=in_flight)
+            dispatch(
+                self._workers(),
+                todo,
+                "run_partition",
+                lambda entry: (step, entry[1]),
+                finished,
+                PARTITIONS_PER_WORKER,
+                started=in_flight,
+            )
         elif in_flight is not None:
             in_flight()
         return frames_of
@@ -321,20 +383,23 @@ class Executor:
         # a reason may end with how the model's answer began: group by what went wrong, show one answer
         reasons = pl.concat(failures, how="diagonal_relaxed").select(
             pl.col("reason").str.split(" | answer began: ").list.first().str.slice(0, 300).alias("kind"),
-            pl.col("reason").str.split(" | answer began: ").list.get(1, null_on_oob=True).alias("sample"))
+            pl.col("reason").str.split(" | answer began: ").list.get(1, null_on_oob=True).alias("sample"),
+        )
         reason, times = reasons["kind"].value_counts(sort=True).row(0)
         sample = reasons.filter(pl.col("kind") == reason)["sample"].drop_nulls().head(1).to_list()
         with self._lock:
             billed = run_ledger(self.ctx.paid_dir) if self.ctx.paid_dir else self.ledger  # every attempt so far
             spent = billed.total()
             where = self.run.save_ledger(billed.to_dict())
-        raise StepFailedError(f"{step.name}: {failed} of {items} items failed ({failed / items:.0%}, more than "
-                              f"output.max_failure_ratio {self.max_failure_ratio:.0%}); most common reason "
-                              f"({times}x): {reason}{f'; the answer began: {sample[0]}' if sample else ''}. "
-                              f"Nothing was published; the same command (or `index --retry-failures`) asks the model "
-                              f"again for the failed items only - the rest resumes, and answers it found unusable "
-                              f"are not reused. Spent: {spent.calls:,} "
-                              f"calls ({spent.unusable:,} unusable), ${spent.cost:.4f} - ledger in {where}")
+        raise StepFailedError(
+            f"{step.name}: {failed} of {items} items failed ({failed / items:.0%}, more than "
+            f"output.max_failure_ratio {self.max_failure_ratio:.0%}); most common reason "
+            f"({times}x): {reason}{f'; the answer began: {sample[0]}' if sample else ''}. "
+            f"Nothing was published; the same command (or `index --retry-failures`) asks the model "
+            f"again for the failed items only - the rest resumes, and answers it found unusable "
+            f"are not reused. Spent: {spent.calls:,} "
+            f"calls ({spent.unusable:,} unusable), ${spent.cost:.4f} - ledger in {where}"
+        )
 
     def _task(self, name: str, total: int, ledger: UsageLedger | None = None):
         """A progress row for a step; its figures are the step's own (`ledger`), not the run's running totals."""
@@ -350,8 +415,11 @@ class Executor:
         ledger = self._task_ledgers.get(task)
         with self._lock:
             usage = ledger.total() if ledger is not None else None
-        figures = {} if usage is None else {"calls": usage.calls, "cost": usage.cost,
-                                            "tokens": usage.prompt_tokens + usage.completion_tokens}
+        figures = (
+            {}
+            if usage is None
+            else {"calls": usage.calls, "cost": usage.cost, "tokens": usage.prompt_tokens + usage.completion_tokens}
+        )
         self.progress.update(task, advance=n, **figures)
 
     def start_workers(self) -> None:

@@ -37,7 +37,7 @@ class WorkerSpec:
     args: tuple = ()
     num_cpus: float = 0
     max_concurrency: int | None = None  # async actors: calls running at once (Ray's default is 1000)
-    restartable: bool = True             # a lost worker process or node is replaced and its calls re-run
+    restartable: bool = True  # a lost worker process or node is replaced and its calls re-run
     options: dict = field(default_factory=dict)
 
 
@@ -240,7 +240,7 @@ class RayPool(Pool):
     def close(self) -> None:
         actors, self.actors = self.actors, []
         if not self.ray.is_initialized():  # Ray was shut down (at exit, say): its actors are gone with it, and
-            return                         # a call now would start a new Ray
+            return  # a call now would start a new Ray
         try:
             self.cancel(list(self._running))
         finally:
@@ -297,8 +297,9 @@ def calls_pool(purpose: str, executor: str, worker: type, models: Any, settings:
     from graphrag_ray.llm.models import Models
     from graphrag_ray.llm.ratelimit import RayRateLimiter
 
-    limiter = models.limiter if isinstance(models.limiter, RayRateLimiter) \
-        else RayRateLimiter.for_job(f"query-{os.getpid()}")
+    limiter = (
+        models.limiter if isinstance(models.limiter, RayRateLimiter) else RayRateLimiter.for_job(f"query-{os.getpid()}")
+    )
     # an absolute root: a Ray worker's current directory is not the driver's
     on_ray = Models.create(settings, str(Path(root).resolve()) if root else None, limiter=limiter, check_first=True)
     return shared_pool("ray", name, WorkerSpec(worker, (on_ray,), max_concurrency=1000, restartable=False))

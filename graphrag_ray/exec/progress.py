@@ -42,8 +42,9 @@ class PlainProgress:
         self._line(f"{description}: started")
         return task
 
-    def update(self, task: int, advance: float = 0, completed: float | None = None, total: float | None = None,
-               **fields) -> None:
+    def update(
+        self, task: int, advance: float = 0, completed: float | None = None, total: float | None = None, **fields
+    ) -> None:
         with self._lock:
             t = self.tasks[task]
             t.completed = completed if completed is not None else t.completed + advance
@@ -56,10 +57,15 @@ class PlainProgress:
 
     def _describe(self, t: "PlainProgress.Task", state: str) -> str:
         f = t.fields
-        figures = f", calls {f.get('calls', 0):,}, tokens {f.get('tokens', 0):,}, ${f.get('cost', 0.0):.4f}" \
-            if f.get("calls") else ""
-        return (f"{t.description}: {state} {t.completed:,.0f}/{t.total:,.0f}{figures}, "
-                f"{time.monotonic() - t.started:,.0f} s")
+        figures = (
+            f", calls {f.get('calls', 0):,}, tokens {f.get('tokens', 0):,}, ${f.get('cost', 0.0):.4f}"
+            if f.get("calls")
+            else ""
+        )
+        return (
+            f"{t.description}: {state} {t.completed:,.0f}/{t.total:,.0f}{figures}, "
+            f"{time.monotonic() - t.started:,.0f} s"
+        )
 
     def _line(self, text: str) -> None:
         self.stream.write(f"[{time.strftime('%H:%M:%S')}] {text}\n")
@@ -71,9 +77,11 @@ class PlainProgress:
                 running = [t for t in self.tasks.values() if not t.finished]
             slowest = _slowest_in_flight()
             for t in running:
-                self._line(self._describe(t, "running")
-                           + (f"; slowest request in flight {slowest:,.0f} s" if slowest is not None else "")
-                           + (f"; {self.note}" if self.note else ""))
+                self._line(
+                    self._describe(t, "running")
+                    + (f"; slowest request in flight {slowest:,.0f} s" if slowest is not None else "")
+                    + (f"; {self.note}" if self.note else "")
+                )
 
     def __enter__(self) -> "PlainProgress":
         self._thread = threading.Thread(target=self._heartbeat, name="graphrag-ray-progress", daemon=True)
@@ -111,11 +119,17 @@ def progress_bar(enabled: "bool | str", console=None):
             if self.note:
                 yield Text(self.note, style="dim", overflow="fold")
 
-    return JobProgress(TextColumn("[bold]{task.description:<24}"), BarColumn(),
-                       TextColumn("{task.completed}/{task.total}"),
-                       TextColumn("calls {task.fields[calls]:,}  tokens {task.fields[tokens]:,}  "
-                                  "${task.fields[cost]:.4f}"), TimeElapsedColumn(), TimeRemainingColumn(),
-                       transient=False, refresh_per_second=2, console=console)  # jobs run for minutes: 2 Hz
+    return JobProgress(
+        TextColumn("[bold]{task.description:<24}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TextColumn("calls {task.fields[calls]:,}  tokens {task.fields[tokens]:,}  ${task.fields[cost]:.4f}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        transient=False,
+        refresh_per_second=2,
+        console=console,
+    )  # jobs run for minutes: 2 Hz
 
 
 def describe_limits(stats: dict) -> str:

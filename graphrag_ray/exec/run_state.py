@@ -80,8 +80,9 @@ class RunState:
         marker = self._read_marker(step, round_index, part)
         return marker is not None and marker["items"] == fingerprint(items)
 
-    def save_partition(self, step: str, round_index: int, part: int, items: list[dict],
-                       frames: dict[str, pl.DataFrame], spent: dict) -> None:
+    def save_partition(
+        self, step: str, round_index: int, part: int, items: list[dict], frames: dict[str, pl.DataFrame], spent: dict
+    ) -> None:
         """Only non-empty tables are written (every partition of a large run would otherwise write an empty
         failures file), and the ledger travels in the marker: one partition is as few file writes as it can be."""
         folder = self.store.child(self._part(step, round_index, part))

@@ -47,9 +47,14 @@ def ray_address(temp_dir: str | None = None, join_recorded: bool = False) -> str
     if recorded and _answers(recorded):
         if join_recorded:
             return None
-        log.warning("not joining the Ray cluster at %s (recorded by `ray start` in %s): a run joins a cluster only "
-                    "when RAY_ADDRESS names it (RAY_ADDRESS=%s, as `ray job submit` sets it); starting one of "
-                    "its own", recorded, record, recorded)
+        log.warning(
+            "not joining the Ray cluster at %s (recorded by `ray start` in %s): a run joins a cluster only "
+            "when RAY_ADDRESS names it (RAY_ADDRESS=%s, as `ray job submit` sets it); starting one of "
+            "its own",
+            recorded,
+            record,
+            recorded,
+        )
     return "local"
 
 
@@ -79,13 +84,18 @@ def ensure_ray(verbose: bool = False, join_recorded: bool = False) -> None:
 
     if not ray.is_initialized():
         address = ray_address(join_recorded=join_recorded)
-        ray.init(address=address, include_dashboard=False, log_to_driver=verbose,
-                 logging_level=logging.INFO if verbose else logging.ERROR)
+        ray.init(
+            address=address,
+            include_dashboard=False,
+            log_to_driver=verbose,
+            logging_level=logging.INFO if verbose else logging.ERROR,
+        )
         _HOW["how"] = "started" if address == "local" else "joined"
 
 
-def choose_backend(setting: str, input_bytes: int = 0, local_max_input_mb: float = float("inf"),
-                   join_cluster: bool = True) -> str:
+def choose_backend(
+    setting: str, input_bytes: int = 0, local_max_input_mb: float = float("inf"), join_cluster: bool = True
+) -> str:
     """`auto`: Ray when there is a cluster to join (a submitted job, RAY_ADDRESS, Ray already running here) or
     the input is big enough to pay for Ray's start-up (seconds) with parallel actors; in this process otherwise.
     With `join_cluster` false (an update of a few documents), a cluster is not reason enough: the actors' start-up

@@ -103,8 +103,10 @@ class StepContext:
     def prompt(self, relative_path: str) -> str:
         declared = _DECLARED.get()
         if declared is not None and relative_path not in declared[1]:
-            raise UndeclaredPromptError(f"step {declared[0]} reads {relative_path}, which it does not declare "
-                                        "(prompt_keys): the index's fingerprint would not change with it")
+            raise UndeclaredPromptError(
+                f"step {declared[0]} reads {relative_path}, which it does not declare "
+                "(prompt_keys): the index's fingerprint would not change with it"
+            )
         if relative_path not in self.prompts:
             self.prompts[relative_path] = load_prompt(self.root, relative_path)
         return self.prompts[relative_path]
@@ -116,7 +118,7 @@ class Step(ABC):
     optional_reads: tuple[str, ...] = ()  # given when an earlier step of the method wrote them
     writes: tuple[str, ...] = ()
     uses_llm: bool = False
-    settings_section: str | None = None   # with uses_llm: the settings section naming the model (model_id)
+    settings_section: str | None = None  # with uses_llm: the settings section naming the model (model_id)
     background: bool = False  # runs beside the steps after it until one reads what it writes (executor.py)
     # the settings_section keys naming the prompt files the step reads (`update_prompt_keys`: in an update only).
     # What decides the graph's fingerprint, the run id and the prompt pre-check is derived from these.
@@ -171,8 +173,12 @@ def written_counts(stats: dict) -> dict:
     `kept_small_change` events: community_reports.revise_min_changed_share)."""
     events = stats.get("events", {})
     revised, unrevised = events.get("revised", 0), events.get("kept_small_change", 0)
-    return {"afresh": stats.get("items", 0) - revised - unrevised, "revised": revised,
-            "kept": stats.get("carried_items", 0), "kept_despite_small_change": unrevised}
+    return {
+        "afresh": stats.get("items", 0) - revised - unrevised,
+        "revised": revised,
+        "kept": stats.get("carried_items", 0),
+        "kept_despite_small_change": unrevised,
+    }
 
 
 class BatchStep(Step):
@@ -223,10 +229,10 @@ class ItemPlan:
 
 
 class ItemStep(Step):
-    yields: dict[str, dict] = {}        # tables each item yields rows of (besides failures), with their schemas
-    partition_size: int | None = None   # None: settings.workers.partition_size
-    spilled: tuple[str, ...] = ()       # yields given to finish as SpilledRows, not gathered in memory
-    Plan: type[ItemPlan] = ItemPlan     # the driver's side (above): a step that keeps run state gives its own
+    yields: dict[str, dict] = {}  # tables each item yields rows of (besides failures), with their schemas
+    partition_size: int | None = None  # None: settings.workers.partition_size
+    spilled: tuple[str, ...] = ()  # yields given to finish as SpilledRows, not gathered in memory
+    Plan: type[ItemPlan] = ItemPlan  # the driver's side (above): a step that keeps run state gives its own
 
     def plan(self) -> ItemPlan:
         """A fresh driver-side plan for one run of this step."""
@@ -242,8 +248,12 @@ class ItemStep(Step):
     def failure_row(self, item: dict, exc: BaseException | str, note: str = "") -> dict:
         """The failures row of an item whose model call could not be had (the worker writes it for an
         LLMUnavailableError that leaves `process`; a step with a fallback writes it beside its fallback rows)."""
-        return {"step": self.name, "item_id": item["item_id"], "source": self.failure_source(item),
-                "reason": f"{exc}{'; ' + note if note else ''}"}
+        return {
+            "step": self.name,
+            "item_id": item["item_id"],
+            "source": self.failure_source(item),
+            "reason": f"{exc}{'; ' + note if note else ''}",
+        }
 
     def carry_identity(self, item: dict) -> Any:
         """What an update compares with the previous version to carry this item's rows: by default the whole item

@@ -16,13 +16,19 @@ from graphrag_ray.llm.tokens import load_in_background
 class StepWorker:
     def __init__(self, ctx: StepContext, limiter):
         self.ctx = ctx
-        self.models = Models.create(ctx.settings, ctx.root, limiter=limiter, cautious_start=True,
-                                    retry_unusable=ctx.retry_unusable,
-                                    journal=PaidJournal(ctx.paid_dir) if ctx.paid_dir else None)
+        self.models = Models.create(
+            ctx.settings,
+            ctx.root,
+            limiter=limiter,
+            cautious_start=True,
+            retry_unusable=ctx.retry_unusable,
+            journal=PaidJournal(ctx.paid_dir) if ctx.paid_dir else None,
+        )
         # every call counts its tokens first: a new worker process builds the tokenizers (a third of a second
         # each) while the first steps run, not when its first call is about to go out
-        for model, encoding in sorted({(m.model, m.encoding or "") for m in ctx.settings.models.values()
-                                       if m.type != "local_embedding"}):
+        for model, encoding in sorted(
+            {(m.model, m.encoding or "") for m in ctx.settings.models.values() if m.type != "local_embedding"}
+        ):
             load_in_background(model, encoding or None)
 
     async def aclose(self) -> None:
@@ -36,8 +42,9 @@ class StepWorker:
                 batch = await _or_failures(step, items, step.process_batch(self.ctx, items, self.models))
                 results = batch if isinstance(batch, list) else [batch]
             else:
-                results = await asyncio.gather(*(_or_failures(step, [item], step.process(self.ctx, item, self.models))
-                                                 for item in items))
+                results = await asyncio.gather(
+                    *(_or_failures(step, [item], step.process(self.ctx, item, self.models)) for item in items)
+                )
         if self.models.journal is not None:  # what the partition recorded, on disk before its rows are
             self.models.journal.flush()
         rows: dict[str, list] = {}

@@ -56,8 +56,12 @@ class IndexGraph:
         if level is None:
             return self.levels[0]
         if level > self.levels[-1]:
-            log.warning("community level %d is deeper than the index's deepest level (%d): using %d", level,
-                        self.levels[-1], self.levels[-1])
+            log.warning(
+                "community level %d is deeper than the index's deepest level (%d): using %d",
+                level,
+                self.levels[-1],
+                self.levels[-1],
+            )
             return self.levels[-1]
         return level
 
@@ -69,22 +73,40 @@ def load_graph(location: str | Path | Store, given: bool = False) -> IndexGraph:
     levels = sorted(communities["level"].unique().to_list()) if communities.height else []
     nodes = entities.sort("id")
     if communities.height:
-        membership = (communities.select("level", "community", pl.col("entity_ids").alias("id"))
-                      .explode("id").drop_nulls("id")
-                      .group_by("id", "level").agg(pl.col("community").min())
-                      .pivot(on="level", index="id", values="community", sort_columns=True))
+        membership = (
+            communities.select("level", "community", pl.col("entity_ids").alias("id"))
+            .explode("id")
+            .drop_nulls("id")
+            .group_by("id", "level")
+            .agg(pl.col("community").min())
+            .pivot(on="level", index="id", values="community", sort_columns=True)
+        )
         membership = membership.rename({str(level): level_column(level) for level in levels})
         nodes = nodes.join(membership, on="id", how="left")
-    nodes = nodes.with_columns(*(pl.col(level_column(level)).fill_null(NO_COMMUNITY).cast(pl.Int64)
-                                 for level in levels))
+    nodes = nodes.with_columns(
+        *(pl.col(level_column(level)).fill_null(NO_COMMUNITY).cast(pl.Int64) for level in levels)
+    )
     ids = dict(zip(entities["title"].to_list(), entities["id"].to_list()))
-    edges = tables["relationships"].sort("id").with_columns(
-        pl.col("source").replace_strict(ids, default=None).alias("source_id"),
-        pl.col("target").replace_strict(ids, default=None).alias("target_id"))
+    edges = (
+        tables["relationships"]
+        .sort("id")
+        .with_columns(
+            pl.col("source").replace_strict(ids, default=None).alias("source_id"),
+            pl.col("target").replace_strict(ids, default=None).alias("target_id"),
+        )
+    )
     dangling = edges.filter(pl.col("source_id").is_null() | pl.col("target_id").is_null())
     if dangling.height:  # merge_graph never writes one: an index edited by hand or by another tool
         example = dangling.row(0, named=True)
-        raise IndexDamagedError(f"index at {folder}: {dangling.height} relationships name an entity the entities "
-                                f"table lacks (e.g. {example['source']!r} -> {example['target']!r})")
-    return IndexGraph(folder, nodes, edges, communities.sort("level", "community"),
-                      tables["community_reports"].sort("level", "community"), levels)
+        raise IndexDamagedError(
+            f"index at {folder}: {dangling.height} relationships name an entity the entities "
+            f"table lacks (e.g. {example['source']!r} -> {example['target']!r})"
+        )
+    return IndexGraph(
+        folder,
+        nodes,
+        edges,
+        communities.sort("level", "community"),
+        tables["community_reports"].sort("level", "community"),
+        levels,
+    )

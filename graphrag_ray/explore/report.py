@@ -16,8 +16,16 @@ from graphrag_ray.storage.tables import read_table
 
 TOP_TYPES = 15
 TOP_ROWS = 10
-CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans SC", "WenQuanYi Micro Hei", "WenQuanYi Zen Hei", "Source Han Sans SC",
-             "Microsoft YaHei", "PingFang SC", "SimHei")
+CJK_FONTS = (
+    "Noto Sans CJK SC",
+    "Noto Sans SC",
+    "WenQuanYi Micro Hei",
+    "WenQuanYi Zen Hei",
+    "Source Han Sans SC",
+    "Microsoft YaHei",
+    "PingFang SC",
+    "SimHei",
+)
 CHANGED_TABLES = ("documents", "text_units", "entities", "relationships", "communities", "community_reports")
 
 
@@ -26,15 +34,30 @@ def step_rows(stats: dict) -> pl.DataFrame:
     rows = []
     for name, step in (stats.get("steps") or {}).items():
         total = (step.get("ledger") or {}).get("total") or {}
-        rows.append({"step": name, "wall_s": float(step.get("wall_s") or 0.0), "items": step.get("items"),
-                     "failures": int(step.get("failures") or 0), "calls": int(total.get("calls", 0)),
-                     "cache_hits": int(total.get("cache_hits", 0)),
-                     "prompt_tokens": int(total.get("prompt_tokens", 0)),
-                     "completion_tokens": int(total.get("completion_tokens", 0)),
-                     "cost_usd": float(total.get("cost", 0.0))})
-    schema = {"step": pl.String, "wall_s": pl.Float64, "items": pl.Int64, "failures": pl.Int64, "calls": pl.Int64,
-              "cache_hits": pl.Int64, "prompt_tokens": pl.Int64, "completion_tokens": pl.Int64,
-              "cost_usd": pl.Float64}
+        rows.append(
+            {
+                "step": name,
+                "wall_s": float(step.get("wall_s") or 0.0),
+                "items": step.get("items"),
+                "failures": int(step.get("failures") or 0),
+                "calls": int(total.get("calls", 0)),
+                "cache_hits": int(total.get("cache_hits", 0)),
+                "prompt_tokens": int(total.get("prompt_tokens", 0)),
+                "completion_tokens": int(total.get("completion_tokens", 0)),
+                "cost_usd": float(total.get("cost", 0.0)),
+            }
+        )
+    schema = {
+        "step": pl.String,
+        "wall_s": pl.Float64,
+        "items": pl.Int64,
+        "failures": pl.Int64,
+        "calls": pl.Int64,
+        "cache_hits": pl.Int64,
+        "prompt_tokens": pl.Int64,
+        "completion_tokens": pl.Int64,
+        "cost_usd": pl.Float64,
+    }
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -42,9 +65,12 @@ def version_rows(versions: list[dict]) -> pl.DataFrame:
     rows = []
     for v in reversed(versions):  # oldest first: the order changes happened in
         changes = v.get("changes") or {}
-        row = {"version": v["version"] + (" (published)" if v.get("current") else ""), "kind": v.get("kind", "index"),
-               "entities": int((v.get("rows") or {}).get("entities", 0)),
-               "calls": int((v.get("total") or {}).get("calls", 0))}
+        row = {
+            "version": v["version"] + (" (published)" if v.get("current") else ""),
+            "kind": v.get("kind", "index"),
+            "entities": int((v.get("rows") or {}).get("entities", 0)),
+            "calls": int((v.get("total") or {}).get("calls", 0)),
+        }
         for table in ("documents", "entities", "community_reports"):
             d = changes.get(table) or {}
             row[f"{table} +/~/-"] = f"+{d.get('added', 0)} ~{d.get('changed', 0)} -{d.get('removed', 0)}" if d else ""
@@ -70,8 +96,12 @@ def _charts(out: Path, graph: IndexGraph, steps: pl.DataFrame) -> list[Path]:
         plt.close(fig)
         written.append(out / name)
 
-    types = (graph.nodes.group_by(pl.col("type").fill_null("(none)")).len()
-             .sort(["len", "type"], descending=[True, False]).head(TOP_TYPES))
+    types = (
+        graph.nodes.group_by(pl.col("type").fill_null("(none)"))
+        .len()
+        .sort(["len", "type"], descending=[True, False])
+        .head(TOP_TYPES)
+    )
     fig, ax = plt.subplots(figsize=(7, 0.9 + 0.32 * max(types.height, 1)))
     ax.barh(types["type"].to_list()[::-1], types["len"].to_list()[::-1], color="#4e79a7")
     ax.set_xlabel("entities")
@@ -85,8 +115,11 @@ def _charts(out: Path, graph: IndexGraph, steps: pl.DataFrame) -> list[Path]:
     ax.set_xlabel("degree (relationships per entity, log scale)")
     ax.set_ylabel("entities with that degree (log scale)")
     isolated = int((degree == 0).sum())
-    ax.set_title(f"Degree distribution ({degree.len():,} entities, median degree {degree.median() or 0:g}"
-                 + (f", {isolated:,} isolated" if isolated else "") + ")")
+    ax.set_title(
+        f"Degree distribution ({degree.len():,} entities, median degree {degree.median() or 0:g}"
+        + (f", {isolated:,} isolated" if isolated else "")
+        + ")"
+    )
     ax.grid(True, which="major", alpha=0.3)
     plain_log_ticks(ax.xaxis, ax.yaxis)
     save(fig, "degree_distribution.png")
@@ -111,11 +144,22 @@ def _charts(out: Path, graph: IndexGraph, steps: pl.DataFrame) -> list[Path]:
         left.set_xlabel("wall time (s)")
         left.set_title("Wall time per step")
         right.barh(names, steps["calls"].to_list()[::-1], color="#f28e2b", label="LLM calls")
-        bars = right.barh(names, steps["cache_hits"].to_list()[::-1], left=steps["calls"].to_list()[::-1],
-                          color="#ffbe7d", label="answered from the cache")
-        right.bar_label(bars, labels=[f"{c:,} + {h:,}" if c or h else "" for c, h in
-                                      zip(steps["calls"].to_list()[::-1], steps["cache_hits"].to_list()[::-1])],
-                        padding=2, fontsize=8)
+        bars = right.barh(
+            names,
+            steps["cache_hits"].to_list()[::-1],
+            left=steps["calls"].to_list()[::-1],
+            color="#ffbe7d",
+            label="answered from the cache",
+        )
+        right.bar_label(
+            bars,
+            labels=[
+                f"{c:,} + {h:,}" if c or h else ""
+                for c, h in zip(steps["calls"].to_list()[::-1], steps["cache_hits"].to_list()[::-1])
+            ],
+            padding=2,
+            fontsize=8,
+        )
         for ax in (left, right):
             ax.margins(x=0.15)  # room for the labels
         right.set_xlabel("requests")
@@ -138,42 +182,83 @@ def write_index_report(graph: IndexGraph, out: Path, versions: list[dict]) -> Pa
             df = read_table(graph.folder, name)
             rows[name] = df.height if df is not None else 0
     total = stats.get("total") or {}
-    parts = [f"# Index report: {inert(graph.name)}", "",
-             f"Method **{stats.get('method', 'not recorded')}**, built by `{stats.get('kind', 'index')}` in "
-             f"{stats.get('wall_s', 0):,.1f} s: {total.get('calls', 0):,} LLM calls "
-             f"(+{total.get('cache_hits', 0):,} from the cache), {total.get('prompt_tokens', 0):,} prompt + "
-             f"{total.get('completion_tokens', 0):,} completion tokens, ${total.get('cost', 0):.4f}.", "",
-             "## Rows per table", "",
-             markdown_table(pl.DataFrame({"table": list(rows), "rows": [int(v) for v in rows.values()]})), "",
-             "## Graph", "",
-             f"{graph.nodes.height:,} entities, {graph.edges.height:,} relationships, "
-             f"{graph.communities.height:,} communities on {len(graph.levels)} level"
-             f"{'' if len(graph.levels) == 1 else 's'}.", "",
-             "![entity types](entity_types.png)", "", "![degree distribution](degree_distribution.png)", "",
-             "![community sizes](community_sizes.png)", "", f"Best-connected entities (top {TOP_ROWS}):", "",
-             markdown_table(graph.nodes.sort(["degree", "title"], descending=[True, False]).head(TOP_ROWS)
-                            .select("title", "type", "degree", "frequency")), ""]
+    parts = [
+        f"# Index report: {inert(graph.name)}",
+        "",
+        f"Method **{stats.get('method', 'not recorded')}**, built by `{stats.get('kind', 'index')}` in "
+        f"{stats.get('wall_s', 0):,.1f} s: {total.get('calls', 0):,} LLM calls "
+        f"(+{total.get('cache_hits', 0):,} from the cache), {total.get('prompt_tokens', 0):,} prompt + "
+        f"{total.get('completion_tokens', 0):,} completion tokens, ${total.get('cost', 0):.4f}.",
+        "",
+        "## Rows per table",
+        "",
+        markdown_table(pl.DataFrame({"table": list(rows), "rows": [int(v) for v in rows.values()]})),
+        "",
+        "## Graph",
+        "",
+        f"{graph.nodes.height:,} entities, {graph.edges.height:,} relationships, "
+        f"{graph.communities.height:,} communities on {len(graph.levels)} level"
+        f"{'' if len(graph.levels) == 1 else 's'}.",
+        "",
+        "![entity types](entity_types.png)",
+        "",
+        "![degree distribution](degree_distribution.png)",
+        "",
+        "![community sizes](community_sizes.png)",
+        "",
+        f"Best-connected entities (top {TOP_ROWS}):",
+        "",
+        markdown_table(
+            graph.nodes.sort(["degree", "title"], descending=[True, False])
+            .head(TOP_ROWS)
+            .select("title", "type", "degree", "frequency")
+        ),
+        "",
+    ]
     if graph.levels:
-        largest = (graph.communities.filter(pl.col("level") == graph.levels[0])
-                   .join(graph.reports.select("community", pl.col("title").alias("report"), "rank"),
-                         on="community", how="left")
-                   .sort(["size", "community"], descending=[True, False]).head(TOP_ROWS)
-                   .select("community", "size", "report", "rank"))
-        parts += [f"Largest communities at level {graph.levels[0]} (entities; report title and rank):", "",
-                  markdown_table(largest), ""]
+        largest = (
+            graph.communities.filter(pl.col("level") == graph.levels[0])
+            .join(
+                graph.reports.select("community", pl.col("title").alias("report"), "rank"), on="community", how="left"
+            )
+            .sort(["size", "community"], descending=[True, False])
+            .head(TOP_ROWS)
+            .select("community", "size", "report", "rank")
+        )
+        parts += [
+            f"Largest communities at level {graph.levels[0]} (entities; report title and rank):",
+            "",
+            markdown_table(largest),
+            "",
+        ]
     parts += ["## Steps", ""]
-    parts += [markdown_table(steps), "", "![steps](steps.png)"] if steps.height else [
-        "No stats.json: this index was not published by graphrag-ray's run, so per-step figures are unknown."]
+    parts += (
+        [markdown_table(steps), "", "![steps](steps.png)"]
+        if steps.height
+        else ["No stats.json: this index was not published by graphrag-ray's run, so per-step figures are unknown."]
+    )
     parts += ["", "## Failures", ""]
     if failures is not None and failures.height:
-        by_reason = (failures.with_columns(pl.col("reason").str.slice(0, 120))
-                     .group_by("step", "reason").len().sort(["len", "step"], descending=[True, False]))
-        parts += [f"{failures.height:,} items failed (listed in failures.parquet):", "",
-                  markdown_table(by_reason.rename({"len": "items"}))]
+        by_reason = (
+            failures.with_columns(pl.col("reason").str.slice(0, 120))
+            .group_by("step", "reason")
+            .len()
+            .sort(["len", "step"], descending=[True, False])
+        )
+        parts += [
+            f"{failures.height:,} items failed (listed in failures.parquet):",
+            "",
+            markdown_table(by_reason.rename({"len": "items"})),
+        ]
     else:
         parts += ["None: every item of every step succeeded."]
     if versions:
-        parts += ["", "## Versions (oldest first; +added ~changed -removed)", "", markdown_table(version_rows(versions))]
+        parts += [
+            "",
+            "## Versions (oldest first; +added ~changed -removed)",
+            "",
+            markdown_table(version_rows(versions)),
+        ]
     _charts(out, graph, steps)
     path = out / "report.md"
     path.write_text("\n".join(parts) + "\n", encoding="utf-8")

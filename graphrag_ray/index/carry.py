@@ -14,8 +14,12 @@ from typing import Callable
 import polars as pl
 
 
-def carried_numbers(ids: list[str], previous: pl.DataFrame | None, column: str = "human_readable_id",
-                    successor: Callable[[int], int | None] | None = None) -> list[int]:
+def carried_numbers(
+    ids: list[str],
+    previous: pl.DataFrame | None,
+    column: str = "human_readable_id",
+    successor: Callable[[int], int | None] | None = None,
+) -> list[int]:
     """The number of each id, in `ids` order: the previous one where the id existed, else the one `successor(i)`
     finds for the i-th (a row that changed but is still the same one), else the next free one."""
     if previous is None or not previous.height:
@@ -39,8 +43,9 @@ def with_carried_numbers(df: pl.DataFrame, previous: pl.DataFrame | None) -> pl.
     return df.with_columns(pl.Series("human_readable_id", numbers, dtype=pl.Int64))
 
 
-def carried_community_numbers(ids: list[str], levels: list[int], members: list[list[str]],
-                              previous: pl.DataFrame | None) -> list[int]:
+def carried_community_numbers(
+    ids: list[str], levels: list[int], members: list[list[str]], previous: pl.DataFrame | None
+) -> list[int]:
     """The number of each community (`ids`, with its level and member entity ids): the previous one where the
     same community existed (same id: same level and members); else that of the previous community of its level
     with which it shares most of both's members - it changed, and keeps its number, so citations of its report,

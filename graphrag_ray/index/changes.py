@@ -35,28 +35,42 @@ def _diff(old: pl.DataFrame | None, new: pl.DataFrame, key: str, compared: tuple
         return df.select(pl.col(key), pl.struct(list(compared)).hash(seed=0).alias("row"))
 
     both = hashed(new).join(hashed(old), on=key, how="full", coalesce=True, suffix="_old")
-    return {"added": sorted(both.filter(pl.col("row_old").is_null())[key].to_list()),
-            "changed": sorted(both.filter(pl.col("row").is_not_null() & pl.col("row_old").is_not_null()
-                                          & (pl.col("row") != pl.col("row_old")))[key].to_list()),
-            "removed": sorted(both.filter(pl.col("row").is_null())[key].to_list())}
+    return {
+        "added": sorted(both.filter(pl.col("row_old").is_null())[key].to_list()),
+        "changed": sorted(
+            both.filter(
+                pl.col("row").is_not_null() & pl.col("row_old").is_not_null() & (pl.col("row") != pl.col("row_old"))
+            )[key].to_list()
+        ),
+        "removed": sorted(both.filter(pl.col("row").is_null())[key].to_list()),
+    }
 
 
 def describe_changes(previous: Store, tables: dict[str, pl.DataFrame], ledger: UsageLedger) -> dict:
     def with_source(df: pl.DataFrame | None) -> pl.DataFrame | None:
         if df is None:
             return None
-        return df.with_columns(pl.col("raw_data").map_elements(document_source, return_dtype=pl.String)
-                               .alias("source"))
+        return df.with_columns(pl.col("raw_data").map_elements(document_source, return_dtype=pl.String).alias("source"))
 
-    result = {"from_version": previous.location.rsplit("/", 1)[-1],
-              "tables": {"documents": _diff(with_source(read_table(previous, "documents")),
-                                            with_source(tables["documents"]), "source", ("id",))}}
+    result = {
+        "from_version": previous.location.rsplit("/", 1)[-1],
+        "tables": {
+            "documents": _diff(
+                with_source(read_table(previous, "documents")), with_source(tables["documents"]), "source", ("id",)
+            )
+        },
+    }
     for name, (key, compared) in COMPARED.items():
         result["tables"][name] = _diff(read_table(previous, name), tables[name], key, compared)
     total = ledger.total()
-    result["spent"] = {"calls": total.calls, "prompt_tokens": total.prompt_tokens,
-                       "completion_tokens": total.completion_tokens, "cache_hits": total.cache_hits,
-                       "cost": round(total.cost, 6)}
-    result["spent_by_stage"] = {stage: calls for stage, calls in sorted(
-        {s: ledger.total(s).calls for s, _ in ledger.entries}.items())}
+    result["spent"] = {
+        "calls": total.calls,
+        "prompt_tokens": total.prompt_tokens,
+        "completion_tokens": total.completion_tokens,
+        "cache_hits": total.cache_hits,
+        "cost": round(total.cost, 6),
+    }
+    result["spent_by_stage"] = {
+        stage: calls for stage, calls in sorted({s: ledger.total(s).calls for s, _ in ledger.entries}.items())
+    }
     return result

@@ -25,15 +25,15 @@ from graphrag_ray.index.units import corpus_units
 from graphrag_ray.llm.tokens import count_chat_tokens, tokenizer_for
 
 # Projection ratios (assumptions, printed with the estimate)
-COMPLETION_PER_UNIT_TOKEN = 0.60     # extraction output tokens per text-unit token, first pass
-GLEANING_OUTPUT_SHARE = 0.30         # a gleaning pass returns this share of the first pass
-MAX_NAMES_PER_UNIT = 40              # as the fast method keeps (a unit naming more is a list, not prose)
+COMPLETION_PER_UNIT_TOKEN = 0.60  # extraction output tokens per text-unit token, first pass
+GLEANING_OUTPUT_SHARE = 0.30  # a gleaning pass returns this share of the first pass
+MAX_NAMES_PER_UNIT = 40  # as the fast method keeps (a unit naming more is a list, not prose)
 DESCRIPTIONS_PER_SUMMARY, DESCRIPTION_TOKENS = 2.5, 30  # a summary's input: this many descriptions of this size
 SUMMARY_OUTPUT = 120
-ENTITIES_PER_COMMUNITY = 5.0         # communities over all levels, per entity (hierarchical Leiden, size 10)
+ENTITIES_PER_COMMUNITY = 5.0  # communities over all levels, per entity (hierarchical Leiden, size 10)
 ENTITY_ROW_TOKENS, RELATIONSHIP_ROW_TOKENS = 25, 30  # a report context's table rows (id, name, description)
 REPORT_OUTPUT = 700
-CANDIDATE_GROUP_SHARE = 0.03         # entity resolution: candidate groups per entity (measured: bench_index --resolve)
+CANDIDATE_GROUP_SHARE = 0.03  # entity resolution: candidate groups per entity (measured: bench_index --resolve)
 RESOLVE_CONTEXT, RESOLVE_OUTPUT = 400, 60
 
 
@@ -67,24 +67,40 @@ class Estimate:
     def rich_table(self):
         from rich.table import Table
 
-        table = Table(title=f"Estimate: {self.documents:,} documents, {self.text_units:,} text units, "
-                            f"{self.corpus_tokens:,} corpus tokens")
+        table = Table(
+            title=f"Estimate: {self.documents:,} documents, {self.text_units:,} text units, "
+            f"{self.corpus_tokens:,} corpus tokens"
+        )
         for col in ("stage", "model", "calls", "prompt tokens", "completion tokens", "cost $", "basis"):
             table.add_column(col, justify="left" if col in ("stage", "model", "basis") else "right")
         for s in self.stages:
-            table.add_row(s.stage, s.model, f"{s.calls:,}", f"{s.prompt_tokens:,}", f"{s.completion_tokens:,}",
-                          f"{s.cost:.4f}", "counted" if s.exact else "projected")
-        table.add_row("total", "", f"{self.total_calls:,}", f"{sum(s.prompt_tokens for s in self.stages):,}",
-                      f"{sum(s.completion_tokens for s in self.stages):,}", f"{self.total_cost:.4f}", "")
+            table.add_row(
+                s.stage,
+                s.model,
+                f"{s.calls:,}",
+                f"{s.prompt_tokens:,}",
+                f"{s.completion_tokens:,}",
+                f"{s.cost:.4f}",
+                "counted" if s.exact else "projected",
+            )
+        table.add_row(
+            "total",
+            "",
+            f"{self.total_calls:,}",
+            f"{sum(s.prompt_tokens for s in self.stages):,}",
+            f"{sum(s.completion_tokens for s in self.stages):,}",
+            f"{self.total_cost:.4f}",
+            "",
+        )
         return table
 
 
-def _stage(settings: Settings, stage: str, model_id: str, calls: float, prompt: float, completion: float,
-           exact: bool) -> StageEstimate:
+def _stage(
+    settings: Settings, stage: str, model_id: str, calls: float, prompt: float, completion: float, exact: bool
+) -> StageEstimate:
     model = settings.model(model_id)
     cost = (prompt * model.price.input_per_1m + completion * model.price.output_per_1m) / 1e6
-    return StageEstimate(stage, model.model, int(round(calls)), int(round(prompt)), int(round(completion)), cost,
-                         exact)
+    return StageEstimate(stage, model.model, int(round(calls)), int(round(prompt)), int(round(completion)), cost, exact)
 
 
 def estimate(ctx: StepContext, method: str = "standard") -> Estimate:
@@ -95,47 +111,105 @@ def estimate(ctx: StepContext, method: str = "standard") -> Estimate:
     ex = settings.extract_graph
     chat = settings.model(ex.model_id)
     tok = tokenizer_for(chat.model, chat.encoding)
-    first_prompt = sum(count_chat_tokens(tok, [{"role": "user", "content": extraction_prompt(ctx, u["text"])}])
-                       for u in units)
-    glean_extra = tok.count(fill(ctx.prompt(ex.continue_prompt), extracted_names="x, " * 8,
-                                 completion_delimiter=COMPLETION_DELIMITER)) + 4
+    first_prompt = sum(
+        count_chat_tokens(tok, [{"role": "user", "content": extraction_prompt(ctx, u["text"])}]) for u in units
+    )
+    glean_extra = (
+        tok.count(
+            fill(ctx.prompt(ex.continue_prompt), extracted_names="x, " * 8, completion_delimiter=COMPLETION_DELIMITER)
+        )
+        + 4
+    )
     corpus = sum(u["n_tokens"] for u in units)
     first_out = corpus * COMPLETION_PER_UNIT_TOKEN
     rounds = 1 + ex.max_gleanings
     result = Estimate(docs.height, len(units), corpus, failed)
-    result.stages.append(_stage(settings, "extract_graph", ex.model_id, len(units) * rounds,
-                                first_prompt * rounds + glean_extra * len(units) * ex.max_gleanings,
-                                first_out * (1 + GLEANING_OUTPUT_SHARE * ex.max_gleanings), True))
+    result.stages.append(
+        _stage(
+            settings,
+            "extract_graph",
+            ex.model_id,
+            len(units) * rounds,
+            first_prompt * rounds + glean_extra * len(units) * ex.max_gleanings,
+            first_out * (1 + GLEANING_OUTPUT_SHARE * ex.max_gleanings),
+            True,
+        )
+    )
     found = corpus_names(units)
     entities = float(found.entities)
     resolve = settings.resolve_entities
     if resolve.enabled:  # one call per candidate group, and the names embedded in batches
         groups = max(1.0, entities * CANDIDATE_GROUP_SHARE) if entities > 1 else 0.0  # at least one to ask
-        result.stages.append(_stage(settings, "resolve_entities", resolve.model_id, groups,
-                                    groups * (tok.count(ctx.prompt(resolve.prompt)) + RESOLVE_CONTEXT),
-                                    groups * RESOLVE_OUTPUT, False))
+        result.stages.append(
+            _stage(
+                settings,
+                "resolve_entities",
+                resolve.model_id,
+                groups,
+                groups * (tok.count(ctx.prompt(resolve.prompt)) + RESOLVE_CONTEXT),
+                groups * RESOLVE_OUTPUT,
+                False,
+            )
+        )
         if resolve.similarity <= 1:
             names = settings.model(resolve.embedding_model_id)
-            result.stages.append(_stage(settings, "resolve_entities_names", resolve.embedding_model_id,
-                                        entities / names.batch_size, entities * 6, 0, False))
+            result.stages.append(
+                _stage(
+                    settings,
+                    "resolve_entities_names",
+                    resolve.embedding_model_id,
+                    entities / names.batch_size,
+                    entities * 6,
+                    0,
+                    False,
+                )
+            )
     merged = found.recurring
-    summary_prompt = tok.count(ctx.prompt(settings.summarize_descriptions.prompt)) + \
-        DESCRIPTIONS_PER_SUMMARY * DESCRIPTION_TOKENS
-    result.stages.append(_stage(settings, "summarize_descriptions", settings.summarize_descriptions.model_id,
-                                merged, merged * summary_prompt, merged * SUMMARY_OUTPUT, False))
+    summary_prompt = (
+        tok.count(ctx.prompt(settings.summarize_descriptions.prompt)) + DESCRIPTIONS_PER_SUMMARY * DESCRIPTION_TOKENS
+    )
+    result.stages.append(
+        _stage(
+            settings,
+            "summarize_descriptions",
+            settings.summarize_descriptions.model_id,
+            merged,
+            merged * summary_prompt,
+            merged * SUMMARY_OUTPUT,
+            False,
+        )
+    )
     communities = max(1.0, entities / ENTITIES_PER_COMMUNITY)
     report_template = tok.count(ctx.prompt(settings.community_reports.prompt))
     per_entity = found.relationships / max(1, found.entities)
-    report_context = min(settings.community_reports.max_input_length, ENTITIES_PER_COMMUNITY * (
-        ENTITY_ROW_TOKENS + per_entity * RELATIONSHIP_ROW_TOKENS))
-    result.stages.append(_stage(settings, "community_reports", settings.community_reports.model_id, communities,
-                                communities * (report_template + report_context), communities * REPORT_OUTPUT, False))
+    report_context = min(
+        settings.community_reports.max_input_length,
+        ENTITIES_PER_COMMUNITY * (ENTITY_ROW_TOKENS + per_entity * RELATIONSHIP_ROW_TOKENS),
+    )
+    result.stages.append(
+        _stage(
+            settings,
+            "community_reports",
+            settings.community_reports.model_id,
+            communities,
+            communities * (report_template + report_context),
+            communities * REPORT_OUTPUT,
+            False,
+        )
+    )
     _embeddings(settings, result, len(units), corpus, entities, communities, REPORT_OUTPUT)
     return result
 
 
-def _embeddings(settings: Settings, result: Estimate, units: int, corpus: int, entities: float, communities: float,
-                report_tokens: float) -> None:
+def _embeddings(
+    settings: Settings,
+    result: Estimate,
+    units: int,
+    corpus: int,
+    entities: float,
+    communities: float,
+    report_tokens: float,
+) -> None:
     if not settings.embed_text.enabled:
         return
     emb = settings.model(settings.embed_text.model_id)
@@ -152,16 +226,23 @@ def _fast(ctx: StepContext, docs, units: list[dict], failed: int) -> Estimate:
     corpus = sum(u["n_tokens"] for u in units)
     result = Estimate(docs.height, len(units), corpus, failed)
     entities = float(corpus_names(units).entities)
-    _embeddings(ctx.settings, result, len(units), corpus, entities, max(1.0, entities / ENTITIES_PER_COMMUNITY),
-                REPORT_OUTPUT / 2)  # an extractive report: the community's central sentences
+    _embeddings(
+        ctx.settings,
+        result,
+        len(units),
+        corpus,
+        entities,
+        max(1.0, entities / ENTITIES_PER_COMMUNITY),
+        REPORT_OUTPUT / 2,
+    )  # an extractive report: the community's central sentences
     return result
 
 
 @dataclass
 class CorpusNames:
-    entities: int       # distinct names
+    entities: int  # distinct names
     relationships: int  # distinct pairs named in one sentence
-    recurring: int      # names and pairs found in two or more text units (a summary call each)
+    recurring: int  # names and pairs found in two or more text units (a summary call each)
 
 
 def corpus_names(units: list[dict]) -> CorpusNames:
@@ -180,7 +261,7 @@ def corpus_names(units: list[dict]) -> CorpusNames:
         for _, sentence in sentences(unit["text"]):
             upper = sentence.upper()
             inside = sorted(n for n in kept if n in (upper if n.isascii() else sentence))
-            pairs.update((a, b) for i, a in enumerate(inside) for b in inside[i + 1:])
+            pairs.update((a, b) for i, a in enumerate(inside) for b in inside[i + 1 :])
         pair_units.update(pairs)
     recurring = sum(1 for c in name_units.values() if c > 1) + sum(1 for c in pair_units.values() if c > 1)
     return CorpusNames(len(name_units), len(pair_units), recurring)

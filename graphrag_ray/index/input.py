@@ -13,23 +13,28 @@ from graphrag_ray.config.settings import Settings
 from graphrag_ray.errors import InputError
 from graphrag_ray.storage.location import FoundFile, find_files, resolve
 
-SUPPORTED = {".csv": "csv", ".txt": "text", ".md": "text", ".json": "json", ".jsonl": "jsonl",
-             ".parquet": "parquet"}
+SUPPORTED = {".csv": "csv", ".txt": "text", ".md": "text", ".json": "json", ".jsonl": "jsonl", ".parquet": "parquet"}
 
 
 def discover(settings: Settings, root) -> list[FoundFile]:
     cfg = settings.input
     base = resolve(root, cfg.base_dir)
-    files = [f for f in find_files(base, cfg.file_pattern, root)
-             if cfg.file_type != "auto" or PurePosixPath(f.name).suffix.lower() in SUPPORTED]
+    files = [
+        f
+        for f in find_files(base, cfg.file_pattern, root)
+        if cfg.file_type != "auto" or PurePosixPath(f.name).suffix.lower() in SUPPORTED
+    ]
     if not files:
         raise InputError(f"no input files in {base} (supported: {', '.join(SUPPORTED)})")
     return files
 
 
 def kind_of(settings: Settings, file: FoundFile) -> str:
-    return settings.input.file_type if settings.input.file_type != "auto" else \
-        SUPPORTED[PurePosixPath(file.name).suffix.lower()]
+    return (
+        settings.input.file_type
+        if settings.input.file_type != "auto"
+        else SUPPORTED[PurePosixPath(file.name).suffix.lower()]
+    )
 
 
 def check_columns(settings: Settings, files: list[FoundFile]) -> None:
@@ -48,8 +53,10 @@ def check_columns(settings: Settings, files: list[FoundFile]) -> None:
         except (OSError, pl.exceptions.PolarsError):
             continue  # unreadable: recorded in failures by the step itself
         if cfg.text_column not in columns:
-            raise InputError(f"{file.source}: no '{cfg.text_column}' column (input.text_column); it has: "
-                             f"{', '.join(columns) or 'no columns'}")
+            raise InputError(
+                f"{file.source}: no '{cfg.text_column}' column (input.text_column); it has: "
+                f"{', '.join(columns) or 'no columns'}"
+            )
 
 
 def read_rows(settings: Settings, file: FoundFile) -> list[dict]:
@@ -71,20 +78,34 @@ def read_rows(settings: Settings, file: FoundFile) -> list[dict]:
         frame = pl.read_csv(text.encode("utf-8"), infer_schema=False, truncate_ragged_lines=True)
     else:
         text = raw.decode(cfg.encoding)
-        records = [json.loads(line) for line in text.splitlines() if line.strip()] if kind == "jsonl" \
-            else json.loads(text)
+        records = (
+            [json.loads(line) for line in text.splitlines() if line.strip()] if kind == "jsonl" else json.loads(text)
+        )
         records = records if isinstance(records, list) else [records]
         if not all(isinstance(r, dict) for r in records):
             raise ValueError("expected JSON objects")
-        frame = pl.DataFrame([{k: v if isinstance(v, str) or v is None else json.dumps(v, ensure_ascii=False)
-                               for k, v in r.items()} for r in records], infer_schema_length=None)
+        frame = pl.DataFrame(
+            [
+                {k: v if isinstance(v, str) or v is None else json.dumps(v, ensure_ascii=False) for k, v in r.items()}
+                for r in records
+            ],
+            infer_schema_length=None,
+        )
     if cfg.text_column not in frame.columns:
-        raise InputError(f"{file.source}: no '{cfg.text_column}' column (input.text_column); it has: "
-                         f"{', '.join(frame.columns) or 'no columns'}")
+        raise InputError(
+            f"{file.source}: no '{cfg.text_column}' column (input.text_column); it has: "
+            f"{', '.join(frame.columns) or 'no columns'}"
+        )
     out = []
     for i, row in enumerate(frame.iter_rows(named=True)):
         meta = {k: v for k, v in row.items() if k not in (cfg.text_column, cfg.title_column, cfg.id_column)}
         title = row.get(cfg.title_column)
-        out.append({"given_id": row.get(cfg.id_column), "title": str(title) if title is not None else
-                    f"{PurePosixPath(file.name).name}#{i}", "text": row.get(cfg.text_column), "meta": meta})
+        out.append(
+            {
+                "given_id": row.get(cfg.id_column),
+                "title": str(title) if title is not None else f"{PurePosixPath(file.name).name}#{i}",
+                "text": row.get(cfg.text_column),
+                "meta": meta,
+            }
+        )
     return out

@@ -39,9 +39,11 @@ class RunLock:
                 holder = self._holder()
                 if holder and not self._stale(holder):
                     started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(holder.get("started", 0)))
-                    raise RunLockedError(f"another index run (pid {holder.get('pid')} on {holder.get('host')}, "
-                                         f"started {started}) holds {self.path}; wait for it or remove the file if "
-                                         "that run is gone") from None
+                    raise RunLockedError(
+                        f"another index run (pid {holder.get('pid')} on {holder.get('host')}, "
+                        f"started {started}) holds {self.path}; wait for it or remove the file if "
+                        "that run is gone"
+                    ) from None
                 self.path.unlink(missing_ok=True)
                 continue
             with os.fdopen(fd, "w") as f:

@@ -38,12 +38,33 @@ log = logging.getLogger(__name__)
 INDEX_METHODS: dict[str, list[str]] = {
     # background steps run beside the steps after them until one reads what they write: embed_text_units beside
     # extraction and what follows (until embed needs its vectors), communities beside the summaries
-    "standard": ["load_documents", "chunk", "embed_text_units", "extract_graph", "extract_claims", "merge_graph",
-                 "resolve_entities", "communities", "summarize_descriptions", "community_reports", "embed",
-                 "finalize"],
+    "standard": [
+        "load_documents",
+        "chunk",
+        "embed_text_units",
+        "extract_graph",
+        "extract_claims",
+        "merge_graph",
+        "resolve_entities",
+        "communities",
+        "summarize_descriptions",
+        "community_reports",
+        "embed",
+        "finalize",
+    ],
     # no LLM at index time: NLP graph, joined descriptions, extractive reports (LazyGraphRAG / FastGraphRAG's idea)
-    "fast": ["load_documents", "chunk", "embed_text_units", "nlp_graph", "merge_graph", "join_descriptions",
-             "communities", "extractive_reports", "embed", "finalize"],
+    "fast": [
+        "load_documents",
+        "chunk",
+        "embed_text_units",
+        "nlp_graph",
+        "merge_graph",
+        "join_descriptions",
+        "communities",
+        "extractive_reports",
+        "embed",
+        "finalize",
+    ],
 }
 
 
@@ -75,20 +96,38 @@ class IndexResult:
 
 # The settings sections that decide what the graph is: an `update` refuses when one changed (input, query, worker,
 # cache and output settings do not make the existing graph wrong).
-GRAPH_SECTIONS = ("chunks", "extract_graph", "resolve_entities", "summarize_descriptions", "cluster_graph",
-                  "community_reports", "extract_claims", "fast", "embed_text")
+GRAPH_SECTIONS = (
+    "chunks",
+    "extract_graph",
+    "resolve_entities",
+    "summarize_descriptions",
+    "cluster_graph",
+    "community_reports",
+    "extract_claims",
+    "fast",
+    "embed_text",
+)
 
 
 def graph_fingerprint(ctx: StepContext, method: str) -> str:
     """What the published graph was computed with: method, graph settings, models' result-deciding keys, prompts."""
     # how an update revises reports is not what the graph is: switching it needs no full index
-    settings = ctx.settings.model_dump(mode="json", include=set(GRAPH_SECTIONS),
-                                       exclude={section: {"revise_on_update", "update_prompt"}
-                                                for section in ("community_reports", "summarize_descriptions")})
-    models = {k: {f: v for f, v in m.model_dump(mode="json").items() if f in _MODEL_RESULT_KEYS}
-              for k, m in ctx.settings.models.items()}
-    prompts = {p: hashlib.sha256(ctx.prompt(p).encode()).hexdigest()
-               for p in declared_prompts(method_steps(method), ctx.settings)}
+    settings = ctx.settings.model_dump(
+        mode="json",
+        include=set(GRAPH_SECTIONS),
+        exclude={
+            section: {"revise_on_update", "update_prompt"}
+            for section in ("community_reports", "summarize_descriptions")
+        },
+    )
+    models = {
+        k: {f: v for f, v in m.model_dump(mode="json").items() if f in _MODEL_RESULT_KEYS}
+        for k, m in ctx.settings.models.items()
+    }
+    prompts = {
+        p: hashlib.sha256(ctx.prompt(p).encode()).hexdigest()
+        for p in declared_prompts(method_steps(method), ctx.settings)
+    }
     material = json.dumps([method, settings, models, prompts], sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(material.encode()).hexdigest()[:16]
 
@@ -99,15 +138,19 @@ def input_manifest(files: list[FoundFile]) -> list[list]:
     return [[file.source, hashlib.sha256(file.read_bytes()).hexdigest(), file.size] for file in files]
 
 
-def input_id_for(ctx: StepContext, method: str, files: list[FoundFile] | None = None,
-                 manifest: list[list] | None = None) -> str:
+def input_id_for(
+    ctx: StepContext, method: str, files: list[FoundFile] | None = None, manifest: list[list] | None = None
+) -> str:
     """What decides an index's content: all settings but workers/cache/reporting, models' result keys, prompts,
     and the input's content."""
     settings = ctx.settings.model_dump(mode="json", exclude={"workers", "cache", "reporting", "models"})
     if manifest is None:
         manifest = input_manifest(discover(ctx.settings, ctx.root) if files is None else files)
-    material = json.dumps([graph_fingerprint(ctx, method), settings, [entry[:2] for entry in manifest]],
-                          sort_keys=True, ensure_ascii=False)
+    material = json.dumps(
+        [graph_fingerprint(ctx, method), settings, [entry[:2] for entry in manifest]],
+        sort_keys=True,
+        ensure_ascii=False,
+    )
     return hashlib.sha256(material.encode()).hexdigest()[:16]
 
 
@@ -118,8 +161,7 @@ def changed_input_bytes(manifest: list[list], previous: list[list] | None) -> in
     return sum(size for source, digest, size in manifest if previous is None or (source, digest) not in known)
 
 
-def run_id_for(ctx: StepContext, method: str, files: list[FoundFile] | None = None,
-               input_id: str | None = None) -> str:
+def run_id_for(ctx: StepContext, method: str, files: list[FoundFile] | None = None, input_id: str | None = None) -> str:
     """One run's id (its resumable state): the input id, and for an update the version it starts from (its
     numbers are carried over)."""
     base = input_id or input_id_for(ctx, method, files)
@@ -146,11 +188,20 @@ def declared_prompts(steps: list[Step], settings: Settings, update: bool = False
     return list(dict.fromkeys(path for step in steps for path in step.prompts(settings, update)))
 
 
-def build_index(root: str | Path = ".", config_file: str | Path | None = None, method: str | None = "standard",
-                resume: bool = True, show_progress: bool = False, verbose: bool = False,
-                settings: Settings | None = None, retry_failures: bool = False, update: bool = False,
-                skip_unchanged: bool = False, validate: bool = True,
-                announce: Callable[[str], None] | None = None) -> IndexResult:
+def build_index(
+    root: str | Path = ".",
+    config_file: str | Path | None = None,
+    method: str | None = "standard",
+    resume: bool = True,
+    show_progress: bool = False,
+    verbose: bool = False,
+    settings: Settings | None = None,
+    retry_failures: bool = False,
+    update: bool = False,
+    skip_unchanged: bool = False,
+    validate: bool = True,
+    announce: Callable[[str], None] | None = None,
+) -> IndexResult:
     """One index run, published as a new version.
 
     `update`: the corpus changed since the published index; the run starts from it - its numbers are carried over,
@@ -177,18 +228,24 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
         ctx.previous, published_stats = _published(output, "update" if update else "--retry-failures")
         built_with = published_stats.get("method", "standard")
         if update and method not in (None, built_with):
-            raise UsageError(f"update --method {method}: the published index in {output} was built with the "
-                             f"{built_with} method, and an update keeps it; run `graphrag-ray index --method "
-                             f"{method}` for a {method} index")
+            raise UsageError(
+                f"update --method {method}: the published index in {output} was built with the "
+                f"{built_with} method, and an update keeps it; run `graphrag-ray index --method "
+                f"{method}` for a {method} index"
+            )
         method = built_with
     method = method or "standard"
     steps = method_steps(method)
     for path in declared_prompts(steps, settings, update):
         ctx.prompt(path)  # a missing prompt file fails now, before any work
     if published_stats is not None and published_stats.get("graph_fingerprint") not in (
-            None, graph_fingerprint(ctx, method)):
-        raise GraphRagRayError("the graph settings, models or prompts changed since the published index was built: "
-                               "an update would mix two graphs; run a full `graphrag-ray index`")
+        None,
+        graph_fingerprint(ctx, method),
+    ):
+        raise GraphRagRayError(
+            "the graph settings, models or prompts changed since the published index was built: "
+            "an update would mix two graphs; run a full `graphrag-ray index`"
+        )
     files = discover(settings, root)
     check_columns(settings, files)
     manifest = input_manifest(files)
@@ -202,8 +259,10 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
     retried = None
     if retry_failures:
         if input_id != published_stats.get("input_id"):
-            raise GraphRagRayError("--retry-failures: the input, settings or prompts changed since the published "
-                                   "index: run `graphrag-ray update` (or `graphrag-ray index`)")
+            raise GraphRagRayError(
+                "--retry-failures: the input, settings or prompts changed since the published "
+                "index: run `graphrag-ray update` (or `graphrag-ray index`)"
+            )
         retried = _failures_to_retry(ctx.previous, steps)
         if not retried:
             return _published_result(output, published_stats, "nothing to retry")
@@ -226,15 +285,18 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
         workers = settings.workers
         # what the run reads anew decides whether Ray's start-up pays: an update of a few documents runs here,
         # cluster or not
-        work_bytes = changed_input_bytes(manifest, _json(ctx.previous, "inputs.json")) if update \
-            else sum(f.size for f in files)
+        work_bytes = (
+            changed_input_bytes(manifest, _json(ctx.previous, "inputs.json")) if update else sum(f.size for f in files)
+        )
         backend = choose_backend(workers.executor, work_bytes, workers.local_max_input_mb, join_cluster=not update)
         limiter = job_limiter(backend, run_id, verbose)
-        runs_on = where_ray_runs() if backend == "ray" else \
-            f"running in this process, no Ray (workers.executor: {workers.executor})"
+        runs_on = (
+            where_ray_runs()
+            if backend == "ray"
+            else f"running in this process, no Ray (workers.executor: {workers.executor})"
+        )
         (announce or log.info)(runs_on)
-        warm = warm_start(limiter, published_stats.get("provider_limits") or {}, settings.models) \
-            if update else []
+        warm = warm_start(limiter, published_stats.get("provider_limits") or {}, settings.models) if update else []
         started = time.perf_counter()
         with progress_bar(show_progress) as progress:
             executor = Executor(ctx, run, limiter, progress, backend, settings.output.max_failure_ratio)
@@ -258,23 +320,38 @@ def build_index(root: str | Path = ".", config_file: str | Path | None = None, m
             except Exception as exc:
                 if not disk_full(exc):
                     raise
-                raise GraphRagRayError(f"no space left on the device while writing the run's state to "
-                                       f"{runs.location}; the published index is unchanged and the run resumes "
-                                       "once there is room") from None
-        about = {"run_id": run_id, "input_id": input_id, "method": method,
-                 "graph_fingerprint": graph_fingerprint(ctx, method), "executor": backend, "runs_on": runs_on, "started_warm": warm,
-                 "provider_limits": provider_limits(limiter_snapshot(limiter), settings.models),
-                 "kind": "update" if update else "retry" if retry_failures else "index",
-                 **({"retried": retried} if retried is not None else {})}
+                raise GraphRagRayError(
+                    f"no space left on the device while writing the run's state to "
+                    f"{runs.location}; the published index is unchanged and the run resumes "
+                    "once there is room"
+                ) from None
+        about = {
+            "run_id": run_id,
+            "input_id": input_id,
+            "method": method,
+            "graph_fingerprint": graph_fingerprint(ctx, method),
+            "executor": backend,
+            "runs_on": runs_on,
+            "started_warm": warm,
+            "provider_limits": provider_limits(limiter_snapshot(limiter), settings.models),
+            "kind": "update" if update else "retry" if retry_failures else "index",
+            **({"retried": retried} if retried is not None else {}),
+        }
         try:
-            version, stats = publish(output, lambda folder: _write_index(
-                folder, tables, ctx, executor, steps, about, time.perf_counter() - started, manifest),
-                settings.output.keep_versions)
+            version, stats = publish(
+                output,
+                lambda folder: _write_index(
+                    folder, tables, ctx, executor, steps, about, time.perf_counter() - started, manifest
+                ),
+                settings.output.keep_versions,
+            )
         except Exception as exc:  # an OSError, or a writer's own error quoting the OS's (Polars: ComputeError)
             if not disk_full(exc):
                 raise
-            raise GraphRagRayError(f"no space left on the device while writing the index to {output}; the "
-                                   f"published index is unchanged and the run resumes once there is room") from None
+            raise GraphRagRayError(
+                f"no space left on the device while writing the index to {output}; the "
+                f"published index is unchanged and the run resumes once there is room"
+            ) from None
         log.info("published %s (%s)", version.location, ", ".join(f"{k} {v}" for k, v in stats["rows"].items()))
         run.reset()
         paid.delete_tree()
@@ -289,8 +366,10 @@ def _check_models(settings: Settings, steps: list[Step]) -> None:
     except GraphRagRayError as exc:
         if {getattr(settings.models.get(m), "type", None) for m in needed} == {"embedding"}:
             # no chat model: the method can run with no endpoint at all (the fast method): say how
-            raise type(exc)(f"{exc}. This method calls no chat model and can run with no endpoint: set the "
-                            "embedding model's `type: local_embedding` (vectors computed here)") from None
+            raise type(exc)(
+                f"{exc}. This method calls no chat model and can run with no endpoint: set the "
+                "embedding model's `type: local_embedding` (vectors computed here)"
+            ) from None
         raise
 
 
@@ -311,8 +390,9 @@ def _failures_to_retry(published: Store, steps: list[Step]) -> int:
 
 def _published_result(output, stats: dict, why: str) -> IndexResult:
     """Nothing to do: the published index as it is, with nothing spent; `stats["nothing_done"]` says why."""
-    return IndexResult(output, stats.get("run_id", ""), {**stats, "nothing_done": why}, UsageLedger(), {},
-                       current_index(output))
+    return IndexResult(
+        output, stats.get("run_id", ""), {**stats, "nothing_done": why}, UsageLedger(), {}, current_index(output)
+    )
 
 
 def _json(version: Store | None, name: str):
@@ -321,8 +401,16 @@ def _json(version: Store | None, name: str):
     return json.loads(raw) if raw else None
 
 
-def _write_index(folder: Path, tables, ctx: StepContext, executor: Executor, steps: list[Step], about: dict,
-                 wall: float, manifest: list[list]) -> dict:
+def _write_index(
+    folder: Path,
+    tables,
+    ctx: StepContext,
+    executor: Executor,
+    steps: list[Step],
+    about: dict,
+    wall: float,
+    manifest: list[list],
+) -> dict:
     settings = ctx.settings
     (folder / "inputs.json").write_text(json.dumps(manifest, ensure_ascii=False), encoding="utf-8")
     rows = {}
@@ -339,14 +427,25 @@ def _write_index(folder: Path, tables, ctx: StepContext, executor: Executor, ste
             publish_carried(executor.run.store, folder, step.name, list(step.yields))
     billed = run_ledger(ctx.paid_dir) if ctx.paid_dir else executor.ledger  # every attempt of this run
     total, attempt = billed.total(), executor.ledger.total()
-    stats = {**about, "wall_s": round(wall, 3), "steps": executor.stats,
-             "total": {"calls": total.calls, "prompt_tokens": total.prompt_tokens,
-                       "completion_tokens": total.completion_tokens, "reasoning_tokens": total.reasoning_tokens,
-                       "cost": round(total.cost, 6), "cache_hits": total.cache_hits, "retries": total.retries,
-                       "rate_limited": total.rate_limited, "abandoned": total.abandoned,
-                       "failures": int(tables["failures"].height)},
-             "this_attempt": {"calls": attempt.calls, "cost": round(attempt.cost, 6)},
-             "rows": rows}
+    stats = {
+        **about,
+        "wall_s": round(wall, 3),
+        "steps": executor.stats,
+        "total": {
+            "calls": total.calls,
+            "prompt_tokens": total.prompt_tokens,
+            "completion_tokens": total.completion_tokens,
+            "reasoning_tokens": total.reasoning_tokens,
+            "cost": round(total.cost, 6),
+            "cache_hits": total.cache_hits,
+            "retries": total.retries,
+            "rate_limited": total.rate_limited,
+            "abandoned": total.abandoned,
+            "failures": int(tables["failures"].height),
+        },
+        "this_attempt": {"calls": attempt.calls, "cost": round(attempt.cost, 6)},
+        "rows": rows,
+    }
     if ctx.previous is not None:  # what changed since the version this run started from, and what it cost
         changes = describe_changes(ctx.previous, tables, executor.ledger)
         for step in steps:  # what a step adds itself (revised reports are not what a full index would write)

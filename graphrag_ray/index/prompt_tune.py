@@ -48,18 +48,19 @@ SELECTIONS = ("even", "random", "top", "all", "auto")
 @dataclass
 class TuneOptions:
     """What `prompt-tune` is told (Microsoft GraphRAG's flags, same names). Unset ones are found in the corpus."""
-    limit: int = 12                      # text units shown to the model (even, random, top)
-    selection_method: str = "even"       # even: spread over the corpus; random (seeded); top: the first; all;
+
+    limit: int = 12  # text units shown to the model (even, random, top)
+    selection_method: str = "even"  # even: spread over the corpus; random (seeded); top: the first; all;
     #                                      auto: the `k` nearest the centroid of `n_subset_max` random ones' vectors
     n_subset_max: int = 300
     k: int = 15
-    domain: str | None = None            # given: not asked of the model
-    language: str | None = None          # given: not detected
-    discover_entity_types: bool = True   # off: the prompt keeps reading settings' extract_graph.entity_types
-    max_tokens: int = 4000               # the samples' budget in the tuning prompt
-    chunk_size: int | None = None        # text units cut for the samples (settings' chunks otherwise)
+    domain: str | None = None  # given: not asked of the model
+    language: str | None = None  # given: not detected
+    discover_entity_types: bool = True  # off: the prompt keeps reading settings' extract_graph.entity_types
+    max_tokens: int = 4000  # the samples' budget in the tuning prompt
+    chunk_size: int | None = None  # text units cut for the samples (settings' chunks otherwise)
     overlap: int | None = None
-    output: Path | None = None           # folder the prompts go to (where settings read them otherwise)
+    output: Path | None = None  # folder the prompts go to (where settings read them otherwise)
 
     def __post_init__(self):
         if self.selection_method not in SELECTIONS:
@@ -75,7 +76,7 @@ class TunedPrompts:
     persona: str
     entity_types: list[str]
     example_kept: bool
-    prompts: dict[str, str] = field(default_factory=dict)   # relative path -> text
+    prompts: dict[str, str] = field(default_factory=dict)  # relative path -> text
     written: list[Path] = field(default_factory=list)
     kept_copies: list[Path] = field(default_factory=list)  # the prompts they replaced
     index_published: bool = False  # built with the prompts they replaced
@@ -84,18 +85,26 @@ class TunedPrompts:
 
     def summary(self) -> str:
         """What was chosen and written, one line each (the command prints it)."""
-        lines = [f"language: {self.language}", f"domain: {self.domain}", f"persona: {self.persona}",
-                 f"entity types: {', '.join(self.entity_types)}",
-                 f"worked example: {'added' if self.example_kept else 'not usable, left out'}",
-                 f"samples: {self.samples} text units"]
+        lines = [
+            f"language: {self.language}",
+            f"domain: {self.domain}",
+            f"persona: {self.persona}",
+            f"entity types: {', '.join(self.entity_types)}",
+            f"worked example: {'added' if self.example_kept else 'not usable, left out'}",
+            f"samples: {self.samples} text units",
+        ]
         lines += [f"wrote {path}" for path in self.written] or ["dry run: nothing written"]
         lines += [f"kept the previous prompt as {path}" for path in self.kept_copies]
         if self.elsewhere:
-            lines.append("settings.yaml still reads the previous prompts; to use these set " + ", ".join(
-                f"{key}: {path}" for key, path in self.elsewhere))
+            lines.append(
+                "settings.yaml still reads the previous prompts; to use these set "
+                + ", ".join(f"{key}: {path}" for key, path in self.elsewhere)
+            )
         elif self.written and self.index_published:
-            lines.append("the published index was built with the previous prompts: `graphrag-ray update` will "
-                         "refuse the new ones - run a full `graphrag-ray index` to use them")
+            lines.append(
+                "the published index was built with the previous prompts: `graphrag-ray update` will "
+                "refuse the new ones - run a full `graphrag-ray index` to use them"
+            )
         return "\n".join(lines)
 
 
@@ -122,11 +131,14 @@ def select_units(units: list[dict], options: TuneOptions, models, settings) -> l
     if method == "even":
         return sample_units(units, options.limit)
     if method == "top":
-        return [u["text"] for u in units[:options.limit]]
+        return [u["text"] for u in units[: options.limit]]
     if method == "all":
         return [u["text"] for u in units]
-    picked = sorted(random.Random(0).sample(range(len(units)), min(len(units),
-                    options.limit if method == "random" else options.n_subset_max)))
+    picked = sorted(
+        random.Random(0).sample(
+            range(len(units)), min(len(units), options.limit if method == "random" else options.n_subset_max)
+        )
+    )
     texts = [units[i]["text"] for i in picked]
     if method == "random":
         return texts
@@ -134,7 +146,7 @@ def select_units(units: list[dict], options: TuneOptions, models, settings) -> l
 
     vectors = np.stack(models.run(models.embedding(settings.embed_text.model_id).embed(texts, stage="prompt_tune")))
     vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
-    nearest = np.argsort(-(vectors @ vectors.mean(axis=0)), kind="stable")[:options.k]
+    nearest = np.argsort(-(vectors @ vectors.mean(axis=0)), kind="stable")[: options.k]
     return [texts[i] for i in sorted(nearest)]
 
 
@@ -154,8 +166,9 @@ def tune(ctx: StepContext, models, options: TuneOptions | None = None, dry_run: 
     options = options or TuneOptions()
     settings = ctx.settings
     if options.chunk_size or options.overlap is not None:
-        chunks = settings.chunks.model_copy(update={k: v for k, v in (("size", options.chunk_size),
-                                                                      ("overlap", options.overlap)) if v is not None})
+        chunks = settings.chunks.model_copy(
+            update={k: v for k, v in (("size", options.chunk_size), ("overlap", options.overlap)) if v is not None}
+        )
         ctx = StepContext(settings.model_copy(update={"chunks": chunks}), ctx.root)
     _, units, _ = corpus_units(ctx)
     if not units:
@@ -165,18 +178,28 @@ def tune(ctx: StepContext, models, options: TuneOptions | None = None, dry_run: 
     samples = within_budget(select_units(units, options, models, settings), options.max_tokens, chat.tokenizer.count)
     language = _language(options.language) or detect_language(samples)
     written_in = LANGUAGES.get(language, language)
-    prompt = TUNE_PROMPT.format(language=written_in, samples="\n\n".join(f"[{i + 1}] {s}"
-                                                                         for i, s in enumerate(samples)))
+    prompt = TUNE_PROMPT.format(
+        language=written_in, samples="\n\n".join(f"[{i + 1}] {s}" for i, s in enumerate(samples))
+    )
     if options.domain:
         prompt += f"\nThe domain is given: {options.domain}. Reply with it as the domain."
     if not options.discover_entity_types:
         prompt += f"\nThe entity types are given: use exactly {json.dumps(list(cfg.entity_types), ensure_ascii=False)}."
-    answer = models.run(chat.chat([{"role": "user", "content": prompt}], stage="prompt_tune", json_mode=True,
-                                  validate=partial(_usable, types_asked=options.discover_entity_types),
-                                  max_tokens=4000))
+    answer = models.run(
+        chat.chat(
+            [{"role": "user", "content": prompt}],
+            stage="prompt_tune",
+            json_mode=True,
+            validate=partial(_usable, types_asked=options.discover_entity_types),
+            max_tokens=4000,
+        )
+    )
     chosen = parse_json_object(answer.content)
-    types = [str(t).strip().upper() for t in chosen.get("entity_types") or [] if str(t).strip()][:8] \
-        if options.discover_entity_types else [str(t).upper() for t in cfg.entity_types]
+    types = (
+        [str(t).strip().upper() for t in chosen.get("entity_types") or [] if str(t).strip()][:8]
+        if options.discover_entity_types
+        else [str(t).upper() for t in cfg.entity_types]
+    )
     domain = options.domain or str(chosen["domain"]).strip()
     persona = str(chosen["persona"]).strip()
     example = _example_block(chosen.get("example"), types)
@@ -189,12 +212,17 @@ def tune(ctx: StepContext, models, options: TuneOptions | None = None, dry_run: 
     if example:
         extraction = extraction.replace("######################\n-Real Data-", example + "-Real Data-", 1)
     result = TunedPrompts(language, domain, persona, types, bool(example), samples=len(samples))
-    result.prompts = {cfg.prompt: extraction,
-                      settings.summarize_descriptions.prompt: section + shipped["summarize_descriptions.txt"],
-                      settings.community_reports.prompt: section + shipped["community_report.txt"]}
+    result.prompts = {
+        cfg.prompt: extraction,
+        settings.summarize_descriptions.prompt: section + shipped["summarize_descriptions.txt"],
+        settings.community_reports.prompt: section + shipped["community_report.txt"],
+    }
     if not dry_run:
-        keys = {cfg.prompt: "extract_graph.prompt", settings.summarize_descriptions.prompt:
-                "summarize_descriptions.prompt", settings.community_reports.prompt: "community_reports.prompt"}
+        keys = {
+            cfg.prompt: "extract_graph.prompt",
+            settings.summarize_descriptions.prompt: "summarize_descriptions.prompt",
+            settings.community_reports.prompt: "community_reports.prompt",
+        }
         for relative, text in result.prompts.items():
             path = Path(options.output) / Path(relative).name if options.output else ctx.root / relative
             copy = replace_keeping_copy(path, text)
@@ -217,8 +245,9 @@ def _language(asked: str | None) -> str | None:
 def _usable(content: str, types_asked: bool = True) -> bool:
     data = parse_json_object(content)
     types = data.get("entity_types") if data else None
-    return bool(data and (not types_asked or (isinstance(types, list) and types))
-                and data.get("domain") and data.get("persona"))
+    return bool(
+        data and (not types_asked or (isinstance(types, list) and types)) and data.get("domain") and data.get("persona")
+    )
 
 
 def _example_block(example, types: list[str]) -> str:
@@ -229,18 +258,31 @@ def _example_block(example, types: list[str]) -> str:
     records = []
     for e in example.get("entities") or []:
         if isinstance(e, dict) and e.get("name") and str(e.get("type", "")).upper() in types:
-            records.append('("entity"{tuple_delimiter}' + "{tuple_delimiter}".join(
-                _flat(v) for v in (e["name"], str(e["type"]).upper(), e.get("description", ""))) + ")")
+            records.append(
+                '("entity"{tuple_delimiter}'
+                + "{tuple_delimiter}".join(
+                    _flat(v) for v in (e["name"], str(e["type"]).upper(), e.get("description", ""))
+                )
+                + ")"
+            )
     if not records:
         return ""
     for r in example.get("relationships") or []:
         if isinstance(r, dict) and r.get("source") and r.get("target"):
             strength = r.get("strength") if isinstance(r.get("strength"), (int, float)) else 5
-            records.append('("relationship"{tuple_delimiter}' + "{tuple_delimiter}".join(
-                _flat(v) for v in (r["source"], r["target"], r.get("description", ""), strength)) + ")")
-    return ("######################\n-Example-\n######################\n"
-            f"Entity_types: {','.join(types)}\nText:\n{_flat(example['text'])}\n######################\nOutput:\n"
-            + "\n{record_delimiter}\n".join(records) + "\n{completion_delimiter}\n\n######################\n")
+            records.append(
+                '("relationship"{tuple_delimiter}'
+                + "{tuple_delimiter}".join(
+                    _flat(v) for v in (r["source"], r["target"], r.get("description", ""), strength)
+                )
+                + ")"
+            )
+    return (
+        "######################\n-Example-\n######################\n"
+        f"Entity_types: {','.join(types)}\nText:\n{_flat(example['text'])}\n######################\nOutput:\n"
+        + "\n{record_delimiter}\n".join(records)
+        + "\n{completion_delimiter}\n\n######################\n"
+    )
 
 
 def _flat(value) -> str:

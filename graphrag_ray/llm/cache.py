@@ -20,8 +20,13 @@ if TYPE_CHECKING:
 
 
 def cache_key(kind: str, model: str, payload: dict[str, Any]) -> str:
-    material = json.dumps({"kind": kind, "model": model, **payload}, sort_keys=True, ensure_ascii=False,
-                          separators=(",", ":"), default=str)
+    material = json.dumps(
+        {"kind": kind, "model": model, **payload},
+        sort_keys=True,
+        ensure_ascii=False,
+        separators=(",", ":"),
+        default=str,
+    )
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 
@@ -48,7 +53,6 @@ class ResponseCache:
         if self.store is not None:
             self.store.put(key, json.dumps(value, ensure_ascii=False).encode("utf-8"))
 
-
     def clear_stage(self, stage: str) -> tuple[int, int]:
         """Drop the cached answers of one stage (e.g. summarize_descriptions); (dropped, kept)."""
         if self.store is None:
@@ -59,6 +63,7 @@ class ResponseCache:
                 return json.loads(value).get("stage") == stage
             except (ValueError, AttributeError):
                 return False
+
         return self.store.drop_where(of_stage)
 
 
@@ -81,8 +86,10 @@ def pack_rows(entry: dict[str, Any]) -> list[dict[str, Any]]:
     rows, dim = entry["shape"]
     raw = base64.b64decode(entry["vectors_f32"])
     size = 4 * dim
-    return [{"vectors_f32": base64.b64encode(raw[i * size:(i + 1) * size]).decode("ascii"), "shape": [1, dim]}
-            for i in range(rows)]
+    return [
+        {"vectors_f32": base64.b64encode(raw[i * size : (i + 1) * size]).decode("ascii"), "shape": [1, dim]}
+        for i in range(rows)
+    ]
 
 
 def unpack_vectors(entry: dict[str, Any]) -> "np.ndarray":

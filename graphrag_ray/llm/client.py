@@ -20,8 +20,17 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from graphrag_ray.config.settings import ModelConfig
 from graphrag_ray.errors import LLMFatalError
-from graphrag_ray.llm.http import (NoAnswer, encode, header_int, network_cause, open_session, openai_headers,
-                                   retry_after_seconds, server_sent_events, ssl_context)
+from graphrag_ray.llm.http import (
+    NoAnswer,
+    encode,
+    header_int,
+    network_cause,
+    open_session,
+    openai_headers,
+    retry_after_seconds,
+    server_sent_events,
+    ssl_context,
+)
 from graphrag_ray.llm.request_shape import RequestShape, shape_for
 from graphrag_ray.llm.reasoning import ThinkFilter, reasoning_tokens_of, split_reasoning
 from graphrag_ray.secrets import redact
@@ -53,6 +62,8 @@ def slowest_in_flight() -> float | None:
     """Seconds the oldest chat request of this process has been waiting for its answer (None: none waits)."""
     started = min(_IN_FLIGHT.values(), default=None)
     return None if started is None else time.monotonic() - started
+
+
 PROGRESS_CHECK_S = 1.0
 
 
@@ -83,7 +94,7 @@ class Completion:
     finish_reason: str | None = None  # "length": cut at max_tokens
     raw: dict[str, Any] = field(default_factory=dict)
     reasoning_tokens: int = 0  # as the server reports them (inside completion_tokens, as providers bill them)
-    reasoning: str = ""        # reasoning text (reasoning_content, or <think> blocks): never part of `content`
+    reasoning: str = ""  # reasoning text (reasoning_content, or <think> blocks): never part of `content`
 
 
 # Clients not yet closed. Their owners (the models that opened them, models.py) close them before their loop ends;
@@ -127,22 +138,31 @@ class OpenAIClient:
         self.announced_limits: tuple[int | None, int | None] = (None, None)
         self.shape: RequestShape = shape_for(config)
         self._endpoint = (config.api_base, config.model)
-        self.streams = config.api_type == "openai" and (config.stream_requests == "always" or (
-            config.stream_requests == "auto" and config.api_base.lower().startswith("http://")))
+        self.streams = config.api_type == "openai" and (
+            config.stream_requests == "always"
+            or (config.stream_requests == "auto" and config.api_base.lower().startswith("http://"))
+        )
         key = config.api_key.get_secret_value() if config.api_key else ""
         if not key:
-            raise LLMFatalError(f"models.{model_id}.api_key is empty: set it (e.g. api_key: ${{GRAPHRAG_API_KEY}} "
-                                "and export GRAPHRAG_API_KEY)")
+            raise LLMFatalError(
+                f"models.{model_id}.api_key is empty: set it (e.g. api_key: ${{GRAPHRAG_API_KEY}} "
+                "and export GRAPHRAG_API_KEY)"
+            )
         self._sdk = None
         if config.api_type == "azure":
             import openai
 
-            transport = openai.DefaultAioHttpClient if config.http_client == "aiohttp" \
-                else openai.DefaultAsyncHttpxClient
+            transport = (
+                openai.DefaultAioHttpClient if config.http_client == "aiohttp" else openai.DefaultAsyncHttpxClient
+            )
             self._sdk = openai.AsyncAzureOpenAI(
-                azure_endpoint=config.api_base, api_version=config.api_version, api_key=key, max_retries=0,
-                timeout=config.request_timeout, http_client=transport(timeout=config.request_timeout,
-                                                                      verify=ssl_context()))
+                azure_endpoint=config.api_base,
+                api_version=config.api_version,
+                api_key=key,
+                max_retries=0,
+                timeout=config.request_timeout,
+                http_client=transport(timeout=config.request_timeout, verify=ssl_context()),
+            )
         else:
             self._http = open_session(config.http_client, config.request_timeout, config.api_base)
             self._base = config.api_base.rstrip("/")
@@ -171,22 +191,34 @@ class OpenAIClient:
                 content = "".join(pieces)
             finally:
                 _IN_FLIGHT.pop(id(token), None)
-            return Completion(content, usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0),
-                              usage.get("finish_reason"), reasoning_tokens=usage.get("reasoning_tokens", 0),
-                              reasoning=usage.get("reasoning", ""))
+            return Completion(
+                content,
+                usage.get("prompt_tokens", 0),
+                usage.get("completion_tokens", 0),
+                usage.get("finish_reason"),
+                reasoning_tokens=usage.get("reasoning_tokens", 0),
+                reasoning=usage.get("reasoning", ""),
+            )
         token = object()
         _IN_FLIGHT[id(token)] = time.monotonic()
         try:
-            data = await self._shaped(lambda wire: self._post_json("/chat/completions", self._body(messages, wire)),
-                                      params)
+            data = await self._shaped(
+                lambda wire: self._post_json("/chat/completions", self._body(messages, wire)), params
+            )
         finally:
             _IN_FLIGHT.pop(id(token), None)
         choice = (data.get("choices") or [{}])[0] or {}
         message = choice.get("message") or {}
         content, reasoning = split_reasoning(str(message.get("content") or ""), message)
         usage = data.get("usage") or {}
-        return Completion(content, usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0,
-                          choice.get("finish_reason"), reasoning_tokens=reasoning_tokens_of(usage), reasoning=reasoning)
+        return Completion(
+            content,
+            usage.get("prompt_tokens") or 0,
+            usage.get("completion_tokens") or 0,
+            choice.get("finish_reason"),
+            reasoning_tokens=reasoning_tokens_of(usage),
+            reasoning=reasoning,
+        )
 
     async def _shaped(self, send, params: dict[str, Any]):
         """`send(wire params)`, and again at once each time a 400 names a parameter the shape can drop or rename
@@ -200,10 +232,12 @@ class OpenAIClient:
                     continue  # another request, refused the same way meanwhile, has taught the shape already
                 if not self.shape.learn(exc.param, exc.detail, wire):
                     raise
-                log.warning("%s refused %s; learned: %s", self.where, exc.param or "a parameter",
-                            self.shape.learned[-1])
-        raise LLMFatalError(f"{self.where}: the request was refused in every shape tried "
-                            f"({'; '.join(self.shape.learned)})")
+                log.warning(
+                    "%s refused %s; learned: %s", self.where, exc.param or "a parameter", self.shape.learned[-1]
+                )
+        raise LLMFatalError(
+            f"{self.where}: the request was refused in every shape tried ({'; '.join(self.shape.learned)})"
+        )
 
     async def _post_json(self, path: str, body: dict[str, Any]) -> dict:
         """One POST of a JSON body; the answer's JSON object."""
@@ -229,18 +263,22 @@ class OpenAIClient:
             raise TransientLLMError(f"{self.where} sent an answer that is not a JSON object")
         return data
 
-    async def chat_stream(self, messages: list[dict], params: dict[str, Any],
-                          usage_out: dict[str, Any]) -> AsyncIterator[str]:
+    async def chat_stream(
+        self, messages: list[dict], params: dict[str, Any], usage_out: dict[str, Any]
+    ) -> AsyncIterator[str]:
         """Yield the answer's text deltas (reasoning left out); fills usage_out with prompt / completion / reasoning
         tokens from the final chunk."""
         thinking = ThinkFilter()
         try:
-            chunks = await self._shaped(lambda wire: self._opened_stream(self._body(messages, wire, stream=True)),
-                                        {**params, "stream_options": {"include_usage": True}})
+            chunks = await self._shaped(
+                lambda wire: self._opened_stream(self._body(messages, wire, stream=True)),
+                {**params, "stream_options": {"include_usage": True}},
+            )
             async for chunk in chunks:
                 if chunk.get("error"):  # an error sent inside the stream, after its 200
-                    raise TransientLLMError(f"the stream from {self.where} ended with an error: "
-                                            f"{redact(str(chunk['error'])[:200])}")
+                    raise TransientLLMError(
+                        f"the stream from {self.where} ended with an error: {redact(str(chunk['error'])[:200])}"
+                    )
                 if usage := chunk.get("usage"):
                     usage_out["prompt_tokens"] = usage.get("prompt_tokens") or 0
                     usage_out["completion_tokens"] = usage.get("completion_tokens") or 0
@@ -299,6 +337,7 @@ class OpenAIClient:
                 raise
             finally:
                 watchdog.cancel()
+
         return rest()
 
     async def _watch(self, reader: list, started: float, stalled: list) -> None:
@@ -320,8 +359,7 @@ class OpenAIClient:
         return StalledError(f"no answer for {self.config.stall_timeout:g}s from {self.where} (stall_timeout)")
 
     async def _direct_stream(self, body: dict[str, Any]) -> AsyncIterator[dict]:
-        async with self._http.stream(self._base + "/chat/completions", self._headers, encode(body)) as (reply,
-                                                                                                       lines):
+        async with self._http.stream(self._base + "/chat/completions", self._headers, encode(body)) as (reply, lines):
             if reply.status >= 400:
                 raise self._from_status(reply.status, reply.headers, reply.error_text(), reply.error_param())
             self._note_limits(reply.headers)
@@ -333,8 +371,13 @@ class OpenAIClient:
         from openai.types.chat.chat_completion import ChatCompletion
         from openai.types.chat.chat_completion_chunk import ChatCompletionChunk
 
-        stream = await self._sdk.post("/chat/completions", cast_to=ChatCompletion, body=body, stream=True,
-                                      stream_cls=openai.AsyncStream[ChatCompletionChunk])
+        stream = await self._sdk.post(
+            "/chat/completions",
+            cast_to=ChatCompletion,
+            body=body,
+            stream=True,
+            stream_cls=openai.AsyncStream[ChatCompletionChunk],
+        )
         self._note_limits(stream.response.headers)
         async for chunk in stream:
             yield chunk.model_dump()
@@ -347,13 +390,17 @@ class OpenAIClient:
         params: dict[str, Any] = {"encoding_format": "base64"}
         if self.config.dimensions:
             params["dimensions"] = self.config.dimensions
-        data = await self._shaped(lambda wire: self._post_json("/embeddings", {"model": self.config.model,
-                                                                              "input": texts, **wire}), params)
+        data = await self._shaped(
+            lambda wire: self._post_json("/embeddings", {"model": self.config.model, "input": texts, **wire}), params
+        )
         try:
             items = sorted(data["data"], key=lambda d: d.get("index", 0))
-            rows = [np.frombuffer(base64.b64decode(item["embedding"]), dtype=np.float32)
-                    if isinstance(item["embedding"], str) else np.asarray(item["embedding"], dtype=np.float32)
-                    for item in items]  # a server that ignores encoding_format sends floats
+            rows = [
+                np.frombuffer(base64.b64decode(item["embedding"]), dtype=np.float32)
+                if isinstance(item["embedding"], str)
+                else np.asarray(item["embedding"], dtype=np.float32)
+                for item in items
+            ]  # a server that ignores encoding_format sends floats
             matrix = np.vstack(rows) if rows else np.zeros((0, 0), dtype=np.float32)
         except (KeyError, TypeError, ValueError, binascii.Error):
             raise TransientLLMError(f"{self.where} sent an embedding answer in an unknown shape") from None
@@ -363,16 +410,19 @@ class OpenAIClient:
 
     def _note_limits(self, headers: Any) -> None:
         """The requests / tokens per minute the provider says this key may use (None where it does not say)."""
-        self.announced_limits = (header_int(headers, "x-ratelimit-limit-requests"),
-                                 header_int(headers, "x-ratelimit-limit-tokens"))
+        self.announced_limits = (
+            header_int(headers, "x-ratelimit-limit-requests"),
+            header_int(headers, "x-ratelimit-limit-tokens"),
+        )
 
     def _translate(self, exc: Exception) -> Exception:
         """A failed request's exception (no answer, or the SDK's) as ours: retryable (TransientLLMError,
         RateLimitedError) or fatal (LLMFatalError); anything else is returned as it is."""
         openai = sys.modules.get("openai")  # only Azure clients load the SDK
         if openai is not None and isinstance(exc, openai.APIStatusError):
-            return self._from_status(exc.status_code, exc.response.headers, str(getattr(exc, "message", exc)),
-                                     getattr(exc, "param", None))
+            return self._from_status(
+                exc.status_code, exc.response.headers, str(getattr(exc, "message", exc)), getattr(exc, "param", None)
+            )
         sdk_timeout = openai is not None and isinstance(exc, openai.APITimeoutError)
         sdk_failed = openai is not None and isinstance(exc, openai.APIConnectionError)
         if isinstance(exc, NoAnswer) or sdk_timeout or sdk_failed:
@@ -419,8 +469,9 @@ class OpenAIClient:
         except (TransientLLMError, LLMFatalError):
             raise
         except (ValueError, AttributeError):
-            raise TransientLLMError(f"{self.where} answered GET /models with something that is not a model "
-                                    "list") from None
+            raise TransientLLMError(
+                f"{self.where} answered GET /models with something that is not a model list"
+            ) from None
         except Exception as exc:
             raise self._translate(exc) from None
 

@@ -76,8 +76,13 @@ def provider_limits(snapshot: dict, models: dict) -> dict:
     for key, seen in snapshot.items():
         config = models.get(key)
         if seen.get("answered") and config is not None:
-            known[key] = {"model": config.model, "endpoint": _endpoint(config), "learned_rpm": seen.get("learned_rpm"),
-                          "learned_tpm": seen.get("learned_tpm"), "refusals": seen.get("refusals", 0)}
+            known[key] = {
+                "model": config.model,
+                "endpoint": _endpoint(config),
+                "learned_rpm": seen.get("learned_rpm"),
+                "learned_tpm": seen.get("learned_tpm"),
+                "refusals": seen.get("refusals", 0),
+            }
     return known
 
 

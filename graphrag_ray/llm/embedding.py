@@ -9,11 +9,11 @@ import numpy as np
 
 from graphrag_ray.config.settings import ModelConfig
 from graphrag_ray.llm.cache import cache_key, pack_rows, pack_vectors, unpack_vectors
-from graphrag_ray.llm.model import _ModelBase
+from graphrag_ray.llm.call_path import ModelBase
 from graphrag_ray.llm.tokens import at_most_tokens
 
 
-class EmbeddingModel(_ModelBase):
+class EmbeddingModel(ModelBase):
     def batches(self, texts: list[str], counts: list[int] | None = None) -> list[list[int]]:
         """Indices of `texts` grouped by batch_size and batch_max_tokens."""
         counts = counts if counts is not None else self.counts(texts)
@@ -33,8 +33,11 @@ class EmbeddingModel(_ModelBase):
         limit, UTF-8 byte lengths stand in when they already put every text in one batch untruncated (a token
         is at least one byte, so the batching is the same) - a query's embedding then loads no tokenizer."""
         sizes = [at_most_tokens(text) for text in texts]
-        if (not self.config.rate_limit.tpm and len(texts) <= self.config.batch_size
-                and sum(sizes) <= self.config.batch_max_tokens):
+        if (
+            not self.config.rate_limit.tpm
+            and len(texts) <= self.config.batch_size
+            and sum(sizes) <= self.config.batch_max_tokens
+        ):
             return sizes
         count = self.tokenizer.count
         return [count(text) for text in texts]
@@ -46,8 +49,10 @@ class EmbeddingModel(_ModelBase):
         limit = self.config.batch_max_tokens
         counts = self.counts(texts)
         sent = [text if n <= limit else _truncate(self.tokenizer, text, limit) for text, n in zip(texts, counts)]
-        keys = [cache_key("embedding", self.config.model, {"text": text, "dimensions": self.config.dimensions})
-                for text in sent]
+        keys = [
+            cache_key("embedding", self.config.model, {"text": text, "dimensions": self.config.dimensions})
+            for text in sent
+        ]
         vectors: list[np.ndarray | None] = [None] * len(texts)
         missing = []
         for i, key in enumerate(keys):
@@ -60,12 +65,17 @@ class EmbeddingModel(_ModelBase):
             self.usage.record(stage, self.config.model, cache_hits=len(texts) - len(missing))
         if missing:
             batches = self.batches([sent[i] for i in missing], [min(counts[i], limit) for i in missing])
-            await asyncio.gather(*(self._embed_batch([missing[j] for j in batch], sent, counts, keys, vectors, stage)
-                                   for batch in batches))
+            await asyncio.gather(
+                *(
+                    self._embed_batch([missing[j] for j in batch], sent, counts, keys, vectors, stage)
+                    for batch in batches
+                )
+            )
         return vectors  # type: ignore[return-value]
 
-    async def _embed_batch(self, idx: list[int], sent: list[str], counts: list[int], keys: list[str],
-                           vectors: list, stage: str) -> None:
+    async def _embed_batch(
+        self, idx: list[int], sent: list[str], counts: list[int], keys: list[str], vectors: list, stage: str
+    ) -> None:
         batch = [sent[i] for i in idx]
 
         def reserve() -> tuple[int, int]:  # counted once a TPM limit is known (a byte count over-reserves)

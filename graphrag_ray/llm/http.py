@@ -103,8 +103,9 @@ class AiohttpSession:
         import aiohttp
 
         async with self._errors():
-            async with self._open().request(method, url, data=body, headers=headers,
-                                            timeout=aiohttp.ClientTimeout(total=self.timeout)) as response:
+            async with self._open().request(
+                method, url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=self.timeout)
+            ) as response:
                 return Reply(response.status, response.headers, await response.read())
 
     @contextlib.asynccontextmanager
@@ -138,8 +139,11 @@ class HttpxSession:
         import httpx2
 
         self._client = httpx2.AsyncClient(
-            timeout=timeout, verify=ssl_context() if secure else True, follow_redirects=True,
-            limits=httpx2.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_IDLE_CONNECTIONS))
+            timeout=timeout,
+            verify=ssl_context() if secure else True,
+            follow_redirects=True,
+            limits=httpx2.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_IDLE_CONNECTIONS),
+        )
 
     @contextlib.asynccontextmanager
     async def _errors(self):
@@ -163,8 +167,9 @@ class HttpxSession:
             import httpx2
 
             # no read timeout: the client judges a stream by its endpoint's progress (client.py, stall_timeout)
-            timeout = httpx2.Timeout(self._client.timeout.connect, read=None, write=self._client.timeout.write,
-                                     pool=None)
+            timeout = httpx2.Timeout(
+                self._client.timeout.connect, read=None, write=self._client.timeout.write, pool=None
+            )
             async with self._client.stream("POST", url, content=body, headers=headers, timeout=timeout) as response:
                 if response.status_code >= 400:
                     yield Reply(response.status_code, response.headers, await response.aread()), None
@@ -213,17 +218,19 @@ def retry_after_seconds(headers: Any) -> float | None:
     return None
 
 
-
 def openai_headers(key: str) -> dict[str, str]:
     """What the openai SDK sends an OpenAI-compatible endpoint: the key as a bearer token, and the organization
     and project its environment variables name (OpenAI bills to them)."""
-    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json", "Accept": "application/json",
-               "User-Agent": "graphrag-ray"}
+    headers = {
+        "Authorization": f"Bearer {key}",
+        "Content-Type": "application/json",
+        "Accept": "application/json",
+        "User-Agent": "graphrag-ray",
+    }
     for variable, header in (("OPENAI_ORG_ID", "OpenAI-Organization"), ("OPENAI_PROJECT_ID", "OpenAI-Project")):
         if value := os.environ.get(variable):
             headers[header] = value
     return headers
-
 
 
 def network_cause(exc: BaseException) -> str | None:
@@ -242,7 +249,6 @@ def network_cause(exc: BaseException) -> str | None:
             return f"TLS failed ({exc.reason or exc})"
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
     return None
-
 
 
 def header_int(headers: Any, name: str) -> int | None:

@@ -11,19 +11,19 @@ from pathlib import Path
 
 @dataclass
 class Usage:
-    calls: int = 0              # responses paid for, usable or not
+    calls: int = 0  # responses paid for, usable or not
     prompt_tokens: int = 0
     completion_tokens: int = 0  # reasoning included, as providers bill it
-    reasoning_tokens: int = 0   # of completion_tokens: the reasoning of reasoning models
-    cache_hits: int = 0         # answers served from the cache (free)
+    reasoning_tokens: int = 0  # of completion_tokens: the reasoning of reasoning models
+    cache_hits: int = 0  # answers served from the cache (free)
     retries: int = 0
-    rate_limited: int = 0       # 429s received
-    failures: int = 0           # requests that failed after the whole retry budget
-    unusable: int = 0           # paid responses that could not be used (invalid JSON, an incomplete answer)
-    counted_here: int = 0       # paid responses whose server reported no usage: their tokens were counted here
-    abandoned: int = 0          # requests given up on after sending (timed out, stalled): maybe generated and
+    rate_limited: int = 0  # 429s received
+    failures: int = 0  # requests that failed after the whole retry budget
+    unusable: int = 0  # paid responses that could not be used (invalid JSON, an incomplete answer)
+    counted_here: int = 0  # paid responses whose server reported no usage: their tokens were counted here
+    abandoned: int = 0  # requests given up on after sending (timed out, stalled): maybe generated and
     #                             billed by the provider, with tokens no one saw (not in the figures above)
-    cost: float = 0.0           # USD from the configured prices
+    cost: float = 0.0  # USD from the configured prices
 
     def add(self, other: "Usage") -> None:
         for f in fields(self):
@@ -37,8 +37,16 @@ class UsageLedger:
     def usage(self, stage: str, model: str) -> Usage:
         return self.entries.setdefault((stage, model), Usage())
 
-    def record_call(self, stage: str, model: str, prompt_tokens: int, completion_tokens: int,
-                    price_in: float, price_out: float, reasoning_tokens: int = 0) -> None:
+    def record_call(
+        self,
+        stage: str,
+        model: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        price_in: float,
+        price_out: float,
+        reasoning_tokens: int = 0,
+    ) -> None:
         u = self.usage(stage, model)
         u.calls += 1
         u.prompt_tokens += prompt_tokens
@@ -88,24 +96,48 @@ class UsageLedger:
         from rich.table import Table
 
         table = Table(title=title)
-        for col in ("stage", "model", "calls", "prompt tok", "completion tok", "cache hits", "retries",
-                    "429s", "unusable", "failures", "cost $"):
+        for col in (
+            "stage",
+            "model",
+            "calls",
+            "prompt tok",
+            "completion tok",
+            "cache hits",
+            "retries",
+            "429s",
+            "unusable",
+            "failures",
+            "cost $",
+        ):
             table.add_column(col, justify="left" if col in ("stage", "model") else "right")
         rows = sorted(self.entries.items()) + [(("total", ""), self.total())]
         for (stage, model), u in rows:
-            table.add_row(stage, model, f"{u.calls:,}", f"{u.prompt_tokens:,}", f"{u.completion_tokens:,}",
-                          f"{u.cache_hits:,}", f"{u.retries:,}", f"{u.rate_limited:,}", f"{u.unusable:,}",
-                          f"{u.failures:,}",
-                          f"{u.cost:.4f}")
+            table.add_row(
+                stage,
+                model,
+                f"{u.calls:,}",
+                f"{u.prompt_tokens:,}",
+                f"{u.completion_tokens:,}",
+                f"{u.cache_hits:,}",
+                f"{u.retries:,}",
+                f"{u.rate_limited:,}",
+                f"{u.unusable:,}",
+                f"{u.failures:,}",
+                f"{u.cost:.4f}",
+            )
         notes = []
-        if (reasoning := self.total().reasoning_tokens):
+        if reasoning := self.total().reasoning_tokens:
             notes.append(f"{reasoning:,} of the completion tokens were reasoning (billed as output)")
-        if (counted := self.total().counted_here):
-            notes.append(f"{counted:,} answers came with no usage from the server: their tokens were counted "
-                         "here with the model's tokenizer")
-        if (abandoned := self.total().abandoned):
-            notes.append(f"{abandoned:,} requests were given up on after sending (timed out or stalled): the "
-                         "provider may have generated and billed their answers, whose tokens are not counted above")
+        if counted := self.total().counted_here:
+            notes.append(
+                f"{counted:,} answers came with no usage from the server: their tokens were counted "
+                "here with the model's tokenizer"
+            )
+        if abandoned := self.total().abandoned:
+            notes.append(
+                f"{abandoned:,} requests were given up on after sending (timed out or stalled): the "
+                "provider may have generated and billed their answers, whose tokens are not counted above"
+            )
         if notes:
             table.caption = "\n".join(notes)
         return table
@@ -161,10 +193,23 @@ class PaidJournal:
         self.lock = threading.Lock()
         self.pending_hits: dict[tuple[str, str], int] = {}
 
-    def record_call(self, stage: str, model: str, prompt_tokens: int, completion_tokens: int, price_in: float,
-                    price_out: float, reasoning_tokens: int = 0) -> None:
-        self._append({"stage": stage, "model": model, "call": [prompt_tokens, completion_tokens, price_in, price_out,
-                                                                reasoning_tokens]})
+    def record_call(
+        self,
+        stage: str,
+        model: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        price_in: float,
+        price_out: float,
+        reasoning_tokens: int = 0,
+    ) -> None:
+        self._append(
+            {
+                "stage": stage,
+                "model": model,
+                "call": [prompt_tokens, completion_tokens, price_in, price_out, reasoning_tokens],
+            }
+        )
 
     def record(self, stage: str, model: str, **counts: int) -> None:
         counts = {k: v for k, v in counts.items() if v}
@@ -187,8 +232,9 @@ class PaidJournal:
             if entry is not None:
                 entries.append(entry)
             if entries:
-                self.file.append("".join(json.dumps(e, separators=(",", ":")) + "\n" for e in entries).encode(),
-                                 force=entry is None)
+                self.file.append(
+                    "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in entries).encode(), force=entry is None
+                )
 
     def __reduce__(self):  # another process journals into a file of its own
         return (PaidJournal, (self.location,))

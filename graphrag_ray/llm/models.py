@@ -26,21 +26,36 @@ class Models:
     limiter: Any
     ledger: UsageLedger = field(default_factory=UsageLedger)
     cautious_start: bool = False  # batch jobs' workers: a model's first call goes alone (AdaptiveConcurrency)
-    check_first: bool = False     # queries: each endpoint is checked alongside its first request
+    check_first: bool = False  # queries: each endpoint is checked alongside its first request
     retry_unusable: bool = False  # `index --retry-failures` (ChatModel.chat)
     session: str = field(default_factory=lambda: uuid.uuid4().hex)  # whose unusable answers are whose (cache)
     journal: PaidJournal | None = None  # a batch job's workers: what they pay, on disk as it is paid
     _built: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def create(cls, settings: Settings, root: str | Path | None, limiter: Any = None,
-               ledger: UsageLedger | None = None, cautious_start: bool = False,
-               check_first: bool = False, retry_unusable: bool = False,
-               journal: PaidJournal | None = None) -> "Models":
+    def create(
+        cls,
+        settings: Settings,
+        root: str | Path | None,
+        limiter: Any = None,
+        ledger: UsageLedger | None = None,
+        cautious_start: bool = False,
+        check_first: bool = False,
+        retry_unusable: bool = False,
+        journal: PaidJournal | None = None,
+    ) -> "Models":
         # no project root (the API given dataframes): a relative cache folder has no home, and is not used
         cache_dir = resolve_if_rooted(root, settings.cache.base_dir) if settings.cache.enabled else None
-        return cls(settings, open_cache(cache_dir), limiter or LocalRateLimiter(), ledger or UsageLedger(),
-                   cautious_start, check_first, retry_unusable, journal=journal)
+        return cls(
+            settings,
+            open_cache(cache_dir),
+            limiter or LocalRateLimiter(),
+            ledger or UsageLedger(),
+            cautious_start,
+            check_first,
+            retry_unusable,
+            journal=journal,
+        )
 
     async def aclose(self) -> None:
         """Close the SDK clients its models opened on the running loop: whoever made this Models closes it on
@@ -50,6 +65,7 @@ class Models:
 
     def run(self, coro):
         """asyncio.run(coro), this Models' clients on that loop closed before it ends, even when it fails."""
+
         async def main():
             try:
                 return await coro
@@ -78,8 +94,16 @@ class Models:
 
     def _get(self, model_id: str, kind):
         if model_id not in self._built:
-            self._built[model_id] = kind(model_id, self.settings.model(model_id), cache=self.cache,
-                                         limiter=self.limiter, ledger=self.ledger, cautious_start=self.cautious_start,
-                                         check_first=self.check_first, retry_unusable=self.retry_unusable,
-                                         session=self.session, journal=self.journal)
+            self._built[model_id] = kind(
+                model_id,
+                self.settings.model(model_id),
+                cache=self.cache,
+                limiter=self.limiter,
+                ledger=self.ledger,
+                cautious_start=self.cautious_start,
+                check_first=self.check_first,
+                retry_unusable=self.retry_unusable,
+                session=self.session,
+                journal=self.journal,
+            )
         return self._built[model_id]

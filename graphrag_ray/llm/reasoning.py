@@ -48,11 +48,17 @@ class ThinkFilter:
             at = self.pending.lower().find(tag)
             if at >= 0:
                 (self.reasoning if self.thinking else shown).append(self.pending[:at])
-                self.pending, self.thinking = self.pending[at + len(tag):], not self.thinking
+                self.pending, self.thinking = self.pending[at + len(tag) :], not self.thinking
                 self.closed = self.closed or not self.thinking
                 continue
-            keep = next((k for k in range(min(len(tag) - 1, len(self.pending)), 0, -1)
-                         if tag.startswith(self.pending[-k:].lower())), 0)  # a tag's beginning: wait for more
+            keep = next(
+                (
+                    k
+                    for k in range(min(len(tag) - 1, len(self.pending)), 0, -1)
+                    if tag.startswith(self.pending[-k:].lower())
+                ),
+                0,
+            )  # a tag's beginning: wait for more
             cut = len(self.pending) - keep
             (self.reasoning if self.thinking else shown).append(self.pending[:cut])
             self.pending = self.pending[cut:]

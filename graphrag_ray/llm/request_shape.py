@@ -20,14 +20,28 @@ from typing import Any
 from graphrag_ray.config.settings import ModelConfig
 
 # model names of reasoning families (the part after a provider prefix such as "openai/" or "deepseek/")
-_REASONING = re.compile(r"^(o[1-9](-mini|-pro|-preview)?([-.].*)?|gpt-5(?!-chat)([-.].*)?|deepseek-(reasoner|r1).*|"
-                        r".*-r1(-distill.*)?(:.*)?|qwq.*|magistral.*|.*-thinking.*)$", re.I)
+_REASONING = re.compile(
+    r"^(o[1-9](-mini|-pro|-preview)?([-.].*)?|gpt-5(?!-chat)([-.].*)?|deepseek-(reasoner|r1).*|"
+    r".*-r1(-distill.*)?(:.*)?|qwq.*|magistral.*|.*-thinking.*)$",
+    re.I,
+)
 _NO_JSON_SCHEMA = re.compile(r"^deepseek", re.I)  # DeepSeek's API: json_object yes, json_schema no
 _TAKES_NO_TEMPERATURE = re.compile(r"^(o[1-9]|gpt-5(?!-chat))", re.I)  # OpenAI reasoning: the default (1) only
 FORMATS = ("json_schema", "json_object", "none")
-_PARAMETERS = ("max_completion_tokens", "max_tokens", "temperature", "response_format", "reasoning_effort",
-               "stream_options", "top_p", "seed", "frequency_penalty", "presence_penalty", "dimensions",
-               "encoding_format")
+_PARAMETERS = (
+    "max_completion_tokens",
+    "max_tokens",
+    "temperature",
+    "response_format",
+    "reasoning_effort",
+    "stream_options",
+    "top_p",
+    "seed",
+    "frequency_penalty",
+    "presence_penalty",
+    "dimensions",
+    "encoding_format",
+)
 
 
 def _bare_name(model: str) -> str:
@@ -46,7 +60,7 @@ class RequestShape:
     reasoning: bool
     max_tokens_param: str = "max_tokens"
     send_temperature: bool = True
-    response_format: str = "json_schema"   # the richest structured output the endpoint takes
+    response_format: str = "json_schema"  # the richest structured output the endpoint takes
     reasoning_effort: str | None = None
     dropped: set[str] = field(default_factory=set)
     learned: list[str] = field(default_factory=list)  # what 400s taught, for messages and logs
@@ -126,10 +140,12 @@ def shape_for(config: ModelConfig) -> RequestShape:
             reasoning = is_reasoning_model(config)
             shape = RequestShape(reasoning=reasoning, reasoning_effort=config.reasoning_effort)
             shape.max_tokens_param = config.max_tokens_param or (
-                "max_completion_tokens" if _TAKES_NO_TEMPERATURE.match(name) else "max_tokens")
+                "max_completion_tokens" if _TAKES_NO_TEMPERATURE.match(name) else "max_tokens"
+            )
             shape.send_temperature = config.temperature is not None and not _TAKES_NO_TEMPERATURE.match(name)
             shape.response_format = config.response_format or (
-                "json_object" if _NO_JSON_SCHEMA.match(name) else "json_schema")
+                "json_object" if _NO_JSON_SCHEMA.match(name) else "json_schema"
+            )
             _SHAPES[key] = shape
         return shape
 

@@ -22,8 +22,9 @@ class _RetryAfterOrBackoff:
     """Backoff with jitter, and never shorter than a 429's Retry-After."""
 
     def __init__(self, policy: RetryConfig):
-        self.backoff = wait_exponential_jitter(multiplier=policy.initial_wait, max=policy.max_wait,
-                                               jitter=policy.jitter)
+        self.backoff = wait_exponential_jitter(
+            multiplier=policy.initial_wait, max=policy.max_wait, jitter=policy.jitter
+        )
 
     def __call__(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None

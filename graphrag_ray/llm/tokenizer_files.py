@@ -39,13 +39,25 @@ def install(dest: Path | None = None, wheel: Path | None = None) -> list[Path]:
 def _extract(dest: Path, wanted: dict[str, str], wheel: Path | None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         if wheel is None:
-            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q",
-                   "-d", tmp, LITELLM_SPEC]
+            cmd = [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "-q",
+                "-d",
+                tmp,
+                LITELLM_SPEC,
+            ]
             done = subprocess.run(cmd, capture_output=True, text=True)
             wheels = list(Path(tmp).glob("litellm-*.whl"))
             if done.returncode != 0 or not wheels:
-                raise GraphRagRayError(f"could not download {LITELLM_SPEC} to get tokenizer files: "
-                                       f"{(done.stderr or '').strip().splitlines()[-1:]}")
+                raise GraphRagRayError(
+                    f"could not download {LITELLM_SPEC} to get tokenizer files: "
+                    f"{(done.stderr or '').strip().splitlines()[-1:]}"
+                )
             wheel = wheels[0]
         with zipfile.ZipFile(wheel) as zf:
             for key, name in wanted.items():

@@ -57,20 +57,27 @@ ENCODING_SPECS = {
     "cl100k_base": {
         "sha256": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
         "pat_str": r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",
-        "special_tokens": {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
-                           "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276},
+        "special_tokens": {
+            "<|endoftext|>": 100257,
+            "<|fim_prefix|>": 100258,
+            "<|fim_middle|>": 100259,
+            "<|fim_suffix|>": 100260,
+            "<|endofprompt|>": 100276,
+        },
     },
     "o200k_base": {
         "sha256": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
-        "pat_str": "|".join([
-            r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-            r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-            r"""\p{N}{1,3}""",
-            r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
-            r"""\s*[\r\n]+""",
-            r"""\s+(?!\S)""",
-            r"""\s+""",
-        ]),
+        "pat_str": "|".join(
+            [
+                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+                r"""\p{N}{1,3}""",
+                r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+                r"""\s*[\r\n]+""",
+                r"""\s+(?!\S)""",
+                r"""\s+""",
+            ]
+        ),
         "special_tokens": {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
     },
 }
@@ -87,6 +94,7 @@ def get_encoding(name: str = DEFAULT_ENCODING, encoding_file: str | None = None)
 def load_in_background(model: str, encoding: str | None = None) -> None:
     """Build a model's tokenizer in a thread: tiktoken builds it without holding the GIL, so the third of a
     second it takes passes while a query loads its tables. A failure shows when the tokenizer is asked for."""
+
     def load() -> None:
         try:
             tokenizer_for(model, encoding)
@@ -115,7 +123,8 @@ def _cached_encoding(name: str, encoding_file: str | None):
     except Exception as exc:  # offline download failure, unknown name
         raise ConfigError(
             f"tokenizer '{name}': encoding file not available offline ({type(exc).__name__}); run "
-            "`graphrag-ray tokenizers install` or set encoding_file / GRAPHRAG_RAY_TIKTOKEN_DIR") from None
+            "`graphrag-ray tokenizers install` or set encoding_file / GRAPHRAG_RAY_TIKTOKEN_DIR"
+        ) from None
 
 
 def load_encoding_file(name: str, source: Path):
@@ -151,8 +160,9 @@ def load_encoding_file(name: str, source: Path):
             os.replace(tmp, parsed)
         except OSError:
             pass
-    return tiktoken.Encoding(name=name, pat_str=spec["pat_str"], mergeable_ranks=ranks,
-                             special_tokens=spec["special_tokens"])
+    return tiktoken.Encoding(
+        name=name, pat_str=spec["pat_str"], mergeable_ranks=ranks, special_tokens=spec["special_tokens"]
+    )
 
 
 class Tokenizer:

@@ -11,33 +11,112 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-LATIN_TITLES = {"MR", "MRS", "MS", "MISS", "MISTER", "DR", "DOCTOR", "PROF", "PROFESSOR", "SIR", "DAME", "LADY",
-                "LORD", "MADAM", "MADAME", "CAPT", "CAPTAIN", "COL", "COLONEL", "GEN", "GENERAL", "INSPECTOR",
-                "SGT", "SERGEANT", "REV", "FATHER", "PRESIDENT", "SENATOR", "JUDGE", "UNCLE", "AUNT"}
+LATIN_TITLES = {
+    "MR",
+    "MRS",
+    "MS",
+    "MISS",
+    "MISTER",
+    "DR",
+    "DOCTOR",
+    "PROF",
+    "PROFESSOR",
+    "SIR",
+    "DAME",
+    "LADY",
+    "LORD",
+    "MADAM",
+    "MADAME",
+    "CAPT",
+    "CAPTAIN",
+    "COL",
+    "COLONEL",
+    "GEN",
+    "GENERAL",
+    "INSPECTOR",
+    "SGT",
+    "SERGEANT",
+    "REV",
+    "FATHER",
+    "PRESIDENT",
+    "SENATOR",
+    "JUDGE",
+    "UNCLE",
+    "AUNT",
+}
 LATIN_SUFFIXES = {"JR", "SR", "II", "III", "IV", "PHD", "MD", "ESQ"}
 # longest first, so 老板娘 is not read as 老板 + 娘
-CJK_TITLES = sorted(["先生", "女士", "小姐", "太太", "夫人", "老板", "老板娘", "老师", "经理", "总经理", "董事长",
-                     "医生", "大夫", "博士", "教授", "师傅", "同学", "主任", "院长", "局长", "书记", "队长", "总",
-                     "阿姨", "大爷", "大哥", "大姐", "哥", "姐"], key=len, reverse=True)
+CJK_TITLES = sorted(
+    [
+        "先生",
+        "女士",
+        "小姐",
+        "太太",
+        "夫人",
+        "老板",
+        "老板娘",
+        "老师",
+        "经理",
+        "总经理",
+        "董事长",
+        "医生",
+        "大夫",
+        "博士",
+        "教授",
+        "师傅",
+        "同学",
+        "主任",
+        "院长",
+        "局长",
+        "书记",
+        "队长",
+        "总",
+        "阿姨",
+        "大爷",
+        "大哥",
+        "大姐",
+        "哥",
+        "姐",
+    ],
+    key=len,
+    reverse=True,
+)
 CJK_PREFIXES = ("老", "小", "阿")  # 老王, 小李, 阿明: a familiar form of a surname or given name
 _CJK = re.compile(r"[\u3400-\u9fff]")
 MIN_LATIN_SHORT = 3  # a short form of one or two letters is too weak a clue ("AL", "J")
 # The rules that read a name as a person's (a surname alone, initials, a title) apply to people; a part of a name
 # also to organisations and places. Identifiers (DWARF-5, R_SECTION) are not names: only width and case pair them.
 PERSON_TYPES = {"PERSON", "PEOPLE", "CHARACTER", "人物", "人", "角色"}
-NAMED_TYPES = PERSON_TYPES | {"ORGANIZATION", "ORGANISATION", "ORG", "COMPANY", "GEO", "LOCATION", "PLACE", "GPE",
-                              "组织", "机构", "公司", "地点"}
-RULES_FOR = {"first or last name alone": PERSON_TYPES, "initials": PERSON_TYPES, "surname with a title": PERSON_TYPES,
-             "same name without its title": PERSON_TYPES, "part of the name": NAMED_TYPES}
+NAMED_TYPES = PERSON_TYPES | {
+    "ORGANIZATION",
+    "ORGANISATION",
+    "ORG",
+    "COMPANY",
+    "GEO",
+    "LOCATION",
+    "PLACE",
+    "GPE",
+    "组织",
+    "机构",
+    "公司",
+    "地点",
+}
+RULES_FOR = {
+    "first or last name alone": PERSON_TYPES,
+    "initials": PERSON_TYPES,
+    "surname with a title": PERSON_TYPES,
+    "same name without its title": PERSON_TYPES,
+    "part of the name": NAMED_TYPES,
+}
 _IDENTIFIER = re.compile(r"[0-9_/\\]")
 
 
 @dataclass(frozen=True)
 class NameForm:
     key: str
-    core: str            # the name without titles, in upper case, NFKC-folded
+    core: str  # the name without titles, in upper case, NFKC-folded
     tokens: tuple[str, ...]
-    titled: bool         # a title was removed ("MR. HOLMES", "李老板")
+    titled: bool  # a title was removed ("MR. HOLMES", "李老板")
     cjk: bool
 
 
@@ -71,16 +150,28 @@ def _short_stands_for(short: NameForm, full: NameForm) -> str | None:
         return "same name" if short.key < full.key else None
     if short.cjk and full.cjk:
         # 李老板 / 老李 -> 李: the surname of a 2-4 character name written without a title
-        if short.titled and len(short.core) <= 2 and not full.titled and 2 <= len(full.core) <= 4 \
-                and full.core.startswith(short.core) and len(full.core) > len(short.core):
+        if (
+            short.titled
+            and len(short.core) <= 2
+            and not full.titled
+            and 2 <= len(full.core) <= 4
+            and full.core.startswith(short.core)
+            and len(full.core) > len(short.core)
+        ):
             return "surname with a title"
         return None
     if short.cjk or full.cjk or _IDENTIFIER.search(short.core) or _IDENTIFIER.search(full.core):
         return None
-    if len(short.tokens) > 1 and all(len(w) == 1 for w in short.tokens[:-1]) and any(
-            len(f) > 1 for f in full.tokens[:-1]):  # S. HOLMES / S. T. COLERIDGE: initials, then the surname
-        if short.tokens[-1] == full.tokens[-1] and len(short.tokens) <= len(full.tokens) and all(
-                w == f[0] for w, f in zip(short.tokens[:-1], full.tokens)):
+    if (
+        len(short.tokens) > 1
+        and all(len(w) == 1 for w in short.tokens[:-1])
+        and any(len(f) > 1 for f in full.tokens[:-1])
+    ):  # S. HOLMES / S. T. COLERIDGE: initials, then the surname
+        if (
+            short.tokens[-1] == full.tokens[-1]
+            and len(short.tokens) <= len(full.tokens)
+            and all(w == f[0] for w, f in zip(short.tokens[:-1], full.tokens))
+        ):
             return "initials"
         return None
     if len(short.tokens) >= len(full.tokens):
@@ -105,14 +196,14 @@ def rule_pairs(forms: list[NameForm], max_per_name: int = 20) -> list[tuple[str,
     square; a short form matching more than `max_per_name` names is too ambiguous to ask about."""
     by_token: dict[str, list[NameForm]] = {}
     for form in forms:
-        for token in ({form.core[0]} if form.cjk and form.core else set(form.tokens)):
+        for token in {form.core[0]} if form.cjk and form.core else set(form.tokens):
             by_token.setdefault(token, []).append(form)
     pairs = []
     for short in sorted(forms, key=lambda f: f.key):
         if not short.core:
             continue
         seen: dict[str, str] = {}
-        for token in ({short.core[0]} if short.cjk else set(short.tokens)):
+        for token in {short.core[0]} if short.cjk else set(short.tokens):
             for full in by_token.get(token, ()):
                 if full.key == short.key or full.key in seen:
                     continue

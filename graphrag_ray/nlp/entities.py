@@ -11,19 +11,107 @@ _SENTENCE_END = re.compile(r"[。！？!?；;]+|\.(?=\s)|\n+")
 _CJK = re.compile(r"[\u3400-\u9fff]")
 # lower-case words inside a name (Ermengarde of Tours, Mohammed bin Salman); "and" joins two names as often as it
 # sits inside one, so a phrase is split there ("Nicki Minaj and Lil Wayne": two people, each linking its pages)
-_EN_JOINERS = ("of", "the", "and", "de", "la", "van", "von", "for", "bin", "ibn", "bint", "del", "della", "der",
-               "den", "du", "da", "di", "dos", "das")
+_EN_JOINERS = (
+    "of",
+    "the",
+    "and",
+    "de",
+    "la",
+    "van",
+    "von",
+    "for",
+    "bin",
+    "ibn",
+    "bint",
+    "del",
+    "della",
+    "der",
+    "den",
+    "du",
+    "da",
+    "di",
+    "dos",
+    "das",
+)
 _POSSESSIVE = re.compile(r"['’]s?$")  # Frank Sinatra's album: the name is Frank Sinatra
 _EN_PHRASE = re.compile(r"\b[A-Z][\w'’&-]*(?:\s+(?:" + "|".join(_EN_JOINERS) + r")?\s*[A-Z][\w'’&-]*)*")
-_EN_STOP = {"The", "A", "An", "In", "On", "At", "He", "She", "It", "They", "We", "I", "This", "That", "These",
-            "Those", "His", "Her", "Their", "Our", "But", "And", "Or", "If", "When", "After", "Before", "As",
-            "For", "From", "To", "By", "With", "While", "Then", "There", "Here", "Its", "Also", "However",
-            "Mr", "Mrs", "Ms", "Dr", "One", "Two", "Yes", "No", "What", "Who", "Why", "How", "Where", "Which"}
-_ORG_WORDS = ("Inc", "Corp", "Company", "University", "Bank", "Institute", "Association", "Committee",
-              "Ministry", "Agency", "Council", "Group", "Ltd", "LLC", "Foundation", "Party", "School")
+_EN_STOP = {
+    "The",
+    "A",
+    "An",
+    "In",
+    "On",
+    "At",
+    "He",
+    "She",
+    "It",
+    "They",
+    "We",
+    "I",
+    "This",
+    "That",
+    "These",
+    "Those",
+    "His",
+    "Her",
+    "Their",
+    "Our",
+    "But",
+    "And",
+    "Or",
+    "If",
+    "When",
+    "After",
+    "Before",
+    "As",
+    "For",
+    "From",
+    "To",
+    "By",
+    "With",
+    "While",
+    "Then",
+    "There",
+    "Here",
+    "Its",
+    "Also",
+    "However",
+    "Mr",
+    "Mrs",
+    "Ms",
+    "Dr",
+    "One",
+    "Two",
+    "Yes",
+    "No",
+    "What",
+    "Who",
+    "Why",
+    "How",
+    "Where",
+    "Which",
+}
+_ORG_WORDS = (
+    "Inc",
+    "Corp",
+    "Company",
+    "University",
+    "Bank",
+    "Institute",
+    "Association",
+    "Committee",
+    "Ministry",
+    "Agency",
+    "Council",
+    "Group",
+    "Ltd",
+    "LLC",
+    "Foundation",
+    "Party",
+    "School",
+)
 _GEO_PREP = re.compile(r"\b(?:in|at|from|to|near|across|into)\s+$", re.I)
-_ZH_TYPES = {"nr": "PERSON", "nrfg": "PERSON", "nrt": "PERSON", "ns": "GEO", "nt": "ORGANIZATION",
-             "nz": "OTHER"}
+_ZH_TYPES = {"nr": "PERSON", "nrfg": "PERSON", "nrt": "PERSON", "ns": "GEO", "nt": "ORGANIZATION", "nz": "OTHER"}
 _EN_TITLES = ("Mr", "Mrs", "Ms", "Dr", "Prof", "Sir", "Madam", "President", "Professor", "Captain", "General")
 _TITLE_BEFORE = re.compile(r"\b(?:" + "|".join(_EN_TITLES) + r")\.?\s+$")
 _NAME_WORD = re.compile(r"[A-Z][a-z'’-]+$")  # Ada, O'Neil: a capitalised word, not an acronym or ALL-CAPS markup
@@ -31,10 +119,13 @@ _NAME_WORD = re.compile(r"[A-Z][a-z'’-]+$")  # Ada, O'Neil: a capitalised word
 # calendar word alone is never one. The common words of prose and technical writing that open a sentence or a list
 # item ("Add support for ...", "Some users ...", "Don't ...") are not either; other words are judged by the text
 # (`_OpeningWords`).
-_CALENDAR = frozenset("""Mon Tue Tues Wed Thu Thur Thurs Fri Sat Sun Monday Tuesday Wednesday Thursday Friday Saturday
+_CALENDAR = frozenset(
+    """Mon Tue Tues Wed Thu Thur Thurs Fri Sat Sun Monday Tuesday Wednesday Thursday Friday Saturday
 Sunday Jan Feb Mar Apr Jun Jul Aug Sep Sept Oct Nov Dec January February March April May June July August September
-October November December""".split())
-_EN_COMMON = frozenset("""
+October November December""".split()
+)
+_EN_COMMON = frozenset(
+    """
 Add Added Adds Adding Fix Fixed Fixes Fixing Remove Removed Removes Update Updated Updates Use Used Uses Using Make
 Makes Made Do Does Don't Don’t Doesn't Set Move Moved Revert Reverted Change Changed Changes Allow Allowed Allows
 Support Supported Close Closes Closed Build Built Check Checked Run Runs Apply Applied Drop Dropped Bump Bumped
@@ -44,7 +135,8 @@ So You Your Is Are Was Were Be Can Cannot Should Will Would Could Must Let Get G
 Disabled Rename Renamed Replace Replaced Merge Merged Handle Call Return Create Created Delete Deleted Ensure Try
 Keep Pass Split Clean Refresh Rebuild Rewrite Simplify Prefer Correct Corrected Convert Other Both Such Same Several
 Few Since Because Although Until Unless Yet Still Just Even Instead Otherwise Perhaps First Second Third Last Next
-Previous Default Initial Minor Major Small Large Various General Generic Common Possible""".split())
+Previous Default Initial Minor Major Small Large Various General Generic Common Possible""".split()
+)
 # what comes just before a word that opens a line, a list item or a bracket - or a sentence - in the 12 characters
 # before it (a window of blanks alone is inside a line's indentation)
 _OPENS_LINE = r"(?:^|\n)[ \t]*(?:[*•+>#-]+[ \t]*)?|[(\[][ \t]*"  # a line, a list item, a bracket
@@ -52,15 +144,17 @@ _LINE_OPENING = re.compile(f"(?:{_OPENS_LINE})$")
 _EN_WORD = re.compile(r"[\w'’&-]+")  # a word as the name pattern sees one (Don't, AT&T, Build-Depends)
 _SENTENCE_OPENING = re.compile(rf"(?:[.!?;:]\s+|{_OPENS_LINE})$")
 # Chinese common nouns every technical or everyday text uses: never distinctive enough to be an entity
-ZH_GENERIC = frozenset("""选项 文件 命令 用户 信息 系统 参数 程序 数据 内容 方法 问题 时间 情况 部分 方式 结果 功能 类型
+ZH_GENERIC = frozenset(
+    """选项 文件 命令 用户 信息 系统 参数 程序 数据 内容 方法 问题 时间 情况 部分 方式 结果 功能 类型
 名称 目录 格式 设置 配置 默认 输出 输入 错误 说明 模式 对象 文本 行为 操作 条件 作用 地方 东西 事情 工作 过程 例子 例如
-""".split())
+""".split()
+)
 
 
 @dataclass(frozen=True)
 class Mention:
     name: str
-    type: str      # PERSON, GEO, ORGANIZATION, OTHER (proper noun of unknown kind) or CONCEPT (common noun)
+    type: str  # PERSON, GEO, ORGANIZATION, OTHER (proper noun of unknown kind) or CONCEPT (common noun)
     start: int
 
 
@@ -69,15 +163,21 @@ def sentences_naming(texts: list[str], names: list[str]) -> dict[str, list[int]]
     compared with the upper-cased sentence; Chinese ones as written). Each sentence is upper-cased once: testing
     every pair of a text unit's names against every sentence upper-cased it once per test."""
     uppers = [text.upper() for text in texts]
-    return {name: [i for i, (text, upper) in enumerate(zip(texts, uppers))
-                   if (name in upper if name.isascii() else name in text)] for name in names}
+    return {
+        name: [
+            i
+            for i, (text, upper) in enumerate(zip(texts, uppers))
+            if (name in upper if name.isascii() else name in text)
+        ]
+        for name in names
+    }
 
 
 def sentences(text: str) -> list[tuple[int, str]]:
     """(offset, sentence) pairs; Chinese and English punctuation."""
     out, start = [], 0
     for end in _SENTENCE_END.finditer(text):
-        piece = text[start:end.end()]
+        piece = text[start : end.end()]
         if piece.strip():
             out.append((start + len(piece) - len(piece.lstrip()), piece.strip()))
         start = end.end()
@@ -176,10 +276,11 @@ def _en_mention(text: str, start: int, words: list[str], opening: _Lazy) -> Ment
         return None
     if any(w.rstrip(".") in _ORG_WORDS for w in words):
         kind = "ORGANIZATION"
-    elif _GEO_PREP.search(text[max(0, start - 8):start]):
+    elif _GEO_PREP.search(text[max(0, start - 8) : start]):
         kind = "GEO"
-    elif _TITLE_BEFORE.search(text[max(0, start - 12):start]) or \
-            (2 <= len(words) <= 3 and all(_NAME_WORD.match(w) for w in words)):
+    elif _TITLE_BEFORE.search(text[max(0, start - 12) : start]) or (
+        2 <= len(words) <= 3 and all(_NAME_WORD.match(w) for w in words)
+    ):
         kind = "PERSON"  # with evidence: a title before it, or a name's shape (two or three capitalised words)
     else:
         kind = "OTHER"
@@ -210,7 +311,7 @@ class _OpeningWords:
         self.judged: dict[str, bool] = {}
 
     def opens(self, at: int, opening: re.Pattern = _SENTENCE_OPENING) -> bool:
-        return opening.search(self.text[max(0, at - 12):at]) is not None
+        return opening.search(self.text[max(0, at - 12) : at]) is not None
 
     def __call__(self, word: str, start: int) -> bool:
         """Whether `word`, alone at `start`, is such a word."""

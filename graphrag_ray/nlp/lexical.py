@@ -19,8 +19,11 @@ CJK_RUN = re.compile(r"[\u3400-\u9fff]+")
 _WORD = re.compile(r"[^\W_]+")
 LEXICAL_DIR = "lexical"
 # what each table's documents are: the columns joined, in this order
-LEXICAL_TABLES = {"text_units": ("text",), "entities": ("title", "description"),
-                  "community_reports": ("title", "summary")}
+LEXICAL_TABLES = {
+    "text_units": ("text",),
+    "entities": ("title", "description"),
+    "community_reports": ("title", "summary"),
+}
 
 
 @lru_cache(maxsize=1)
@@ -38,9 +41,9 @@ def tokens(text: str) -> list[str]:
     lowered = text.casefold()
     position = 0
     for run in CJK_RUN.finditer(lowered):
-        out += _latin(lowered[position:run.start()])
+        out += _latin(lowered[position : run.start()])
         chars = run.group()
-        out += [chars[i:i + 2] for i in range(len(chars) - 1)] if len(chars) > 1 else [chars]
+        out += [chars[i : i + 2] for i in range(len(chars) - 1)] if len(chars) > 1 else [chars]
         position = run.end()
     out += _latin(lowered[position:])
     return out

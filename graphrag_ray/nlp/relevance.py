@@ -6,9 +6,48 @@ import re
 
 from graphrag_ray.nlp.entities import sentences
 
-_STOP = {"the", "and", "for", "are", "was", "were", "what", "which", "who", "whom", "how", "why", "when", "where",
-         "does", "did", "has", "have", "had", "with", "that", "this", "these", "those", "from", "into", "about",
-         "main", "its", "his", "her", "their", "there", "been", "being", "any", "all", "can", "could", "would"}
+_STOP = {
+    "the",
+    "and",
+    "for",
+    "are",
+    "was",
+    "were",
+    "what",
+    "which",
+    "who",
+    "whom",
+    "how",
+    "why",
+    "when",
+    "where",
+    "does",
+    "did",
+    "has",
+    "have",
+    "had",
+    "with",
+    "that",
+    "this",
+    "these",
+    "those",
+    "from",
+    "into",
+    "about",
+    "main",
+    "its",
+    "his",
+    "her",
+    "their",
+    "there",
+    "been",
+    "being",
+    "any",
+    "all",
+    "can",
+    "could",
+    "would",
+}
 
 
 def terms(text: str | None) -> set[str]:

@@ -22,8 +22,9 @@ def parse_context_tables(text: str) -> dict[str, list[dict[str, str]]]:
             columns = header.split("|")
             records: list[str] = []
             for line in lines[1:]:
-                if re.match(r"^[^|\n]{1,40}\|", line) and (not records or line.split("|", 1)[0].strip().isdigit()
-                                                           or columns[0] != "id"):
+                if re.match(r"^[^|\n]{1,40}\|", line) and (
+                    not records or line.split("|", 1)[0].strip().isdigit() or columns[0] != "id"
+                ):
                     records.append(line)
                 elif records:
                     records[-1] += "\n" + line
@@ -33,10 +34,11 @@ def parse_context_tables(text: str) -> dict[str, list[dict[str, str]]]:
                 if len(cells) > len(columns):  # stray pipes end up in the widest (text) column
                     widest = max(range(len(columns)), key=lambda i: columns[i] in ("text", "content", "description"))
                     extra = len(cells) - len(columns)
-                    cells = cells[:widest] + ["|".join(cells[widest:widest + extra + 1])] + cells[widest + extra + 1:]
+                    cells = (
+                        cells[:widest] + ["|".join(cells[widest : widest + extra + 1])] + cells[widest + extra + 1 :]
+                    )
                 rows.append({c: (cells[i] if i < len(cells) else "") for i, c in enumerate(columns)})
         else:
-            rows = [{k: v or "" for k, v in row.items() if k is not None}
-                    for row in csv.DictReader(io.StringIO(block))]
+            rows = [{k: v or "" for k, v in row.items() if k is not None} for row in csv.DictReader(io.StringIO(block))]
         tables[match.group(1).strip().lower()] = rows
     return tables

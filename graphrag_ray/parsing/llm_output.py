@@ -25,6 +25,7 @@ _CURLY_EDGE = re.compile(r"(?:(?<=[(>])\s*[“”„‘’＂])|(?:[“”„‘
 def _straight(text: str) -> str:
     return _CURLY_EDGE.sub('"', text) if any(q in text for q in "“”„‘’＂") else text
 
+
 _THINK = re.compile(r"<think>.*?(?:</think>|$)", re.S | re.I)
 _TUPLE = re.escape(TUPLE_DELIMITER)
 # a record's opening: ( "entity" <|>   (quotes optional, any case)
@@ -33,8 +34,9 @@ _OPENING = re.compile(r"\(\s*[\"']?(entity|relationship)[\"']?\s*" + _TUPLE, re.
 _CLOSE = r"(?:\)|(?<!\|)>)"  # ) or >, but not the > of a tuple delimiter
 _CLOSING = re.compile(_CLOSE + r"\s*(?:" + _TUPLE + r")?\s*(?:\{\s*(-?\d+(?:\.\d+)?)\s*\})?\s*(?:" + _TUPLE + r")?\s*$")
 # the same, followed by a line break: a record closed there, with prose after it
-_CLOSING_IN_LINE = re.compile(_CLOSE + r"\s*(?:" + _TUPLE + r")?\s*(?:\{\s*(-?\d+(?:\.\d+)?)\s*\})?\s*(?:" + _TUPLE
-                              + r")?[ \t]*\n")
+_CLOSING_IN_LINE = re.compile(
+    _CLOSE + r"\s*(?:" + _TUPLE + r")?\s*(?:\{\s*(-?\d+(?:\.\d+)?)\s*\})?\s*(?:" + _TUPLE + r")?[ \t]*\n"
+)
 _NEXT_MARKER = re.compile(r"(?:(?<=[)\"'])|(?<=[^|]>)|\n)\s*(?:\d+\s*[.)]|[-*•])\s*$")
 # a field separator: the tuple delimiter, or one missing its "<" after a closing quote ("...trademark."|>9)
 _FIELD_SPLIT = re.compile(_TUPLE + r"|(?<=[\"'])\s*\|>")
@@ -66,7 +68,7 @@ _SPACES = re.compile(r"\s+")
 def _clean(value: str) -> str:
     inside = _OPENING_INSIDE.search(value)
     if inside:  # another record's opening, its delimiter lost: never part of this record's text
-        value = value[:inside.start()]
+        value = value[: inside.start()]
     value = value.strip().strip("\"'").strip()
     return _SPACES.sub(" ", value)
 
@@ -79,15 +81,15 @@ def visible_answer(output: str) -> str:
         return output
     text = _THINK.sub("", output)
     end = text.lower().rfind("</think>")
-    return (text[end + len("</think>"):] if end >= 0 else text).strip()
+    return (text[end + len("</think>") :] if end >= 0 else text).strip()
 
 
 @dataclass
 class _Record:
     kind: str
     fields: list[str]
-    closed: bool            # it ended with a closing or a delimiter, not where a cut answer stopped
-    strength: str | None    # a strength written after the closing bracket: ){10}
+    closed: bool  # it ended with a closing or a delimiter, not where a cut answer stopped
+    strength: str | None  # a strength written after the closing bracket: ){10}
     sample: str
 
 
@@ -97,17 +99,21 @@ def _records(output: str) -> Iterator[_Record]:
     openings = list(_OPENING.finditer(text))
     for i, opening in enumerate(openings):
         followed = i + 1 < len(openings)
-        span = text[opening.end(): openings[i + 1].start() if followed else len(text)]
+        span = text[opening.end() : openings[i + 1].start() if followed else len(text)]
         for marker in (COMPLETION_DELIMITER, RECORD_DELIMITER):
             at = span.find(marker)
             if at >= 0:
                 span, followed = span[:at], True
         span = _NEXT_MARKER.sub("", span).rstrip() if followed else span.rstrip()
         closing = _CLOSING.search(span) or _CLOSING_IN_LINE.search(span)
-        body = span[:closing.start()] if closing else span
-        yield _Record(opening.group(1).lower(), [_clean(f) for f in _FIELD_SPLIT.split(body)],
-                      closing is not None or followed, closing.group(1) if closing else None,
-                      text[opening.start(): opening.start() + 120])
+        body = span[: closing.start()] if closing else span
+        yield _Record(
+            opening.group(1).lower(),
+            [_clean(f) for f in _FIELD_SPLIT.split(body)],
+            closing is not None or followed,
+            closing.group(1) if closing else None,
+            text[opening.start() : opening.start() + 120],
+        )
 
 
 def parse_tuples(output: str) -> Extraction:
@@ -122,15 +128,17 @@ def parse_tuples(output: str) -> Extraction:
         seen.add((kind, *fields))
         named = record.closed and all(f and "<|" not in f and "|>" not in f for f in fields[:2])
         if kind == "entity" and named and len(fields) >= 3:
-            result.entities.append({"title": fields[0], "type": fields[1].upper(),
-                                    "description": " ".join(fields[2:]).strip()})
+            result.entities.append(
+                {"title": fields[0], "type": fields[1].upper(), "description": " ".join(fields[2:]).strip()}
+            )
         elif kind == "relationship" and named and len(fields) >= 3 and fields[0] != fields[1]:
             strength, description = record.strength, " ".join(fields[2:]).strip()
             if len(fields) >= 4 and _NUMBER.search(fields[-1]) and len(fields[-1]) <= 12:
                 strength, description = fields[-1], " ".join(fields[2:-1]).strip()
             weight = float(_NUMBER.search(strength).group()) if strength and _NUMBER.search(strength) else 1.0
-            result.relationships.append({"source": fields[0], "target": fields[1], "description": description,
-                                         "weight": weight})
+            result.relationships.append(
+                {"source": fields[0], "target": fields[1], "description": description, "weight": weight}
+            )
         else:
             result.unparsed += 1
             if len(result.unparsed_samples) < 3:
@@ -142,8 +150,11 @@ def example_names(prompt: str) -> frozenset[str]:
     """The names in a prompt's worked examples (its own records, with no input text filled in), upper-cased: a
     small model that re-prints the prompt copies them (MARTIN SMITH, CENTRAL INSTITUTION)."""
     found = parse_tuples(prompt)
-    return frozenset(n.upper() for n in [e["title"] for e in found.entities]
-                     + [r[end] for r in found.relationships for end in ("source", "target")])
+    return frozenset(
+        n.upper()
+        for n in [e["title"] for e in found.entities]
+        + [r[end] for r in found.relationships for end in ("source", "target")]
+    )
 
 
 def without_copies(found: Extraction, examples: frozenset[str], text: str) -> tuple[Extraction, int]:
@@ -154,8 +165,9 @@ def without_copies(found: Extraction, examples: frozenset[str], text: str) -> tu
     if not copied:
         return found, 0
     entities = [e for e in found.entities if e["title"].upper() not in copied]
-    relationships = [r for r in found.relationships
-                     if r["source"].upper() not in copied and r["target"].upper() not in copied]
+    relationships = [
+        r for r in found.relationships if r["source"].upper() not in copied and r["target"].upper() not in copied
+    ]
     dropped = found.records - len(entities) - len(relationships)
     return Extraction(entities, relationships, found.unparsed, found.unparsed_samples), dropped
 
@@ -182,8 +194,10 @@ def looks_complete(output: str) -> bool:
 
 
 # ----------------------------------------------------------------------------------------- claims
-_CLAIM_SPLIT = re.compile(re.escape(RECORD_DELIMITER) + r"|\n(?=\s*(?:\d+\s*[.)]|[-*•])?\s*\()"
-                          r"|(?<=[)>])\s+(?=\d+\s*[.)]\s*\()")
+_CLAIM_SPLIT = re.compile(
+    re.escape(RECORD_DELIMITER) + r"|\n(?=\s*(?:\d+\s*[.)]|[-*•])?\s*\()"
+    r"|(?<=[)>])\s+(?=\d+\s*[.)]\s*\()"
+)
 _LEADING_MARKER = re.compile(r"^\s*(?:\d+\s*[.)]|[-*•])?\s*\(")
 
 
@@ -196,9 +210,9 @@ def claim_records(output: str) -> tuple[list[list[str]], int]:
         opened = _LEADING_MARKER.match(raw)
         if not opened:
             continue
-        body = raw[opened.end():].rstrip()
+        body = raw[opened.end() :].rstrip()
         closing = _CLOSING.search(body) or _CLOSING_IN_LINE.search(body)
-        body = body[:closing.start()] if closing else body
+        body = body[: closing.start()] if closing else body
         fields = [f.strip().strip("\"'").strip() for f in _FIELD_SPLIT.split(body)]
         if len(fields) < 7 or not fields[0]:
             unparsed += 1
@@ -225,7 +239,7 @@ def parse_json_object(output: str) -> dict[str, Any] | None:
     start, end = text.find("{"), text.rfind("}")
     if 0 <= start < end:
         try:
-            value = json.loads(text[start:end + 1])
+            value = json.loads(text[start : end + 1])
             return value if isinstance(value, dict) else None
         except ValueError:
             return None

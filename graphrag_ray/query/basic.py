@@ -21,12 +21,20 @@ class BasicSearch(QueryEngine):
         hits = await self.retrieve(query, cfg.k) if self.data.text_units.height else []
         units = [self.data.text_unit_rows[i] for i in hits if i in self.data.text_unit_rows]
         count = self.chat(cfg.chat_model_id).tokenizer.count
-        text, kept = pack_table("Sources", ["id", "text"], [[u["human_readable_id"], u["text"]] for u in units],
-                                count, cfg.max_context_tokens)
+        text, kept = pack_table(
+            "Sources",
+            ["id", "text"],
+            [[u["human_readable_id"], u["text"]] for u in units],
+            count,
+            cfg.max_context_tokens,
+        )
         records = {"sources": [{"id": u["human_readable_id"], "text": u["text"]} for u in units[:kept]]}
         system = fill(self.prompt(cfg.prompt), context_data=text, response_type=self.response_type)
-        return Prepared(SearchResult("", records, text, method=self.method, details={"retriever": self.retriever}),
-                        system_and_user(system, query), cfg.chat_model_id)
+        return Prepared(
+            SearchResult("", records, text, method=self.method, details={"retriever": self.retriever}),
+            system_and_user(system, query),
+            cfg.chat_model_id,
+        )
 
     @property
     def retriever(self) -> str:

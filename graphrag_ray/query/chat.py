@@ -13,8 +13,13 @@ from graphrag_ray.query.question_gen import LocalQuestionGen
 EXIT_WORDS = ("exit", "quit", "q")
 
 
-async def chat_loop(local: LocalSearch, question_gen: LocalQuestionGen, read: Callable[[str], str] = input,
-                    write: Callable[..., None] = print, question_count: int = 3) -> ConversationHistory:
+async def chat_loop(
+    local: LocalSearch,
+    question_gen: LocalQuestionGen,
+    read: Callable[[str], str] = input,
+    write: Callable[..., None] = print,
+    question_count: int = 3,
+) -> ConversationHistory:
     history = ConversationHistory()
     follow_ups: list[str] = []
     write("graphrag-ray chat (local search + question generation)")
@@ -43,8 +48,10 @@ async def chat_loop(local: LocalSearch, question_gen: LocalQuestionGen, read: Ca
         else:
             query = user
         if len(query) > local.settings.query.max_question_chars:
-            write(f"[note] that question is {len(query):,} characters, over query.max_question_chars "
-                  f"({local.settings.query.max_question_chars:,}): ask a shorter one")
+            write(
+                f"[note] that question is {len(query):,} characters, over query.max_question_chars "
+                f"({local.settings.query.max_question_chars:,}): ask a shorter one"
+            )
             continue
         write("Assistant: ", end="")
         pieces = []

@@ -22,8 +22,10 @@ from graphrag_ray.query.engine import Prepared, QueryEngine, system_and_user
 from graphrag_ray.query.local import LocalSearch
 from graphrag_ray.query.result import Accounting, SearchResult
 
-HYDE_PROMPT = ("Write a short community report (a title and two paragraphs) that would answer this question, "
-               "in the language of the question. Question: {query}")
+HYDE_PROMPT = (
+    "Write a short community report (a title and two paragraphs) that would answer this question, "
+    "in the language of the question. Question: {query}"
+)
 
 
 def _score(value) -> float:
@@ -41,14 +43,22 @@ class DriftSearch(QueryEngine):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.cfg = self.settings.drift_search
-        self.local = LocalSearch(self.data, self.models, self.settings, self.root, self.response_type,
-                                 self.community_level, max_context_tokens=self.cfg.local_max_context_tokens,
-                                 no_llm=self.no_llm)
+        self.local = LocalSearch(
+            self.data,
+            self.models,
+            self.settings,
+            self.root,
+            self.response_type,
+            self.community_level,
+            max_context_tokens=self.cfg.local_max_context_tokens,
+            no_llm=self.no_llm,
+        )
 
     async def primer(self, query: str) -> tuple[dict, list[dict]]:
         chat = self.chat(self.cfg.chat_model_id)
-        hyde = await chat.chat([{"role": "user", "content": fill(HYDE_PROMPT, query=query)}], stage="query_drift",
-                               max_tokens=400)
+        hyde = await chat.chat(
+            [{"role": "user", "content": fill(HYDE_PROMPT, query=query)}], stage="query_drift", max_tokens=400
+        )
         reports = []
         by_id = {r["id"]: r for r in self.data.report_by_community.values()}
         if self.data.vectors_dir is not None and by_id:
@@ -58,44 +68,66 @@ class DriftSearch(QueryEngine):
         if not reports:
             reports = sorted(by_id.values(), key=lambda r: -(r["rank"] or 0))[: self.cfg.primer_top_k_reports]
         text = "\n\n".join(r["full_content"] for r in reports)
-        answer = await chat.chat([{"role": "user", "content": fill(self.prompt(self.cfg.primer_prompt), query=query,
-                                                                   community_reports=text)}],
-                                 stage="query_drift", json_mode=True)
+        answer = await chat.chat(
+            [
+                {
+                    "role": "user",
+                    "content": fill(self.prompt(self.cfg.primer_prompt), query=query, community_reports=text),
+                }
+            ],
+            stage="query_drift",
+            json_mode=True,
+        )
         data = parse_json_object(answer.content) or {}
         return data, reports
 
     async def follow_up(self, global_query: str, question: str) -> dict:
         context = await self.local.build_context(question)
         system = fill(self.prompt(self.cfg.local_prompt), context_data=context.text, global_query=global_query)
-        answer = await self.chat(self.cfg.chat_model_id).chat(system_and_user(system, question), stage="query_drift",
-                                                              json_mode=True)
+        answer = await self.chat(self.cfg.chat_model_id).chat(
+            system_and_user(system, question), stage="query_drift", json_mode=True
+        )
         data = parse_json_object(answer.content) or {}
-        return {"query": question, "answer": str(data.get("response", answer.content)), "score": _score(data.get("score")),
-                "follow_up_queries": [str(q) for q in data.get("follow_up_queries") or [] if str(q).strip()],
-                "records": context.records}
+        return {
+            "query": question,
+            "answer": str(data.get("response", answer.content)),
+            "score": _score(data.get("score")),
+            "follow_up_queries": [str(q) for q in data.get("follow_up_queries") or [] if str(q).strip()],
+            "records": context.records,
+        }
 
     async def context_only(self, query: str, conversation_history: ConversationHistory | None = None) -> SearchResult:
         """The local context of the query itself and the highest-ranked reports (no HyDE, primer or follow-up)."""
         with Accounting() as acc:
             local = await self.local.context_only(query, conversation_history)
-        top = sorted(self.data.report_by_community.values(),
-                     key=lambda r: -(r["rank"] or 0))[: self.cfg.primer_top_k_reports]
+        top = sorted(self.data.report_by_community.values(), key=lambda r: -(r["rank"] or 0))[
+            : self.cfg.primer_top_k_reports
+        ]
         count = self.chat(self.cfg.chat_model_id).tokenizer.count
-        reports, _ = pack_table("Primer Reports", ["id", "title", "content"],
-                                [[r["human_readable_id"], r["title"], r["full_content"]] for r in top], count,
-                                self.settings.local_search.max_context_tokens)
-        text = (f"=== primer: the {len(top)} highest-ranked reports (the primer call reads the reports nearest its "
-                f"hypothetical answer) ===\n{reports}\n=== local context of the question (follow-ups each build "
-                f"their own) ===\n{local.context_text}")
-        records = {**local.context_data, "primer_reports": [{"id": r["human_readable_id"], "title": r["title"]}
-                                                            for r in top]}
+        reports, _ = pack_table(
+            "Primer Reports",
+            ["id", "title", "content"],
+            [[r["human_readable_id"], r["title"], r["full_content"]] for r in top],
+            count,
+            self.settings.local_search.max_context_tokens,
+        )
+        text = (
+            f"=== primer: the {len(top)} highest-ranked reports (the primer call reads the reports nearest its "
+            f"hypothetical answer) ===\n{reports}\n=== local context of the question (follow-ups each build "
+            f"their own) ===\n{local.context_text}"
+        )
+        records = {
+            **local.context_data,
+            "primer_reports": [{"id": r["human_readable_id"], "title": r["title"]} for r in top],
+        }
         return acc.fill(SearchResult("", records, text, method=self.method))
 
     async def prepare(self, query: str, history: ConversationHistory | None) -> Prepared:
         primer, reports = await self.primer(query)
         primer_score = _score(primer.get("score"))
-        nodes = [{"query": query, "answer": str(primer.get("intermediate_answer", "")), "score": primer_score,
-                  "depth": 0}]
+        nodes = [
+            {"query": query, "answer": str(primer.get("intermediate_answer", "")), "score": primer_score, "depth": 0}
+        ]
         order = counter()
         queue: list = []
         asked = {query}
@@ -124,11 +156,22 @@ class DriftSearch(QueryEngine):
                         heapq.heappush(queue, (-done["score"], next(order), q))
         ranked = sorted(nodes, key=lambda n: (-n["score"], n["depth"]))
         count = self.chat(self.cfg.chat_model_id).tokenizer.count
-        text, _ = pack_table("Intermediate answers", ["query", "answer", "score"],
-                             [[n["query"], n["answer"], n["score"]] for n in ranked], count,
-                             self.settings.local_search.max_context_tokens)
-        result = SearchResult("", records, text, method=self.method,
-                              details={"follow_ups": [{"query": n["query"], "score": n["score"], "depth": n["depth"]}
-                                                      for n in nodes[1:]], "primer_score": primer_score})
+        text, _ = pack_table(
+            "Intermediate answers",
+            ["query", "answer", "score"],
+            [[n["query"], n["answer"], n["score"]] for n in ranked],
+            count,
+            self.settings.local_search.max_context_tokens,
+        )
+        result = SearchResult(
+            "",
+            records,
+            text,
+            method=self.method,
+            details={
+                "follow_ups": [{"query": n["query"], "score": n["score"], "depth": n["depth"]} for n in nodes[1:]],
+                "primer_score": primer_score,
+            },
+        )
         system = fill(self.prompt(self.cfg.reduce_prompt), context_data=text, response_type=self.response_type)
         return Prepared(result, system_and_user(system, query), self.cfg.chat_model_id)

@@ -27,7 +27,7 @@ class Prepared:
     messages: list[dict] = field(default_factory=list)
     model_id: str = "default_chat"
     max_tokens: int | None = None
-    answer: str | None = None       # set when no final call is needed (e.g. no data)
+    answer: str | None = None  # set when no final call is needed (e.g. no data)
     json_mode: bool = False
 
 
@@ -40,8 +40,16 @@ class QueryEngine(ABC):
     # since every index numbers its reports and entities from 0
     label = ""
 
-    def __init__(self, data: IndexData, models: Models, settings: Settings | None = None, root: Path | None = None,
-                 response_type: str | None = None, community_level: int | None = None, no_llm: bool = False):
+    def __init__(
+        self,
+        data: IndexData,
+        models: Models,
+        settings: Settings | None = None,
+        root: Path | None = None,
+        response_type: str | None = None,
+        community_level: int | None = None,
+        no_llm: bool = False,
+    ):
         self.data = data
         self.models = models
         self.settings = settings or models.settings
@@ -97,20 +105,21 @@ class QueryEngine(ABC):
             if prepared.answer is not None:
                 prepared.result.response = prepared.answer
             else:
-                answer = await self.chat(prepared.model_id).chat(prepared.messages, stage=self.stage,
-                                                                 max_tokens=prepared.max_tokens,
-                                                                 json_mode=prepared.json_mode)
+                answer = await self.chat(prepared.model_id).chat(
+                    prepared.messages, stage=self.stage, max_tokens=prepared.max_tokens, json_mode=prepared.json_mode
+                )
                 prepared.result.response = answer.content
         self.last_result = acc.fill(prepared.result)
         return self.last_result
 
-    async def stream_search(self, query: str,
-                            conversation_history: ConversationHistory | None = None) -> AsyncIterator[str]:
+    async def stream_search(
+        self, query: str, conversation_history: ConversationHistory | None = None
+    ) -> AsyncIterator[str]:
         """Yield the answer as it arrives; `last_result` holds the full result afterwards."""
         if self.no_llm:
             result = await self.extractive(query, conversation_history)
             for i in range(0, len(result.response), 24):
-                yield result.response[i:i + 24]
+                yield result.response[i : i + 24]
             self.last_result = result
             return
         with Accounting() as acc:
@@ -120,8 +129,9 @@ class QueryEngine(ABC):
                 yield prepared.answer
             else:
                 final = ChatResult("")
-                pieces = self.chat(prepared.model_id).stream(prepared.messages, stage=self.stage,
-                                                             max_tokens=prepared.max_tokens, result=final)
+                pieces = self.chat(prepared.model_id).stream(
+                    prepared.messages, stage=self.stage, max_tokens=prepared.max_tokens, result=final
+                )
                 async with contextlib.aclosing(pieces):  # a reader that leaves early closes the answer's stream
                     async for piece in pieces:
                         yield piece

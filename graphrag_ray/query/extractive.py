@@ -11,15 +11,22 @@ from graphrag_ray.parsing.context_tables import parse_context_tables
 MARK = "[Extractive answer: no LLM was used; these are the most relevant sentences of the indexed data.]"
 NOTHING = "[Extractive answer: no LLM was used.] Nothing in the indexed data matches this question."
 # table name -> (citation label, column holding the evidence text); source text first: it is the original
-EVIDENCE = {"sources": ("Sources", "text"), "entities": ("Entities", "description"),
-            "relationships": ("Relationships", "description"), "reports": ("Reports", "content")}
+EVIDENCE = {
+    "sources": ("Sources", "text"),
+    "entities": ("Entities", "description"),
+    "relationships": ("Relationships", "description"),
+    "reports": ("Reports", "content"),
+}
 
 
 def extractive_answer(question: str, context_text: str, max_sentences: int = 5) -> tuple[str, list[dict]]:
     """(answer, the evidence used: [{table, id, sentence, score}])."""
     tables = parse_context_tables(context_text)
-    evidence = [(label, row.get("id", ""), row.get(column) or "") for name, (label, column) in EVIDENCE.items()
-                for row in tables.get(name, [])]
+    evidence = [
+        (label, row.get("id", ""), row.get(column) or "")
+        for name, (label, column) in EVIDENCE.items()
+        for row in tables.get(name, [])
+    ]
     picked = best_sentences(question, [text for *_, text in evidence], max_sentences)
     if not picked:
         return NOTHING, []

@@ -68,8 +68,13 @@ async def map_call(chat, messages: list[dict], max_tokens: int, stage: str) -> t
     once, changed (ChatModel.chat); a second one scores the batch 0 and is counted - one batch never fails the
     question (all of them do: see GlobalSearch.prepare)."""
     try:
-        answer = await chat.chat(messages, stage=stage, max_tokens=max_tokens, json_mode=True,
-                                 validate=lambda content: parse_points(content) is not None)
+        answer = await chat.chat(
+            messages,
+            stage=stage,
+            max_tokens=max_tokens,
+            json_mode=True,
+            validate=lambda content: parse_points(content) is not None,
+        )
     except UnusableAnswerError as exc:
         log.info("a global search map answer was unusable: %s", exc)
         return [], str(exc)
@@ -96,8 +101,13 @@ class MapWorker:
         with recording_into(UsageLedger(), roll_up=False) as ledger:  # the caller merges what is returned
             try:
                 answer = await self.models.chat(model_id).chat(
-                    [{"role": "user", "content": prompt}], stage=stage, json_mode=True, max_tokens=max_tokens,
-                    temperature=temperature, validate=lambda content: parse_ratings(content) is not None)
+                    [{"role": "user", "content": prompt}],
+                    stage=stage,
+                    json_mode=True,
+                    max_tokens=max_tokens,
+                    temperature=temperature,
+                    validate=lambda content: parse_ratings(content) is not None,
+                )
                 scores = parse_ratings(answer.content) or {}
             except UnusableAnswerError:  # asked twice: its reports count as not relevant, and are counted
                 scores = None
@@ -177,8 +187,13 @@ class GlobalSearch(QueryEngine):
             chosen.append(c)
             used += tokens(c)
         selected = self.data.community_reports.filter(pl.col("community").is_in(sorted(chosen)))
-        return selected, {"dynamic_rated": rated, "dynamic_calls": calls, "dynamic_unparsed": unparsed,
-                          "dynamic_kept": selected.height, "dynamic_relevant": len(kept)}
+        return selected, {
+            "dynamic_rated": rated,
+            "dynamic_calls": calls,
+            "dynamic_unparsed": unparsed,
+            "dynamic_kept": selected.height,
+            "dynamic_relevant": len(kept),
+        }
 
     def _with_descendants(self, communities: list[int], level: int) -> list[int]:
         """The communities and their descendants down to dynamic_lookahead_levels below them (never deeper than
@@ -198,25 +213,43 @@ class GlobalSearch(QueryEngine):
         count = self.chat(self.cfg.chat_model_id).tokenizer.count
         template = self.prompt(self.cfg.rating_prompt)
         if "{reports}" not in template:  # an edited prompt that rates one report: batches need the placeholder
-            raise ConfigError(f"{self.cfg.rating_prompt} has no {{reports}} placeholder: dynamic selection rates "
-                              "many reports per call - take the new default prompt (`graphrag-ray init` in an empty "
-                              "folder writes it)")
+            raise ConfigError(
+                f"{self.cfg.rating_prompt} has no {{reports}} placeholder: dynamic selection rates "
+                "many reports per call - take the new default prompt (`graphrag-ray init` in an empty "
+                "folder writes it)"
+            )
         batches, i = [], 0
         while i < len(rows):
-            text, kept = pack_table("Reports", ["id", "title", "summary"],
-                                    [[r["human_readable_id"], r["title"], r["summary"]] for r in rows[i:]], count,
-                                    self.cfg.dynamic_batch_tokens)
+            text, kept = pack_table(
+                "Reports",
+                ["id", "title", "summary"],
+                [[r["human_readable_id"], r["title"], r["summary"]] for r in rows[i:]],
+                count,
+                self.cfg.dynamic_batch_tokens,
+            )
             kept = max(kept, 1)
             if not text:  # one report over the budget alone: its title is enough to rate it
-                text, _ = pack_table("Reports", ["id", "title", "summary"],
-                                     [[rows[i]["human_readable_id"], rows[i]["title"], ""]], count, 10**9)
-            batches.append((text, rows[i:i + kept]))
+                text, _ = pack_table(
+                    "Reports",
+                    ["id", "title", "summary"],
+                    [[rows[i]["human_readable_id"], rows[i]["title"], ""]],
+                    count,
+                    10**9,
+                )
+            batches.append((text, rows[i : i + kept]))
             i += kept
         pool = self._map_pool()
-        calls = [(fill(template, question=query, reports=text), 0.0 if repeat == 0 else 0.3, 8 * len(batch) + 64)
-                 for repeat in range(self.cfg.dynamic_repeats) for text, batch in batches]
-        outcomes = await asyncio.gather(*(pool.call("rate", self.cfg.chat_model_id, prompt, limit, temperature,
-                                                    "query_global_rating") for prompt, temperature, limit in calls))
+        calls = [
+            (fill(template, question=query, reports=text), 0.0 if repeat == 0 else 0.3, 8 * len(batch) + 64)
+            for repeat in range(self.cfg.dynamic_repeats)
+            for text, batch in batches
+        ]
+        outcomes = await asyncio.gather(
+            *(
+                pool.call("rate", self.cfg.chat_model_id, prompt, limit, temperature, "query_global_rating")
+                for prompt, temperature, limit in calls
+            )
+        )
         ledger = active_ledger(self.models.ledger)
         by_hrid = {r["human_readable_id"]: r["community"] for r in rows}
         sums: dict[int, float] = {}
@@ -226,8 +259,11 @@ class GlobalSearch(QueryEngine):
                 if hrid in by_hrid:
                     sums[by_hrid[hrid]] = sums.get(by_hrid[hrid], 0.0) + score
         repeats = self.cfg.dynamic_repeats
-        return ({c: total / repeats for c, total in sums.items()}, len(calls),
-                sum(1 for _, failed, _ in outcomes if failed))
+        return (
+            {c: total / repeats for c, total in sums.items()},
+            len(calls),
+            sum(1 for _, failed, _ in outcomes if failed),
+        )
 
     # -- map -------------------------------------------------------------------------------------------
     def batches(self, reports: pl.DataFrame) -> list[tuple[str, list[dict]]]:
@@ -237,15 +273,41 @@ class GlobalSearch(QueryEngine):
         weight = self._occurrence(rows)
         out, i = [], 0
         while i < len(rows):
-            text, kept = pack_table("Reports", REPORT_COLUMNS,
-                                    [[self.cite(r["human_readable_id"]), r["title"], weight.get(r["community"], 0.0),
-                                      r["full_content"], r["rank"]] for r in rows[i:]], count, self.cfg.data_max_tokens)
+            text, kept = pack_table(
+                "Reports",
+                REPORT_COLUMNS,
+                [
+                    [
+                        self.cite(r["human_readable_id"]),
+                        r["title"],
+                        weight.get(r["community"], 0.0),
+                        r["full_content"],
+                        r["rank"],
+                    ]
+                    for r in rows[i:]
+                ],
+                count,
+                self.cfg.data_max_tokens,
+            )
             kept = max(kept, 1)  # a report larger than the budget still gets its own batch
             if not text:
                 first = rows[i]
-                text, _ = pack_table("Reports", REPORT_COLUMNS, [[self.cite(first["human_readable_id"]), first["title"],
-                                                                 0.0, first["full_content"], first["rank"]]], count, 10**9)
-            out.append((text, rows[i:i + kept]))
+                text, _ = pack_table(
+                    "Reports",
+                    REPORT_COLUMNS,
+                    [
+                        [
+                            self.cite(first["human_readable_id"]),
+                            first["title"],
+                            0.0,
+                            first["full_content"],
+                            first["rank"],
+                        ]
+                    ],
+                    count,
+                    10**9,
+                )
+            out.append((text, rows[i : i + kept]))
             i += kept
         return out
 
@@ -255,19 +317,28 @@ class GlobalSearch(QueryEngine):
 
     def _occurrence(self, rows: list[dict]) -> dict[int, float]:
         """Share of text units of each community (normalised), as Microsoft GraphRAG's occurrence weight."""
-        counts = {r["community"]: len(self.data.community_rows[r["community"]]["text_unit_ids"] or [])
-                  for r in rows if r["community"] in self.data.community_rows}
+        counts = {
+            r["community"]: len(self.data.community_rows[r["community"]]["text_unit_ids"] or [])
+            for r in rows
+            if r["community"] in self.data.community_rows
+        }
         top = max(counts.values(), default=1) or 1
         return {c: round(n / top, 3) for c, n in counts.items()}
 
     async def run_maps(self, query: str, batches: list[tuple[str, list[dict]]]) -> tuple[list[list[dict]], list[str]]:
         """Every batch's points, and why each unusable map answer was unusable."""
         template = self.prompt(self.cfg.map_prompt)
-        messages = [system_and_user(fill(template, context_data=text, max_length=self.cfg.map_max_length), query)
-                    for text, _ in batches]  # max_length: Microsoft GraphRAG's prompts ask for it
+        messages = [
+            system_and_user(fill(template, context_data=text, max_length=self.cfg.map_max_length), query)
+            for text, _ in batches
+        ]  # max_length: Microsoft GraphRAG's prompts ask for it
         pool = self._map_pool()
-        outcomes = await asyncio.gather(*(pool.call("map", self.cfg.chat_model_id, m, self.cfg.map_max_length,
-                                                    "query_global_map") for m in messages))
+        outcomes = await asyncio.gather(
+            *(
+                pool.call("map", self.cfg.chat_model_id, m, self.cfg.map_max_length, "query_global_map")
+                for m in messages
+            )
+        )
         ledger = active_ledger(self.models.ledger)
         for _, _, spent in outcomes:
             ledger.merge(spent)
@@ -287,9 +358,15 @@ class GlobalSearch(QueryEngine):
         batches = self.batches(reports)
         text = "\n\n".join(f"=== map batch {i + 1} of {len(batches)} ===\n{t}" for i, (t, _) in enumerate(batches))
         records = {"reports": self.report_records(batches)}
-        return acc.fill(SearchResult("", records, text, method=self.method,
-                                     details={"map_calls": len(batches), "reports_used": reports.height,
-                                              **selection}))
+        return acc.fill(
+            SearchResult(
+                "",
+                records,
+                text,
+                method=self.method,
+                details={"map_calls": len(batches), "reports_used": reports.height, **selection},
+            )
+        )
 
     # -- reduce ----------------------------------------------------------------------------------------
     def reduce_context(self, points_per_batch: list[list[dict]]) -> tuple[str, list[dict]]:
@@ -319,11 +396,12 @@ class GlobalSearch(QueryEngine):
         points = [batch for part in parts for batch in part.points]
         unusable = [why for part in parts for why in part.unusable]
         if points and len(unusable) == len(points):
-            raise UnusableAnswerError(f"global search: none of the {len(points)} map answers was usable, so there "
-                                      f"is nothing to answer from (e.g. {unusable[0]})")
+            raise UnusableAnswerError(
+                f"global search: none of the {len(points)} map answers was usable, so there "
+                f"is nothing to answer from (e.g. {unusable[0]})"
+            )
         if unusable:
-            log.info("global search: %d of %d map answers unusable (e.g. %s)", len(unusable), len(points),
-                     unusable[0])
+            log.info("global search: %d of %d map answers unusable (e.g. %s)", len(unusable), len(points), unusable[0])
         report_data, kept = self.reduce_context(points)
         records = {"reports": [r for part in parts for r in part.reports], "points": kept}
         details = {"map_calls": len(points), "map_unparsed": len(unusable)}
@@ -333,8 +411,12 @@ class GlobalSearch(QueryEngine):
         result = SearchResult("", records, report_data, method=self.method, details=details)
         if not kept:
             return Prepared(result, answer=NO_DATA_ANSWER)
-        system = fill(self.prompt(self.cfg.reduce_prompt), report_data=report_data, response_type=self.response_type,
-                      max_length=self.cfg.reduce_max_length)
+        system = fill(
+            self.prompt(self.cfg.reduce_prompt),
+            report_data=report_data,
+            response_type=self.response_type,
+            max_length=self.cfg.reduce_max_length,
+        )
         if self.cfg.allow_general_knowledge:
             system += "\n" + self.prompt(self.cfg.knowledge_prompt)
         return Prepared(result, system_and_user(system, query), self.cfg.chat_model_id, self.cfg.reduce_max_length)

@@ -40,13 +40,15 @@ def checked_types(df: pl.DataFrame, name: str, folder: Store) -> pl.DataFrame:
             try:
                 df = df.with_columns(pl.col(column).cast(dtype, strict=True))
             except (pl.exceptions.PolarsError, TypeError, ValueError):
-                raise IndexDamagedError(f"index table {folder}/{name}.parquet: column '{column}' is "
-                                        f"{df.schema[column]}, {dtype} expected") from None
+                raise IndexDamagedError(
+                    f"index table {folder}/{name}.parquet: column '{column}' is {df.schema[column]}, {dtype} expected"
+                ) from None
     return df
 
 
-def read_index_tables(location: str | Path | Store, names: tuple[str, ...],
-                      given: bool = False) -> tuple[Store, dict[str, pl.DataFrame]]:
+def read_index_tables(
+    location: str | Path | Store, names: tuple[str, ...], given: bool = False
+) -> tuple[Store, dict[str, pl.DataFrame]]:
     """The published index at `location` (an output folder or one version's folder) and its tables `names`, each
     checked against its schema; a missing index or table is an error naming it. `given`: the user named the
     location (`--data`), so a wrong path is the likelier mistake than an index never built."""
@@ -55,8 +57,14 @@ def read_index_tables(location: str | Path | Store, names: tuple[str, ...],
         if not given:
             raise IndexMissingError(f"no index at {location}: run `graphrag-ray index` first")
         there = location if isinstance(location, Store) else Store(location)
-        raise IndexMissingError(f"--data {location}: " + ("holds no published index (give an output folder or "
-                                "one version's folder)" if there.exists() else "no such folder"))
+        raise IndexMissingError(
+            f"--data {location}: "
+            + (
+                "holds no published index (give an output folder or one version's folder)"
+                if there.exists()
+                else "no such folder"
+            )
+        )
     tables = {}
     for name in names:
         df = read_table(folder, name)
@@ -81,30 +89,46 @@ class IndexData:
     _lexical: dict = field(default_factory=dict, repr=False)
 
     @classmethod
-    def load(cls, location: str | Path, open_vectors: bool = True, vector_search: dict | None = None,
-             given: bool = False) -> "IndexData":
+    def load(
+        cls, location: str | Path, open_vectors: bool = True, vector_search: dict | None = None, given: bool = False
+    ) -> "IndexData":
         """From a published index: a folder, or an object-store URI (s3://..., gs://...) of an output."""
         folder, tables = read_index_tables(location, QUERY_TABLES, given)
         covariates = read_table(folder, "covariates")
-        index = cls(**tables, vectors_dir=folder.child("lancedb"), folder=folder,
-                    covariates=checked_types(covariates, "covariates", folder) if covariates is not None else None,
-                    vector_search=vector_search or {})
+        index = cls(
+            **tables,
+            vectors_dir=folder.child("lancedb"),
+            folder=folder,
+            covariates=checked_types(covariates, "covariates", folder) if covariates is not None else None,
+            vector_search=vector_search or {},
+        )
         for name in VECTOR_TABLES if open_vectors else ():  # with the index, as its tables: not in a query
             index.vectors(name)
         return index
 
     @classmethod
-    def from_frames(cls, entities=None, communities=None, community_reports=None, text_units=None,
-                    relationships=None, covariates=None,
-                    vectors_dir: Store | str | Path | None = None) -> "IndexData":
+    def from_frames(
+        cls,
+        entities=None,
+        communities=None,
+        community_reports=None,
+        text_units=None,
+        relationships=None,
+        covariates=None,
+        vectors_dir: Store | str | Path | None = None,
+    ) -> "IndexData":
         def table(df, name):
             return as_polars(df, name) if df is not None else pl.DataFrame(schema=SCHEMAS[name])
 
-        return cls(table(text_units, "text_units"), table(entities, "entities"),
-                   table(relationships, "relationships"), table(communities, "communities"),
-                   table(community_reports, "community_reports"),
-                   vectors_dir=Store(vectors_dir) if vectors_dir else None,
-                   covariates=as_polars(covariates, "covariates") if covariates is not None else None)
+        return cls(
+            table(text_units, "text_units"),
+            table(entities, "entities"),
+            table(relationships, "relationships"),
+            table(communities, "communities"),
+            table(community_reports, "community_reports"),
+            vectors_dir=Store(vectors_dir) if vectors_dir else None,
+            covariates=as_polars(covariates, "covariates") if covariates is not None else None,
+        )
 
     # -- lookups (built once, on first use) ------------------------------------------------------------
     @cached_property
@@ -133,8 +157,12 @@ class IndexData:
 
     @cached_property
     def text_unit_rows(self) -> dict[str, dict]:
-        return {r["id"]: r for r in self.text_units.select("id", "human_readable_id", "text", "n_tokens",
-                                                          "relationship_ids").iter_rows(named=True)}
+        return {
+            r["id"]: r
+            for r in self.text_units.select(
+                "id", "human_readable_id", "text", "n_tokens", "relationship_ids"
+            ).iter_rows(named=True)
+        }
 
     @cached_property
     def entity_matcher(self):
@@ -179,17 +207,20 @@ class IndexData:
         quieter answer. Opening never writes: a query leaves the published index as it was."""
         if name not in self._vector_tables:
             try:
-                self._vector_tables[name] = open_searchable(self.vectors_dir, name, **self.vector_search) \
-                    if self.vectors_dir else None
+                self._vector_tables[name] = (
+                    open_searchable(self.vectors_dir, name, **self.vector_search) if self.vectors_dir else None
+                )
             except GraphRagRayError as exc:  # damaged: said by the method that reads it, not by every query
                 self._vector_tables[name] = exc
         table = self._vector_tables[name]
         if isinstance(table, GraphRagRayError):
             raise table
         if table is None and rows and self.vectors_dir is not None:
-            raise IndexMissingError(f"index at {self.folder or self.vectors_dir}: vector table '{name}' is missing "
-                                    f"({self.vectors_dir}/{name}.lance) although {rows:,} rows need it: "
-                                    "rebuild the index with `graphrag-ray index`")
+            raise IndexMissingError(
+                f"index at {self.folder or self.vectors_dir}: vector table '{name}' is missing "
+                f"({self.vectors_dir}/{name}.lance) although {rows:,} rows need it: "
+                "rebuild the index with `graphrag-ray index`"
+            )
         return table
 
     def lexical(self, name: str):
@@ -219,8 +250,13 @@ class IndexData:
         of those communities."""
         if self.community_reports.height == 0:
             return self.community_reports
-        nodes = (self.communities.filter(pl.col("level") <= level).select("community", "level", "entity_ids")
-                 .explode("entity_ids").sort("level", descending=True)
-                 .group_by("entity_ids", maintain_order=True).first())
+        nodes = (
+            self.communities.filter(pl.col("level") <= level)
+            .select("community", "level", "entity_ids")
+            .explode("entity_ids")
+            .sort("level", descending=True)
+            .group_by("entity_ids", maintain_order=True)
+            .first()
+        )
         keep = nodes["community"].unique()
         return self.community_reports.filter(pl.col("community").is_in(keep.implode()))

@@ -26,8 +26,14 @@ from graphrag_ray.query.result import SearchResult
 MULTI_METHODS = ("global", "local")
 RRF_K = 60  # reciprocal-rank fusion's usual constant: the first rows of each index count about alike
 # the local context's tables in packing order, each with its budget share (as build_local_context spends them)
-LOCAL_TABLES = (("history", "history"), ("reports", "reports"), ("entities", "local"), ("relationships", "local"),
-                ("claims", "local"), ("sources", "sources"))
+LOCAL_TABLES = (
+    ("history", "history"),
+    ("reports", "reports"),
+    ("entities", "local"),
+    ("relationships", "local"),
+    ("claims", "local"),
+    ("sources", "sources"),
+)
 
 
 def index_name(root, settings) -> str:
@@ -73,15 +79,20 @@ class EnginePart:
 def labelled(name: str, context: LocalContext) -> LocalContext:
     """The context with every id (first column of each table but the history, `id` of each record) as
     `<name>:<id>`."""
-    tables = {key: (title, columns, rows if key == "history" else [[f"{name}:{row[0]}", *row[1:]] for row in rows])
-              for key, (title, columns, rows) in context.tables.items()}
-    records = {key: rows if key == "history" else [{**r, "id": f"{name}:{r['id']}", "index": name} for r in rows]
-               for key, rows in context.records.items()}
+    tables = {
+        key: (title, columns, rows if key == "history" else [[f"{name}:{row[0]}", *row[1:]] for row in rows])
+        for key, (title, columns, rows) in context.tables.items()
+    }
+    records = {
+        key: rows if key == "history" else [{**r, "id": f"{name}:{r['id']}", "index": name} for r in rows]
+        for key, rows in context.records.items()
+    }
     return LocalContext(context.text, records, context.selected, tables, context.named)
 
 
-def merge_local(contexts: list[LocalContext], budget: int, community_prop: float, text_unit_prop: float,
-                count) -> LocalContext:
+def merge_local(
+    contexts: list[LocalContext], budget: int, community_prop: float, text_unit_prop: float, count
+) -> LocalContext:
     """One local context from several indexes' (already labelled): per table, rows by score (reciprocal rank in
     their own index x (1 + the named entities that index matched)), packed into the budget shares one index's
     context would have."""
@@ -119,16 +130,24 @@ class MultiIndexSearch(QueryEngine):
 
     def __init__(self, method: str, parts: list[IndexPart], answerer: QueryEngine):
         if method not in MULTI_METHODS:
-            raise UsageError(f"--method {method}: several indexes are asked with "
-                             f"{' or '.join(MULTI_METHODS)} search")
+            raise UsageError(f"--method {method}: several indexes are asked with {' or '.join(MULTI_METHODS)} search")
         names = [part.name for part in parts]
         if len(set(names)) != len(names):
-            raise UsageError(f"two indexes are both named {next(n for n in names if names.count(n) > 1)!r}: give "
-                             "each its own serve.name (or root folder name)")
+            raise UsageError(
+                f"two indexes are both named {next(n for n in names if names.count(n) > 1)!r}: give "
+                "each its own serve.name (or root folder name)"
+            )
         self.method, self.parts, self.answerer = method, parts, answerer
         self.chat_model_key = answerer.chat_model_key
-        super().__init__(answerer.data, answerer.models, answerer.settings, answerer.root, answerer.response_type,
-                         answerer.community_level, answerer.no_llm)
+        super().__init__(
+            answerer.data,
+            answerer.models,
+            answerer.settings,
+            answerer.root,
+            answerer.response_type,
+            answerer.community_level,
+            answerer.no_llm,
+        )
 
     async def prepare(self, query: str, history: ConversationHistory | None) -> Prepared:
         if self.method == "global":
@@ -144,11 +163,21 @@ class MultiIndexSearch(QueryEngine):
         contexts = await asyncio.gather(*(part.local_context(query, history) for part in self.parts))
         cfg = self.answerer.cfg
         count = self.chat(cfg.chat_model_id).tokenizer.count
-        context = merge_local(list(contexts), self.answerer.max_context_tokens or cfg.max_context_tokens,
-                              cfg.community_prop, cfg.text_unit_prop, count)
+        context = merge_local(
+            list(contexts),
+            self.answerer.max_context_tokens or cfg.max_context_tokens,
+            cfg.community_prop,
+            cfg.text_unit_prop,
+            count,
+        )
         system = fill(self.prompt(cfg.prompt), context_data=context.text, response_type=self.response_type)
-        result = SearchResult("", context.records, context.text, method=self.method,
-                              details={"entities_matched": [e["title"] for e in context.selected]})
+        result = SearchResult(
+            "",
+            context.records,
+            context.text,
+            method=self.method,
+            details={"entities_matched": [e["title"] for e in context.selected]},
+        )
         return Prepared(result, system_and_user(system, query), cfg.chat_model_id, cfg.max_tokens)
 
     async def context_only(self, query: str, conversation_history: ConversationHistory | None = None) -> SearchResult:
@@ -156,6 +185,11 @@ class MultiIndexSearch(QueryEngine):
             results = await asyncio.gather(*(part.report_batches(query) for part in self.parts))
             text = "\n\n".join(f"=== index {part.name} ===\n{r.context_text}" for part, r in zip(self.parts, results))
             reports = [record for r in results for record in r.context_data.get("reports", [])]
-            return SearchResult("", {"reports": reports}, text, method=self.method,
-                                details={"indexes": [part.name for part in self.parts]})
+            return SearchResult(
+                "",
+                {"reports": reports},
+                text,
+                method=self.method,
+                details={"indexes": [part.name for part in self.parts]},
+            )
         return await super().context_only(query, conversation_history)

@@ -40,8 +40,9 @@ class LocalQuestionGen:
         self.local = local_search
         self.model_params = model_params or {}
 
-    async def agenerate(self, question_history: list[str], context_data: str | None = None,
-                        question_count: int = 3) -> QuestionResult:
+    async def agenerate(
+        self, question_history: list[str], context_data: str | None = None, question_count: int = 3
+    ) -> QuestionResult:
         started = time.perf_counter()
         if self.local.no_llm:
             return await self._from_entities(question_history, question_count, started)
@@ -51,16 +52,27 @@ class LocalQuestionGen:
                 context = await self.local.build_context(question_history[-1] if question_history else "")
                 context_data, records = context.text, context.records
             settings = self.local.settings
-            system = fill(load_prompt(self.local.root, settings.query.question_gen_prompt),
-                          context_data=context_data, question_count=question_count)
+            system = fill(
+                load_prompt(self.local.root, settings.query.question_gen_prompt),
+                context_data=context_data,
+                question_count=question_count,
+            )
             user = "\n".join(f"- {q}" for q in question_history)
             answer = await self.local.chat(settings.local_search.chat_model_id).chat(
-                [{"role": "system", "content": system}, {"role": "user", "content": user}], stage="question_gen",
-                temperature=self.model_params.get("temperature"))
+                [{"role": "system", "content": system}, {"role": "user", "content": user}],
+                stage="question_gen",
+                temperature=self.model_params.get("temperature"),
+            )
         total = acc.ledger.total()
-        return QuestionResult(clean_questions(answer.content, question_count), records or context_data,
-                              time.perf_counter() - started, total.calls + total.cache_hits, total.prompt_tokens,
-                              total.completion_tokens, total.cost)
+        return QuestionResult(
+            clean_questions(answer.content, question_count),
+            records or context_data,
+            time.perf_counter() - started,
+            total.calls + total.cache_hits,
+            total.prompt_tokens,
+            total.completion_tokens,
+            total.cost,
+        )
 
     async def _from_entities(self, history: list[str], count: int, started: float) -> QuestionResult:
         """No LLM: questions about the entities nearest the last question that it did not name."""

@@ -12,7 +12,7 @@ from graphrag_ray.llm.ledger import UsageLedger, recording_into
 @dataclass
 class SearchResult:
     response: str
-    context_data: dict[str, Any] = field(default_factory=dict)   # records used, per table (list of dicts)
+    context_data: dict[str, Any] = field(default_factory=dict)  # records used, per table (list of dicts)
     context_text: str = ""
     completion_time: float = 0.0
     llm_calls: int = 0
@@ -20,15 +20,17 @@ class SearchResult:
     output_tokens: int = 0
     cost: float = 0.0
     method: str = ""
-    details: dict[str, Any] = field(default_factory=dict)     # method-specific (map calls, route, ...)
+    details: dict[str, Any] = field(default_factory=dict)  # method-specific (map calls, route, ...)
 
     def usage_line(self) -> str:
         """Paid calls and answers taken from the cache apart: a cached answer costs no tokens."""
         paid = self.details.get("paid_calls", self.llm_calls)
         cached = self.llm_calls - paid
         calls = f"{paid} LLM call{'s' if paid != 1 else ''}" + (f" + {cached} from the cache" if cached else "")
-        line = (f"[{self.method}] {self.completion_time:.2f}s, {calls}, {self.prompt_tokens:,} "
-                f"prompt + {self.output_tokens:,} output tokens, ${self.cost:.5f}")
+        line = (
+            f"[{self.method}] {self.completion_time:.2f}s, {calls}, {self.prompt_tokens:,} "
+            f"prompt + {self.output_tokens:,} output tokens, ${self.cost:.5f}"
+        )
         if unusable := self.details.get("map_unparsed"):
             line += f"; {unusable} of {self.details.get('map_calls', unusable)} map answers unusable (-v: a sample)"
         return line
@@ -54,6 +56,10 @@ class Accounting:
         total = self.ledger.total()
         result.completion_time = getattr(self, "elapsed", time.perf_counter() - self.started)
         result.llm_calls = total.calls + total.cache_hits
-        result.prompt_tokens, result.output_tokens, result.cost = total.prompt_tokens, total.completion_tokens, total.cost
+        result.prompt_tokens, result.output_tokens, result.cost = (
+            total.prompt_tokens,
+            total.completion_tokens,
+            total.cost,
+        )
         result.details.setdefault("paid_calls", total.calls)
         return result

@@ -14,9 +14,12 @@ from graphrag_ray.errors import GraphRagRayError
 from graphrag_ray.parsing.llm_output import parse_json_object
 from graphrag_ray.query.index_data import IndexData
 
-CORPUS_WIDE = re.compile(r"\b(main|overall|key|major|common|recurring)\s+(themes?|topics?|trends?|ideas?|points?)\b"
-                         r"|\b(whole|entire)\s+(dataset|corpus|collection)\b|\bsummar(y|ize|ise)\b|\boverview\b"
-                         r"|主要|整体|总体|总结|概括|主题|趋势|全局|整個|總體|主題", re.I)
+CORPUS_WIDE = re.compile(
+    r"\b(main|overall|key|major|common|recurring)\s+(themes?|topics?|trends?|ideas?|points?)\b"
+    r"|\b(whole|entire)\s+(dataset|corpus|collection)\b|\bsummar(y|ize|ise)\b|\boverview\b"
+    r"|主要|整体|总体|总结|概括|主题|趋势|全局|整個|總體|主題",
+    re.I,
+)
 
 
 def named_entities(question: str, data: IndexData) -> list[str]:
@@ -46,7 +49,10 @@ async def route(question: str, data: IndexData, models, settings, root=None, use
         try:
             answer = await models.chat(settings.global_search.chat_model_id).chat(
                 [{"role": "user", "content": fill(load_prompt(root, settings.query.router_prompt), question=question)}],
-                stage="query_route", json_mode=True, max_tokens=100)
+                stage="query_route",
+                json_mode=True,
+                max_tokens=100,
+            )
             data_ = parse_json_object(answer.content) or {}
             if data_.get("route") in ("local", "global", "hybrid"):
                 return data_["route"], f"classifier: {data_.get('reason', '')}".strip()

@@ -19,8 +19,15 @@ from typing import Any, AsyncIterator, Protocol
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from graphrag_ray.errors import (ConfigError, EndpointError, GraphRagRayError, IndexMissingError, LLMFatalError,
-                                 LLMUnavailableError, UsageError)
+from graphrag_ray.errors import (
+    ConfigError,
+    EndpointError,
+    GraphRagRayError,
+    IndexMissingError,
+    LLMFatalError,
+    LLMUnavailableError,
+    UsageError,
+)
 from graphrag_ray.serve import protocol
 from graphrag_ray.serve.index_service import OPTIONS
 from graphrag_ray.serve.protocol import Busy, ModelNotFound, Target
@@ -80,8 +87,9 @@ class RequestLog:
                 out.write(line + "\n")
 
 
-def make_app(backend: Backend, api_key: str | None = None, retry_after: int = 2,
-             request_log: str | None = None) -> FastAPI:
+def make_app(
+    backend: Backend, api_key: str | None = None, retry_after: int = 2, request_log: str | None = None
+) -> FastAPI:
     api_key = api_key or os.environ.get("GRAPHRAG_SERVE_API_KEY") or None
     app = FastAPI(title="graphrag-ray", docs_url=None, redoc_url=None)
     journal = RequestLog(request_log)
@@ -104,19 +112,32 @@ def make_app(backend: Backend, api_key: str | None = None, retry_after: int = 2,
             scheme, _, token = given.partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), api_key.encode()):
                 journal.write(path=request.url.path, status=401, latency_s=round(time.monotonic() - started, 4))
-                return JSONResponse(protocol.openai_error("missing or wrong API key: send Authorization: Bearer "
-                                                          "<key> (serve.api_key / GRAPHRAG_SERVE_API_KEY)", 401,
-                                                          "invalid_api_key"), status_code=401)
+                return JSONResponse(
+                    protocol.openai_error(
+                        "missing or wrong API key: send Authorization: Bearer "
+                        "<key> (serve.api_key / GRAPHRAG_SERVE_API_KEY)",
+                        401,
+                        "invalid_api_key",
+                    ),
+                    status_code=401,
+                )
         response = await call_next(request)
         if not isinstance(response, StreamingResponse) or response.status_code != 200:
             fields = getattr(request.state, "logged", {})
-            journal.write(path=request.url.path, status=response.status_code, **fields,
-                          latency_s=round(time.monotonic() - started, 4))
+            journal.write(
+                path=request.url.path,
+                status=response.status_code,
+                **fields,
+                latency_s=round(time.monotonic() - started, 4),
+            )
         return response
 
     def remember(request: Request, target: Target, payload: dict | None) -> None:
-        request.state.logged = {"index": "+".join(target.indexes), "method": target.method,
-                                **({"answered_by": payload["method"], **payload["usage"]} if payload else {})}
+        request.state.logged = {
+            "index": "+".join(target.indexes),
+            "method": target.method,
+            **({"answered_by": payload["method"], **payload["usage"]} if payload else {}),
+        }
 
     async def first_of(pieces: AsyncIterator[dict]) -> dict:
         """The first piece of a stream before any byte is sent: a refusal (busy, bad question) is still a status."""
@@ -125,8 +146,13 @@ def make_app(backend: Backend, api_key: str | None = None, retry_after: int = 2,
     # -- OpenAI --------------------------------------------------------------------------------------------
     @app.get("/v1/models")
     async def models():
-        return {"object": "list", "data": [{"id": name, "object": "model", "created": 0, "owned_by": "graphrag-ray"}
-                                           for name in protocol.model_names(backend.indexes)]}
+        return {
+            "object": "list",
+            "data": [
+                {"id": name, "object": "model", "created": 0, "owned_by": "graphrag-ray"}
+                for name in protocol.model_names(backend.indexes)
+            ],
+        }
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
@@ -144,8 +170,9 @@ def make_app(backend: Backend, api_key: str | None = None, retry_after: int = 2,
         except Exception as exc:  # noqa: BLE001 - every failure is an OpenAI-shaped reply
             return error(exc)
         usage_wanted = bool((body.get("stream_options") or {}).get("include_usage"))
-        return StreamingResponse(openai_events(request, pieces, first, model, target, usage_wanted),
-                                 media_type="text/event-stream")
+        return StreamingResponse(
+            openai_events(request, pieces, first, model, target, usage_wanted), media_type="text/event-stream"
+        )
 
     async def openai_events(request, pieces, first, model, target, usage_wanted):
         cid, started = protocol.completion_id(), time.monotonic()
@@ -160,18 +187,30 @@ def make_app(backend: Backend, api_key: str | None = None, retry_after: int = 2,
                     payload = piece["done"]
                     break
                 piece = await pieces.__anext__()
-            yield protocol.sse(protocol.chunk(cid, model, {}, "stop",
-                                              graphrag=protocol.extension(payload, target)))
+            yield protocol.sse(protocol.chunk(cid, model, {}, "stop", graphrag=protocol.extension(payload, target)))
             if usage_wanted:
-                yield protocol.sse({"id": cid, "object": "chat.completion.chunk", "created": int(time.time()),
-                                    "model": model, "choices": [], "usage": protocol.usage_of(payload)})
+                yield protocol.sse(
+                    {
+                        "id": cid,
+                        "object": "chat.completion.chunk",
+                        "created": int(time.time()),
+                        "model": model,
+                        "choices": [],
+                        "usage": protocol.usage_of(payload),
+                    }
+                )
         except Exception as exc:  # noqa: BLE001 - a stream cut mid-answer says why, in the stream
             status, code = status_of(original(exc))
             yield protocol.sse(protocol.openai_error(str(original(exc)), status, code))
         yield protocol.sse("[DONE]")
         remember(request, target, payload)
-        journal.write(path=request.url.path, status=200, stream=True, **request.state.logged,
-                      latency_s=round(time.monotonic() - started, 4))
+        journal.write(
+            path=request.url.path,
+            status=200,
+            stream=True,
+            **request.state.logged,
+            latency_s=round(time.monotonic() - started, 4),
+        )
 
     @app.post("/v1/context")
     async def context(request: Request):
@@ -184,17 +223,22 @@ def make_app(backend: Backend, api_key: str | None = None, retry_after: int = 2,
         except Exception as exc:  # noqa: BLE001 - as above
             return error(exc)
         remember(request, target, payload)
-        return {"model": body.get("model"), "indexes": list(target.indexes), "method": payload["method"],
-                "context": payload["context"], "context_text": payload["context_text"],
-                "usage": payload["usage"], "details": payload["details"]}
+        return {
+            "model": body.get("model"),
+            "indexes": list(target.indexes),
+            "method": payload["method"],
+            "context": payload["context"],
+            "context_text": payload["context_text"],
+            "usage": payload["usage"],
+            "details": payload["details"],
+        }
 
     @app.get("/health")
     async def health():
         try:
             return {"status": "ok", "indexes": {i: (await backend.info(i))["version"] for i in backend.indexes}}
         except Exception as exc:  # noqa: BLE001 - unhealthy is a status, not a traceback
-            return JSONResponse({"status": "unavailable", "error": str(original(exc)).splitlines()[0]},
-                                status_code=503)
+            return JSONResponse({"status": "unavailable", "error": str(original(exc)).splitlines()[0]}, status_code=503)
 
     # -- Ollama --------------------------------------------------------------------------------------------
     @app.get("/api/version")
@@ -204,8 +248,12 @@ def make_app(backend: Backend, api_key: str | None = None, retry_after: int = 2,
     @app.get("/api/tags")
     async def ollama_tags():
         versions = {i: (await backend.info(i))["version"] for i in backend.indexes}
-        return {"models": [protocol.ollama_tag(name, versions.get(name.split("/")[0], ""))
-                           for name in protocol.model_names(backend.indexes)]}
+        return {
+            "models": [
+                protocol.ollama_tag(name, versions.get(name.split("/")[0], ""))
+                for name in protocol.model_names(backend.indexes)
+            ]
+        }
 
     @app.get("/api/ps")
     async def ollama_ps():
@@ -219,9 +267,14 @@ def make_app(backend: Backend, api_key: str | None = None, retry_after: int = 2,
             target = protocol.resolve_model(name, backend.indexes)
         except Exception as exc:  # noqa: BLE001
             return error(exc, ollama=True)
-        return {"modelfile": "", "parameters": "", "template": "", "capabilities": ["completion"],
-                "details": protocol.ollama_tag(name.split(":")[0], "")["details"],
-                "model_info": {"graphrag.indexes": list(target.indexes), "graphrag.method": target.method}}
+        return {
+            "modelfile": "",
+            "parameters": "",
+            "template": "",
+            "capabilities": ["completion"],
+            "details": protocol.ollama_tag(name.split(":")[0], "")["details"],
+            "model_info": {"graphrag.indexes": list(target.indexes), "graphrag.method": target.method},
+        }
 
     @app.post("/api/chat")
     async def ollama_chat(request: Request):
@@ -241,16 +294,18 @@ def make_app(backend: Backend, api_key: str | None = None, retry_after: int = 2,
                 payload = await backend.ask(target, messages, options_of(body))
                 remember(request, target, payload)
                 reply = protocol.ollama_final(payload, model, started, chat)
-                reply["message" if chat else "response"] = ({"role": "assistant", "content": payload["response"]}
-                                                            if chat else payload["response"])
+                reply["message" if chat else "response"] = (
+                    {"role": "assistant", "content": payload["response"]} if chat else payload["response"]
+                )
                 reply["graphrag"] = protocol.extension(payload, target)
                 return reply
             pieces = backend.stream(target, messages, options_of(body))
             first = await first_of(pieces)
         except Exception as exc:  # noqa: BLE001 - Ollama's error shape: {"error": "..."}
             return error(exc, ollama=True)
-        return StreamingResponse(ollama_lines(request, pieces, first, model, target, started, chat),
-                                 media_type="application/x-ndjson")
+        return StreamingResponse(
+            ollama_lines(request, pieces, first, model, target, started, chat), media_type="application/x-ndjson"
+        )
 
     async def ollama_lines(request, pieces, first, model, target, started, chat):
         payload = None
@@ -266,7 +321,12 @@ def make_app(backend: Backend, api_key: str | None = None, retry_after: int = 2,
         except Exception as exc:  # noqa: BLE001 - as Ollama does: an error line ends the stream
             yield json.dumps({"error": str(original(exc))}) + "\n"
         remember(request, target, payload)
-        journal.write(path=request.url.path, status=200, stream=True, **request.state.logged,
-                      latency_s=round(time.monotonic() - started, 4))
+        journal.write(
+            path=request.url.path,
+            status=200,
+            stream=True,
+            **request.state.logged,
+            latency_s=round(time.monotonic() - started, 4),
+        )
 
     return app

@@ -46,8 +46,9 @@ class IndexDeployment:
     async def ask(self, method: str, messages: list[dict], options: dict, others: list | None = None) -> dict:
         return await self.service.ask(method, messages, options, parts(others))
 
-    async def stream(self, method: str, messages: list[dict], options: dict,
-                     others: list | None = None) -> AsyncIterator[dict]:
+    async def stream(
+        self, method: str, messages: list[dict], options: dict, others: list | None = None
+    ) -> AsyncIterator[dict]:
         async for piece in self.service.stream(method, messages, options, parts(others)):
             yield piece
 
@@ -185,16 +186,27 @@ def build_app(args: dict):
         cfg = settings.serve
         # Ray Serve hands a replica its whole queue (IndexService.turn keeps it). Its caller-side queue (which
         # also holds every request while it is being routed) is bounded the same; beyond it, Busy: 429
-        deployment = IndexDeployment.options(name=f"index-{name}", num_replicas=cfg.replicas,
-                                             max_ongoing_requests=cfg.max_ongoing_requests + cfg.max_queued_requests,
-                                             max_queued_requests=cfg.max_queued_requests,
-                                             ray_actor_options={"num_cpus": cfg.replica_cpus})
+        deployment = IndexDeployment.options(
+            name=f"index-{name}",
+            num_replicas=cfg.replicas,
+            max_ongoing_requests=cfg.max_ongoing_requests + cfg.max_queued_requests,
+            max_queued_requests=cfg.max_queued_requests,
+            ray_actor_options={"num_cpus": cfg.replica_cpus},
+        )
         handles[name] = deployment.bind(root, app_name)
     return Ingress.bind(handles, roots[0], args.get("request_log"))
 
 
-def run_server(roots: list[str], host: str = "127.0.0.1", port: int = 8000, request_log: str | None = None,
-               verbose: bool = False, say=print, block: bool = True, proxy_location: str = "HeadOnly") -> str:
+def run_server(
+    roots: list[str],
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    request_log: str | None = None,
+    verbose: bool = False,
+    say=print,
+    block: bool = True,
+    proxy_location: str = "HeadOnly",
+) -> str:
     """Serve the indexes at ROOTS on this Ray cluster (joined, or started here) until Ctrl-C; returns the base
     URL (at once with block=False)."""
     import os
@@ -217,11 +229,16 @@ def run_server(roots: list[str], host: str = "127.0.0.1", port: int = 8000, requ
     serve.run(build_app({"roots": roots, "request_log": request_log}), name=APP_NAME, route_prefix="/")
     url = f"http://{host}:{port}"
     names = [index_name(root, s) for root, s in zip(roots, settings)]
-    say(f"serving {', '.join(names)} at {url} (OpenAI: {url}/v1, Ollama: {url}); models: "
-        + ", ".join(f"{n}/local" for n in names) + ", ... (GET /v1/models lists them)")
+    say(
+        f"serving {', '.join(names)} at {url} (OpenAI: {url}/v1, Ollama: {url}); models: "
+        + ", ".join(f"{n}/local" for n in names)
+        + ", ... (GET /v1/models lists them)"
+    )
     if not (settings[0].serve.api_key or os.environ.get("GRAPHRAG_SERVE_API_KEY")):
-        say("warning: no API key (serve.api_key / GRAPHRAG_SERVE_API_KEY): anyone who reaches "
-            f"{host}:{port} can query and spend model tokens")
+        say(
+            "warning: no API key (serve.api_key / GRAPHRAG_SERVE_API_KEY): anyone who reaches "
+            f"{host}:{port} can query and spend model tokens"
+        )
     if not block:
         return url
     try:

@@ -36,7 +36,7 @@ OPTIONS = ("response_type", "community_level", "dynamic_community_selection")  #
 
 @dataclass
 class Loaded:
-    folder: str          # the version's folder (what CURRENT named when it was loaded)
+    folder: str  # the version's folder (what CURRENT named when it was loaded)
     data: IndexData
 
 
@@ -63,14 +63,25 @@ def content_text(content: Any) -> str:
 
 def result_payload(result: SearchResult) -> dict:
     """What a reply carries besides the answer: the context's ids per table (for citations), usage and details."""
-    sources = {table: [r.get("id") for r in rows if isinstance(r, dict) and "id" in r]
-               for table, rows in result.context_data.items() if table not in ("history", "points")}
-    return {"response": result.response, "method": result.method, "sources": sources,
-            "usage": {"llm_calls": result.llm_calls, "paid_calls": result.details.get("paid_calls", result.llm_calls),
-                      "prompt_tokens": result.prompt_tokens, "output_tokens": result.output_tokens,
-                      "cost": result.cost},
-            "latency_s": round(result.completion_time, 4),
-            "details": {k: v for k, v in result.details.items() if isinstance(v, (str, int, float, bool, list))}}
+    sources = {
+        table: [r.get("id") for r in rows if isinstance(r, dict) and "id" in r]
+        for table, rows in result.context_data.items()
+        if table not in ("history", "points")
+    }
+    return {
+        "response": result.response,
+        "method": result.method,
+        "sources": sources,
+        "usage": {
+            "llm_calls": result.llm_calls,
+            "paid_calls": result.details.get("paid_calls", result.llm_calls),
+            "prompt_tokens": result.prompt_tokens,
+            "output_tokens": result.output_tokens,
+            "cost": result.cost,
+        },
+        "latency_s": round(result.completion_time, 4),
+        "details": {k: v for k, v in result.details.items() if isinstance(v, (str, int, float, bool, list))},
+    }
 
 
 class IndexService:
@@ -127,21 +138,34 @@ class IndexService:
 
     async def info(self) -> dict:
         loaded = await self.fresh()
-        return {"name": self.name, "version": Path(loaded.folder).name, "root": str(self.root),
-                "entities": loaded.data.entities.height, "reports": loaded.data.community_reports.height,
-                "chat_model": self.settings.models[self.settings.local_search.chat_model_id].model
-                if self.settings.local_search.chat_model_id in self.settings.models else ""}
+        return {
+            "name": self.name,
+            "version": Path(loaded.folder).name,
+            "root": str(self.root),
+            "entities": loaded.data.entities.height,
+            "reports": loaded.data.community_reports.height,
+            "chat_model": self.settings.models[self.settings.local_search.chat_model_id].model
+            if self.settings.local_search.chat_model_id in self.settings.models
+            else "",
+        }
 
     # -- questions -------------------------------------------------------------------------------------
     async def engine(self, method: str, question: str, options: dict):
         from graphrag_ray.query.factory import engine_for
 
-        method = check_method(question, method, options.get("community_level"),
-                              self.settings.query.max_question_chars)
+        method = check_method(question, method, options.get("community_level"), self.settings.query.max_question_chars)
         loaded = await self.fresh()
-        return await engine_for(question, method, loaded.data, self.models, self.settings, self.root,
-                                options.get("community_level"), bool(options.get("dynamic_community_selection")),
-                                options.get("response_type"))
+        return await engine_for(
+            question,
+            method,
+            loaded.data,
+            self.models,
+            self.settings,
+            self.root,
+            options.get("community_level"),
+            bool(options.get("dynamic_community_selection")),
+            options.get("response_type"),
+        )
 
     @contextlib.asynccontextmanager
     async def turn(self):
@@ -171,8 +195,9 @@ class IndexService:
         result.details.update(details)
         return result_payload(result)
 
-    async def stream(self, method: str, messages: list[dict], options: dict,
-                     others: list | None = None) -> AsyncIterator[dict]:
+    async def stream(
+        self, method: str, messages: list[dict], options: dict, others: list | None = None
+    ) -> AsyncIterator[dict]:
         """{"delta": text} pieces as the answer arrives, then {"done": payload}."""
         async with self.turn():
             engine, question, history, details = await self._question(method, messages, options, others)
@@ -206,10 +231,19 @@ class IndexService:
 
         loaded = await self.fresh()
         level = options.get("community_level")
-        engines = [make_engine(m, loaded.data, self.models, self.settings, self.root, options.get("response_type"),
-                               min(self.settings.query.community_level if level is None else level,
-                                   loaded.data.max_level), bool(options.get("dynamic_community_selection")))
-                   for m in ("global", "local")]
+        engines = [
+            make_engine(
+                m,
+                loaded.data,
+                self.models,
+                self.settings,
+                self.root,
+                options.get("response_type"),
+                min(self.settings.query.community_level if level is None else level, loaded.data.max_level),
+                bool(options.get("dynamic_community_selection")),
+            )
+            for m in ("global", "local")
+        ]
         return EnginePart(self.name, *engines)
 
     async def points(self, question: str, options: dict) -> MapPoints:

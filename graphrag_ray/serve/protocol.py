@@ -59,8 +59,10 @@ def resolve_model(model: str, indexes: list[str]) -> Target:
     if "/" not in name:
         if name in SERVED_METHODS and len(indexes) == 1:
             return Target((indexes[0],), name)
-        raise ModelNotFound(f"model {model!r}: name an index and a method, as <index>/<method> (have: "
-                            f"{', '.join(indexes)}; methods: {', '.join(SERVED_METHODS)})")
+        raise ModelNotFound(
+            f"model {model!r}: name an index and a method, as <index>/<method> (have: "
+            f"{', '.join(indexes)}; methods: {', '.join(SERVED_METHODS)})"
+        )
     where, method = name.rsplit("/", 1)
     method = ALIASES.get(method, method)
     if method not in SERVED_METHODS:
@@ -85,16 +87,33 @@ def usage_of(payload: dict) -> dict:
 def extension(payload: dict, target: Target) -> dict:
     """The `graphrag` field of a reply: which indexes and method answered, the context's ids per table, the
     calls behind the answer and their cost."""
-    return {"indexes": list(target.indexes), "method": payload["method"], "sources": payload["sources"],
-            "llm_calls": payload["usage"]["llm_calls"], "cost": payload["usage"]["cost"],
-            "details": payload.get("details", {})}
+    return {
+        "indexes": list(target.indexes),
+        "method": payload["method"],
+        "sources": payload["sources"],
+        "llm_calls": payload["usage"]["llm_calls"],
+        "cost": payload["usage"]["cost"],
+        "details": payload.get("details", {}),
+    }
 
 
 def chat_completion(payload: dict, model: str, target: Target) -> dict:
-    return {"id": completion_id(), "object": "chat.completion", "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": payload["response"]},
-                         "finish_reason": "stop", "logprobs": None}],
-            "usage": usage_of(payload), "graphrag": extension(payload, target)}
+    return {
+        "id": completion_id(),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": payload["response"]},
+                "finish_reason": "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": usage_of(payload),
+        "graphrag": extension(payload, target),
+    }
 
 
 def sse(data: dict | str) -> str:
@@ -102,13 +121,23 @@ def sse(data: dict | str) -> str:
 
 
 def chunk(cid: str, model: str, delta: dict, finish: str | None = None, **extra) -> dict:
-    return {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}], **extra}
+    return {
+        "id": cid,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+        **extra,
+    }
 
 
 def openai_error(message: str, status: int, code: str | None = None) -> dict:
-    kind = {400: "invalid_request_error", 401: "authentication_error", 404: "invalid_request_error",
-            429: "rate_limit_error"}.get(status, "server_error")
+    kind = {
+        400: "invalid_request_error",
+        401: "authentication_error",
+        404: "invalid_request_error",
+        429: "rate_limit_error",
+    }.get(status, "server_error")
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
@@ -120,10 +149,18 @@ def now_iso() -> str:
 def ollama_final(payload: dict, model: str, started: float, chat: bool) -> dict:
     """The last line of an Ollama reply: done, with the counts Ollama reports (durations in nanoseconds)."""
     elapsed = int((time.monotonic() - started) * 1e9)
-    body = {"model": model, "created_at": now_iso(), "done": True, "done_reason": "stop",
-            "total_duration": elapsed, "load_duration": 0,
-            "prompt_eval_count": payload["usage"]["prompt_tokens"], "prompt_eval_duration": 0,
-            "eval_count": payload["usage"]["output_tokens"], "eval_duration": elapsed}
+    body = {
+        "model": model,
+        "created_at": now_iso(),
+        "done": True,
+        "done_reason": "stop",
+        "total_duration": elapsed,
+        "load_duration": 0,
+        "prompt_eval_count": payload["usage"]["prompt_tokens"],
+        "prompt_eval_duration": 0,
+        "eval_count": payload["usage"]["output_tokens"],
+        "eval_duration": elapsed,
+    }
     if chat:
         body["message"] = {"role": "assistant", "content": ""}
     else:
@@ -143,6 +180,18 @@ def ollama_piece(text: str, model: str, chat: bool) -> dict:
 def ollama_tag(name: str, version: str) -> dict:
     """One /api/tags entry: a served index and method as an Ollama model (`:latest` tagged, as Ollama lists)."""
     digest = hashlib.sha256(f"{name}@{version}".encode()).hexdigest()
-    return {"name": f"{name}:latest", "model": f"{name}:latest", "modified_at": now_iso(), "size": 0,
-            "digest": digest, "details": {"parent_model": "", "format": "graphrag", "family": "graphrag",
-                                          "families": ["graphrag"], "parameter_size": "", "quantization_level": ""}}
+    return {
+        "name": f"{name}:latest",
+        "model": f"{name}:latest",
+        "modified_at": now_iso(),
+        "size": 0,
+        "digest": digest,
+        "details": {
+            "parent_model": "",
+            "format": "graphrag",
+            "family": "graphrag",
+            "families": ["graphrag"],
+            "parameter_size": "",
+            "quantization_level": "",
+        },
+    }

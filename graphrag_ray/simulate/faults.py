@@ -17,12 +17,12 @@ class FaultRates:
     rate_hang: float = 0.0
     rate_drop: float = 0.0
     rate_malformed: float = 0.0
-    retry_after: float = 0.05   # seconds announced with an injected 429
+    retry_after: float = 0.05  # seconds announced with an injected 429
     hang_seconds: float = 600.0  # how long a hung request sleeps (the client's timeout fires first)
 
     def draw(self, seed: int, request_key: str, attempt: int) -> str | None:
         digest = hashlib.sha256(f"{seed}:{request_key}:{attempt}".encode()).digest()
-        u = int.from_bytes(digest[:8], "big") / 2 ** 64
+        u = int.from_bytes(digest[:8], "big") / 2**64
         edge = 0.0
         for kind in FAULT_KINDS:
             edge += getattr(self, f"rate_{kind}")

@@ -32,9 +32,18 @@ def query_kind(system: str) -> str | None:
 
 
 def respond_query(kind: str, system: str, question: str) -> str:
-    return {"judge": judge, "question_gen": question_gen, "rating": rating, "router": router, "hyde": hyde,
-            "drift_primer": drift_primer, "drift_local": drift_local, "global_map": global_map,
-            "global_reduce": global_reduce, "answer": answer}[kind](system, question)
+    return {
+        "judge": judge,
+        "question_gen": question_gen,
+        "rating": rating,
+        "router": router,
+        "hyde": hyde,
+        "drift_primer": drift_primer,
+        "drift_local": drift_local,
+        "global_map": global_map,
+        "global_reduce": global_reduce,
+        "answer": answer,
+    }[kind](system, question)
 
 
 def _overlap(question: str, text: str) -> int:
@@ -54,9 +63,12 @@ def answer(system: str, question: str) -> str:
     tables = _tables(system)
     parts = []
     refs = []
-    for name, label, text_col in (("sources", "Sources", "text"), ("reports", "Reports", "content"),
-                                  ("entities", "Entities", "description"),
-                                  ("relationships", "Relationships", "description")):
+    for name, label, text_col in (
+        ("sources", "Sources", "text"),
+        ("reports", "Reports", "content"),
+        ("entities", "Entities", "description"),
+        ("relationships", "Relationships", "description"),
+    ):
         rows = [r for r in tables.get(name, []) if _overlap(question, " ".join(str(v) for v in r.values()))]
         if rows:
             refs.append(f"{label} ({_ids(rows)})")
@@ -85,8 +97,9 @@ def global_map(system: str, question: str) -> str:
         score = _overlap(question, content)
         if score:
             lead = " ".join(_best_sentences(question, [content], 2))
-            points.append({"description": f"{lead} [Data: Reports ({report.get('id', '')})]",
-                           "score": min(100, 10 * score)})
+            points.append(
+                {"description": f"{lead} [Data: Reports ({report.get('id', '')})]", "score": min(100, 10 * score)}
+            )
     return json.dumps({"points": points}, ensure_ascii=False)
 
 
@@ -137,8 +150,9 @@ def _follow_ups(text: str, asked: str, n: int = 3) -> list[str]:
         if name and name not in asked and name not in names:
             names.append(name)
     if not names:
-        names = [w for w in re.findall(r"[\u3400-\u9fff]{2,4}|[A-Z][a-z]+(?: [A-Z][a-z]+)*", text)
-                 if w not in asked][:n]
+        names = [w for w in re.findall(r"[\u3400-\u9fff]{2,4}|[A-Z][a-z]+(?: [A-Z][a-z]+)*", text) if w not in asked][
+            :n
+        ]
     cjk = bool(re.search(r"[\u3400-\u9fff]", asked))
     return [(f"{name}的情况如何？" if cjk else f"What else is known about {name}?") for name in names[:n]]
 
@@ -148,15 +162,22 @@ def drift_primer(system: str, question: str) -> str:
     reports = system.split("The top-ranked community summaries:", 1)[1]
     best = _best_sentences(query, [reports], 3)
     score = min(100, 10 * _overlap(query, reports))
-    return json.dumps({"intermediate_answer": "# " + query + "\n\n" + " ".join(best), "score": score,
-                       "follow_up_queries": _follow_ups(reports, query)}, ensure_ascii=False)
+    return json.dumps(
+        {
+            "intermediate_answer": "# " + query + "\n\n" + " ".join(best),
+            "score": score,
+            "follow_up_queries": _follow_ups(reports, query),
+        },
+        ensure_ascii=False,
+    )
 
 
 def drift_local(system: str, question: str) -> str:
     text = answer(system, question)
     score = min(100, 10 * _overlap(question, system))
-    return json.dumps({"response": text, "score": score, "follow_up_queries": _follow_ups(system, question, 2)},
-                      ensure_ascii=False)
+    return json.dumps(
+        {"response": text, "score": score, "follow_up_queries": _follow_ups(system, question, 2)}, ensure_ascii=False
+    )
 
 
 def question_gen(system: str, question: str) -> str:
@@ -188,7 +209,11 @@ def judge(system: str, question: str) -> str:
         return 1 if (a > b) == higher else 2
 
     from graphrag_ray.nlp.relevance import terms
-    verdict = {"comprehensiveness": pick(len(one), len(two)), "diversity": pick(len(terms(one)), len(terms(two))),
-               "empowerment": pick(one.count("Data:") + one.count("("), two.count("Data:") + two.count("(")),
-               "directness": pick(len(one), len(two), higher=False)}
+
+    verdict = {
+        "comprehensiveness": pick(len(one), len(two)),
+        "diversity": pick(len(terms(one)), len(terms(two))),
+        "empowerment": pick(one.count("Data:") + one.count("("), two.count("Data:") + two.count("(")),
+        "directness": pick(len(one), len(two), higher=False),
+    }
     return json.dumps({k: {"winner": v, "reason": "simulated judgment"} for k, v in verdict.items()})

@@ -19,8 +19,11 @@ from graphrag_ray.parsing.context_tables import parse_context_tables
 from graphrag_ray.simulate.query_responders import query_kind, respond_query
 
 TUPLE, RECORD, COMPLETE = "<|>", "##", "<|COMPLETE|>"
-_CORE_TYPES = {"PERSON": ("PERSON", "PEOPLE", "人物", "人"), "GEO": ("GEO", "LOCATION", "PLACE", "GPE", "地点"),
-               "ORGANIZATION": ("ORGANIZATION", "ORG", "COMPANY", "组织", "机构", "公司")}
+_CORE_TYPES = {
+    "PERSON": ("PERSON", "PEOPLE", "人物", "人"),
+    "GEO": ("GEO", "LOCATION", "PLACE", "GPE", "地点"),
+    "ORGANIZATION": ("ORGANIZATION", "ORG", "COMPANY", "组织", "机构", "公司"),
+}
 
 
 def respond(body: dict[str, Any]) -> tuple[str, str]:
@@ -85,7 +88,7 @@ def _section(prompt: str, start: str, end: str) -> str:
     if i < 0:
         return ""
     j = prompt.find(end, i + len(start))
-    return prompt[i + len(start): j if j >= 0 else None]
+    return prompt[i + len(start) : j if j >= 0 else None]
 
 
 def prompt_tune(prompt: str) -> str:
@@ -101,19 +104,26 @@ def prompt_tune(prompt: str) -> str:
     top = [w for w, _ in words.most_common(3)] or (["资料"] if chinese else ["records"])
     types = (["人物", "组织", "地点"] if chinese else ["PERSON", "ORGANIZATION", "GEO"]) + [top[0].upper()]
     entities, relationships = graph_of(first, types)
-    return json.dumps({
-        "domain": ("关于" + "、".join(top) + "的文档") if chinese else "documents about " + ", ".join(top),
-        "persona": "一位熟悉该领域的分析师。" if chinese else "An analyst who knows this field well.",
-        "entity_types": types,
-        "example": {"text": first,
-                    "entities": [{"name": n, "type": t, "description": d}
-                                 for n, (t, d) in list(entities.items())[:8]],
-                    "relationships": [{"source": a, "target": b, "description": d, "strength": w}
-                                      for (a, b), (d, w) in list(relationships.items())[:8]]}}, ensure_ascii=False)
+    return json.dumps(
+        {
+            "domain": ("关于" + "、".join(top) + "的文档") if chinese else "documents about " + ", ".join(top),
+            "persona": "一位熟悉该领域的分析师。" if chinese else "An analyst who knows this field well.",
+            "entity_types": types,
+            "example": {
+                "text": first,
+                "entities": [{"name": n, "type": t, "description": d} for n, (t, d) in list(entities.items())[:8]],
+                "relationships": [
+                    {"source": a, "target": b, "description": d, "strength": w}
+                    for (a, b), (d, w) in list(relationships.items())[:8]
+                ],
+            },
+        },
+        ensure_ascii=False,
+    )
 
 
 def extract_graph(prompt: str, first_round: bool) -> str:
-    real = prompt[prompt.rfind("-Real Data-"):]
+    real = prompt[prompt.rfind("-Real Data-") :]
     types = [t.strip().upper() for t in _section(real, "Entity_types:", "\n").split(",") if t.strip()]
     text = _section(real, "Text:", "\n######################\nOutput:").strip()
     entities, relationships = graph_of(text, types or ["ORGANIZATION", "PERSON", "GEO", "EVENT"])
@@ -129,6 +139,7 @@ def extract_graph(prompt: str, first_round: bool) -> str:
 
 def graph_of(text: str, types: list[str]) -> tuple[dict[str, tuple[str, str]], dict[tuple[str, str], tuple]]:
     """Entities (name -> (type, description)) and co-occurrence relationships in `text`."""
+
     def type_of(kind: str) -> str | None:
         for core, aliases in _CORE_TYPES.items():
             if kind == core:
@@ -150,7 +161,7 @@ def graph_of(text: str, types: list[str]) -> tuple[dict[str, tuple[str, str]], d
             if name not in names:
                 names.append(name)
         for i, a in enumerate(names[:6]):
-            for b in names[i + 1:6]:
+            for b in names[i + 1 : 6]:
                 pair_sentences.setdefault((a, b), []).append(_clean(sentence))
     relationships = {pair: (sents[0], min(10, 2 + 2 * len(sents))) for pair, sents in pair_sentences.items()}
     return entities, relationships
@@ -179,8 +190,9 @@ def resolve_entities(prompt: str) -> str:
     same name; a surname or a part of a name is the full name its own descriptions name (when they name exactly
     one of the candidates: "the text says so"); names alike only in their embeddings are merged only when they are
     the same letters."""
-    described = dict(re.findall(r"^- (.+?) \[[^\]]*\]: (.*)$", _section(prompt, "-Candidates-", "-Pairs to decide-"),
-                                re.M))
+    described = dict(
+        re.findall(r"^- (.+?) \[[^\]]*\]: (.*)$", _section(prompt, "-Candidates-", "-Pairs to decide-"), re.M)
+    )
     pairs = re.findall(r"^- (.+?) ~ (.+?) \(([^)]*)\)$", _section(prompt, "-Pairs to decide-", "-Answer-"), re.M)
     fulls: dict[str, list[str]] = {}
     for short, full, _ in pairs:
@@ -196,8 +208,13 @@ def resolve_entities(prompt: str) -> str:
             same = named == [full]
         if same:
             groups.setdefault(full, {full}).add(short)
-    merges = [{"names": [full] + sorted(names - {full}), "reason": f"{', '.join(sorted(names - {full}))} "
-               f"is another name of {full} in these documents"} for full, names in sorted(groups.items())]
+    merges = [
+        {
+            "names": [full] + sorted(names - {full}),
+            "reason": f"{', '.join(sorted(names - {full}))} is another name of {full} in these documents",
+        }
+        for full, names in sorted(groups.items())
+    ]
     return json.dumps({"merges": merges}, ensure_ascii=False)
 
 
@@ -205,10 +222,12 @@ def claims(prompt: str, first_round: bool) -> str:
     """A claim per sentence that names two entities: subject, object, the sentence as evidence."""
     if not first_round:
         return COMPLETE
-    text = _section(prompt[prompt.rfind("-Real Data-"):], "Text:", "\nOutput:").strip()
+    text = _section(prompt[prompt.rfind("-Real Data-") :], "Text:", "\nOutput:").strip()
     entities, relationships = graph_of(text, ["ORGANIZATION", "PERSON", "GEO", "EVENT"])
-    records = [f"({a}{TUPLE}{b}{TUPLE}FACT{TUPLE}TRUE{TUPLE}NONE{TUPLE}NONE{TUPLE}{desc}{TUPLE}{desc})"
-               for (a, b), (desc, _) in list(relationships.items())[:3]]
+    records = [
+        f"({a}{TUPLE}{b}{TUPLE}FACT{TUPLE}TRUE{TUPLE}NONE{TUPLE}NONE{TUPLE}{desc}{TUPLE}{desc})"
+        for (a, b), (desc, _) in list(relationships.items())[:3]
+    ]
     return f"\n{RECORD}\n".join(records) + f"\n{COMPLETE}"
 
 
@@ -236,10 +255,12 @@ def summarize_update(prompt: str) -> str:
         except ValueError:
             return [line.strip() for line in raw.splitlines() if line.strip()]
 
-    return _revised(_section(prompt, "Entities:", "\n").strip(),
-                    _section(prompt, "Current Description:", "\nNew Descriptions:").strip(),
-                    listed("New Descriptions:", "\nDescriptions No Longer True:"),
-                    listed("Descriptions No Longer True:", "\n#######"))
+    return _revised(
+        _section(prompt, "Entities:", "\n").strip(),
+        _section(prompt, "Current Description:", "\nNew Descriptions:").strip(),
+        listed("New Descriptions:", "\nDescriptions No Longer True:"),
+        listed("Descriptions No Longer True:", "\n#######"),
+    )
 
 
 def summarize_update_batch(prompt: str) -> str:
@@ -249,14 +270,23 @@ def summarize_update_batch(prompt: str) -> str:
         entries = json.loads(_section(prompt, "Items to Revise:", "\n#######").strip())
     except ValueError:
         return "{}"
-    return json.dumps({str(e.get("item")): _revised(str(e.get("entities", "")), str(e.get("current_description", "")),
-                                                    [str(d) for d in e.get("new_descriptions") or ()],
-                                                    [str(d) for d in e.get("descriptions_no_longer_true") or ()])
-                       for e in entries if isinstance(e, dict)}, ensure_ascii=False)
+    return json.dumps(
+        {
+            str(e.get("item")): _revised(
+                str(e.get("entities", "")),
+                str(e.get("current_description", "")),
+                [str(d) for d in e.get("new_descriptions") or ()],
+                [str(d) for d in e.get("descriptions_no_longer_true") or ()],
+            )
+            for e in entries
+            if isinstance(e, dict)
+        },
+        ensure_ascii=False,
+    )
 
 
 def _revised(names: str, current: str, added: list[str], removed: list[str]) -> str:
-    body = current[len(names) + 2:] if current.startswith(names + ": ") else current
+    body = current[len(names) + 2 :] if current.startswith(names + ": ") else current
     for gone in (r.strip() for r in removed):
         if gone:
             body = body.replace(gone, "")
@@ -270,8 +300,8 @@ def _tables(text: str) -> dict[str, list[dict[str, str]]]:
 
 
 def community_report(prompt: str) -> str:
-    data = prompt[prompt.rfind("Text:"):] if "Text:" in prompt else prompt
-    data = data[:data.rfind("\nOutput:")] if "\nOutput:" in data else data  # the prompt's last line, not a row
+    data = prompt[prompt.rfind("Text:") :] if "Text:" in prompt else prompt
+    data = data[: data.rfind("\nOutput:")] if "\nOutput:" in data else data  # the prompt's last line, not a row
     tables = _tables(data)
     entities = tables.get("entities", [])
     relations = tables.get("relationships", [])
@@ -288,16 +318,27 @@ def community_report(prompt: str) -> str:
     findings = []
     for rel in relations[:6]:
         rid = rel.get("id") or rel.get("human_readable_id") or ""
-        findings.append({"summary": f"{rel.get('source', '')} - {rel.get('target', '')}",
-                         "explanation": f"{rel.get('description', '')} [Data: Relationships ({rid})]"})
+        findings.append(
+            {
+                "summary": f"{rel.get('source', '')} - {rel.get('target', '')}",
+                "explanation": f"{rel.get('description', '')} [Data: Relationships ({rid})]",
+            }
+        )
     for rep in reports[:3] if not findings else []:
         findings.append({"summary": rep.get("title", ""), "explanation": rep.get("summary", "")[:400]})
     if not findings:
         findings.append({"summary": title, "explanation": summary})
     rating = round(min(10.0, 1.0 + 0.5 * len(entities) + 0.25 * len(relations)), 1)
-    return json.dumps({"title": title, "summary": summary, "rating": rating,
-                       "rating_explanation": f"{len(entities)} entities and {len(relations)} relationships.",
-                       "findings": findings}, ensure_ascii=False)
+    return json.dumps(
+        {
+            "title": title,
+            "summary": summary,
+            "rating": rating,
+            "rating_explanation": f"{len(entities)} entities and {len(relations)} relationships.",
+            "findings": findings,
+        },
+        ensure_ascii=False,
+    )
 
 
 def revised_report(prompt: str) -> str:
@@ -308,7 +349,7 @@ def revised_report(prompt: str) -> str:
     would make every revision longer than the report it revises)."""
     fresh = json.loads(community_report(prompt))
     previous = _section(prompt, "# Previous report", "\n# Changes").strip()
-    changes = _tables(prompt[prompt.rfind("Text:"):])
+    changes = _tables(prompt[prompt.rfind("Text:") :])
     removed = {row.get("title", "") for row in changes.get("removed entities", [])}
     blocks = previous.split("\n## ")
     head = blocks[0].splitlines()
@@ -323,8 +364,10 @@ def revised_report(prompt: str) -> str:
     findings = (new_findings + kept)[:6] or fresh["findings"]
     said, _, cited = fresh["summary"].partition(" [Data: ")
     rewritten_summary = (said + " " + summary).strip()[:600] + (f" [Data: {cited}" if cited else "")
-    return json.dumps({**fresh, "title": title or fresh["title"], "summary": rewritten_summary,
-                       "findings": findings}, ensure_ascii=False)
+    return json.dumps(
+        {**fresh, "title": title or fresh["title"], "summary": rewritten_summary, "findings": findings},
+        ensure_ascii=False,
+    )
 
 
 # ----------------------------------------------------------------------------------------- generic
@@ -349,8 +392,11 @@ def plausible_answer(text: str) -> str:
 def _question(text: str) -> str:
     for marker in ("---Question---", "Question:", "User:", "query:"):
         if marker in text:
-            return text[text.rfind(marker) + len(marker):].strip().splitlines()[0] if \
-                text[text.rfind(marker) + len(marker):].strip() else ""
+            return (
+                text[text.rfind(marker) + len(marker) :].strip().splitlines()[0]
+                if text[text.rfind(marker) + len(marker) :].strip()
+                else ""
+            )
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return lines[-1] if lines else ""
 
@@ -367,11 +413,14 @@ def schema_instance(schema: dict, context: str, depth: int = 0) -> Any:
     if "enum" in schema:
         return schema["enum"][0]
     if kind == "object" or "properties" in schema:
-        return {name: schema_instance(sub, context, depth + 1)
-                for name, sub in (schema.get("properties") or {}).items()}
+        return {
+            name: schema_instance(sub, context, depth + 1) for name, sub in (schema.get("properties") or {}).items()
+        }
     if kind == "array":
-        return [schema_instance(schema.get("items") or {"type": "string"}, context, depth + 1)
-                for _ in range(max(1, schema.get("minItems", 1)))]
+        return [
+            schema_instance(schema.get("items") or {"type": "string"}, context, depth + 1)
+            for _ in range(max(1, schema.get("minItems", 1)))
+        ]
     if kind == "integer":
         return int(schema.get("minimum", 1))
     if kind == "number":

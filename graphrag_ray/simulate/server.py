@@ -18,73 +18,16 @@ import json
 import math
 import time
 import uuid
-from collections import Counter, defaultdict, deque
-from dataclasses import dataclass, field
+from collections import Counter, defaultdict
 
 import numpy as np
 from aiohttp import web
 
 from graphrag_ray.llm.local_embedding import ngram_vector
 from graphrag_ray.llm.tokens import count_chat_tokens, tokenizer_for
-from graphrag_ray.simulate.faults import FaultRates
+from graphrag_ray.simulate.config import SimulatorConfig, SlidingWindow
 from graphrag_ray.simulate.responders import COMPLETE as COMPLETION_DELIMITER, respond
 from graphrag_ray.simulate.shapes import reasoning_text, refusal, reshape
-
-
-@dataclass
-class SimulatorConfig:
-    seed: int = 0
-    latency: float = 0.0            # seconds per request
-    latency_per_token: float = 0.0  # extra seconds per completion token
-    # seconds per embedding request (None: `latency`): real embedding endpoints answer in tens of milliseconds
-    # where a chat answer takes seconds, so a query's one embedding is not a second model round
-    embedding_latency: float | None = None
-    rpm: int | None = None
-    tpm: int | None = None
-    api_key: str | None = None      # when set, requests must carry it (else 401)
-    models: list[str] = field(default_factory=list)  # when set, other model names get 404
-    embedding_dim: int = 256
-    faults: FaultRates = field(default_factory=FaultRates)
-    limits_after: list[tuple[float, int | None, int | None]] = field(default_factory=list)  # (seconds, rpm, tpm)
-    answer_mode: str = "normal"     # normal | no-delimiter (extraction answers lack <|COMPLETE|>) | garbage
-    no_usage: bool = False          # answers carry no usage figures (llama.cpp's server when streaming)
-    float_embeddings: bool = False  # embeddings always as JSON floats, whatever encoding_format asks for
-    stream_stall: float = 0.0       # seconds a streamed answer stops after its first piece (a stalled stream)
-    fail_containing: str = ""       # chat requests holding this text always get a 500 (a permanent fault)
-    refuse_containing: str = ""     # chat requests holding this text always get a 400 naming no parameter
-    model_family: str = "plain"     # plain | openai-reasoning | deepseek-reasoner | think-tags (shapes.py)
-    answer_shape: str = "clean"     # how answers are written (shapes.py: SHAPES)
-    reasoning_tokens: int = 200     # about how long a reasoning family thinks per request
-    stream_rate: float = 0.0        # tokens per second a slow local server generates (0: at once)
-    serial: bool = False            # one answer generated at a time, and an abandoned one generated to its end
-    busy_models: bool = False       # GET /models waits while an answer is generated (llama.cpp's model lock)
-
-
-class SlidingWindow:
-    """What a provider counts: requests and tokens admitted in the last 60 seconds (its own arithmetic, not the
-    client's limiter)."""
-
-    def __init__(self):
-        self.admitted: deque[tuple[float, int]] = deque()
-        self.tokens = 0
-
-    def _expire(self, now: float) -> None:
-        while self.admitted and self.admitted[0][0] <= now - 60.0:
-            self.tokens -= self.admitted.popleft()[1]
-
-    def wait_for(self, now: float, tokens: int, rpm: int | None, tpm: int | None) -> float:
-        """0 when a request of `tokens` fits now, else seconds until it would."""
-        self._expire(now)
-        count, used, wait = len(self.admitted), self.tokens, 0.0
-        for at, amount in self.admitted:
-            if (rpm is None or count + 1 <= rpm) and (tpm is None or used + min(tokens, tpm) <= tpm):
-                break
-            count, used, wait = count - 1, used - amount, at + 60.0 - now
-        return wait
-
-    def admit(self, now: float, tokens: int) -> None:
-        self.admitted.append((now, tokens))
-        self.tokens += tokens
 
 
 class Simulator:
@@ -177,8 +120,11 @@ class Simulator:
         self.counts["last_ok_at"] = now
 
     def _too_many(self, model: str, wait: float) -> web.Response:
-        headers = {"retry-after": str(max(1, math.ceil(wait))), "retry-after-ms": str(int(wait * 1000) + 1),
-                   **self.rate_headers(model)}
+        headers = {
+            "retry-after": str(max(1, math.ceil(wait))),
+            "retry-after-ms": str(int(wait * 1000) + 1),
+            **self.rate_headers(model),
+        }
         return _error(429, "Rate limit reached.", "rate_limit_exceeded", headers)
 
     async def _fault(self, request: web.Request, body: dict) -> web.StreamResponse | None:
@@ -192,12 +138,20 @@ class Simulator:
         self.counts[f"fault_{kind}"] += 1
         if kind == "429":
             wait = self.config.faults.retry_after
-            return _error(429, "Rate limit reached.", "rate_limit_exceeded",
-                          {"retry-after": str(max(1, math.ceil(wait))), "retry-after-ms": str(int(wait * 1000))})
+            return _error(
+                429,
+                "Rate limit reached.",
+                "rate_limit_exceeded",
+                {"retry-after": str(max(1, math.ceil(wait))), "retry-after-ms": str(int(wait * 1000))},
+            )
         if kind == "503":  # overloaded: come back after Retry-After (as Azure OpenAI answers)
             wait = self.config.faults.retry_after
-            return _error(503, "The engine is currently overloaded, please try again later.", "server_overloaded",
-                          {"retry-after": str(max(1, math.ceil(wait))), "retry-after-ms": str(int(wait * 1000))})
+            return _error(
+                503,
+                "The engine is currently overloaded, please try again later.",
+                "server_overloaded",
+                {"retry-after": str(max(1, math.ceil(wait))), "retry-after-ms": str(int(wait * 1000))},
+            )
         if kind == "500":
             return _error(500, "The server had an error while processing your request.", "server_error")
         if kind == "hang":
@@ -250,9 +204,13 @@ class Simulator:
             return _error(400, refused[0], refused[2], param=refused[1])
         model = body.get("model", "")
         self._arrived(model)
-        self.sends[hashlib.sha256(json.dumps([body.get("messages"), body.get("max_tokens"),
-                                              body.get("max_completion_tokens")], sort_keys=True).encode()
-                                  ).hexdigest()] += 1
+        self.sends[
+            hashlib.sha256(
+                json.dumps(
+                    [body.get("messages"), body.get("max_tokens"), body.get("max_completion_tokens")], sort_keys=True
+                ).encode()
+            ).hexdigest()
+        ] += 1
         tokenizer = tokenizer_for(model)
         kind, content = self._answer(body)
         prompt_tokens = count_chat_tokens(tokenizer, body.get("messages") or [])
@@ -264,10 +222,15 @@ class Simulator:
         tokens = tokenizer.encode(content)
         limit = body.get("max_completion_tokens") or body.get("max_tokens")
         if limit and len(thought) >= int(limit):  # the budget ran out inside the reasoning: no answer at all
-            reasoning, thought, content, tokens, finish = tokenizer.decode(thought[:int(limit)]), \
-                thought[:int(limit)], "", [], "length"
+            reasoning, thought, content, tokens, finish = (
+                tokenizer.decode(thought[: int(limit)]),
+                thought[: int(limit)],
+                "",
+                [],
+                "length",
+            )
         elif limit and len(thought) + len(tokens) > int(limit):  # as every provider does: it stops at max_tokens
-            tokens = tokens[:int(limit) - len(thought)]
+            tokens = tokens[: int(limit) - len(thought)]
             content, finish = tokenizer.decode(tokens), "length"
         completion_tokens = len(thought) + len(tokens)
         if (denied := self._admit(model, prompt_tokens + completion_tokens)) is not None:
@@ -279,13 +242,26 @@ class Simulator:
             content = content[: max(1, len(content) // 2)] + ' {"broken'
         if self.config.serial:
             async with self.generating:  # as llama.cpp with one slot: the others wait, an abandoned one runs on
-                return await self._generated(request, body, model, kind, content, reasoning, thought, prompt_tokens,
-                                             completion_tokens, finish, family)
-        return await self._generated(request, body, model, kind, content, reasoning, thought, prompt_tokens,
-                                     completion_tokens, finish, family)
+                return await self._generated(
+                    request,
+                    body,
+                    model,
+                    kind,
+                    content,
+                    reasoning,
+                    thought,
+                    prompt_tokens,
+                    completion_tokens,
+                    finish,
+                    family,
+                )
+        return await self._generated(
+            request, body, model, kind, content, reasoning, thought, prompt_tokens, completion_tokens, finish, family
+        )
 
-    async def _generated(self, request, body, model, kind, content, reasoning, thought, prompt_tokens,
-                         completion_tokens, finish, family) -> web.StreamResponse:
+    async def _generated(
+        self, request, body, model, kind, content, reasoning, thought, prompt_tokens, completion_tokens, finish, family
+    ) -> web.StreamResponse:
         delay = self.config.latency + self.config.latency_per_token * completion_tokens
         if self.config.stream_rate and not body.get("stream"):  # generated in full before the answer goes out
             delay += completion_tokens / self.config.stream_rate
@@ -294,8 +270,11 @@ class Simulator:
         if not body.get("stream"):
             self._served(kind, prompt_tokens, completion_tokens)
         self.answered.add(model)
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                 "total_tokens": prompt_tokens + completion_tokens}
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
         if thought:
             usage["completion_tokens_details"] = {"reasoning_tokens": len(thought)}
             self.counts["reasoning_tokens"] += len(thought)
@@ -308,15 +287,24 @@ class Simulator:
         message = {"role": "assistant", "content": content}
         if family == "deepseek-reasoner":
             message["reasoning_content"] = reasoning
-        return web.json_response(headers=self.rate_headers(model), data={
-            "id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "finish_reason": finish, "message": message}],
-            **({} if self.config.no_usage else {"usage": usage})})
+        return web.json_response(
+            headers=self.rate_headers(model),
+            data={
+                "id": cid,
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [{"index": 0, "finish_reason": finish, "message": message}],
+                **({} if self.config.no_usage else {"usage": usage}),
+            },
+        )
 
-    async def _stream(self, request, cid, model, content, usage, body, finish: str = "stop",
-                      reasoning: str = "") -> tuple[web.StreamResponse, bool]:
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
-                                               **self.rate_headers(model)})
+    async def _stream(
+        self, request, cid, model, content, usage, body, finish: str = "stop", reasoning: str = ""
+    ) -> tuple[web.StreamResponse, bool]:
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **self.rate_headers(model)}
+        )
         await response.prepare(request)
         gone = False
 
@@ -334,18 +322,23 @@ class Simulator:
                 self.counts["abandoned_answers"] += 1
 
         def chunk(delta: dict, finish: str | None = None, with_usage: dict | None = None) -> bytes:
-            payload = {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
-                       "choices": [] if with_usage else [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            payload = {
+                "id": cid,
+                "object": "chat.completion.chunk",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [] if with_usage else [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
             if with_usage:
                 payload["usage"] = with_usage
             return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n".encode()
 
-        pieces = [content[i:i + 8] for i in range(0, len(content), 8)]
+        pieces = [content[i : i + 8] for i in range(0, len(content), 8)]
         per_piece = usage["completion_tokens"] / max(1, len(pieces) + (len(reasoning) + 15) // 16)
         await write(chunk({"role": "assistant", "content": ""}))
         if reasoning and self.config.model_family == "deepseek-reasoner":
             for i in range(0, len(reasoning), 16):
-                await write(chunk({"reasoning_content": reasoning[i:i + 16], "content": None}), per_piece)
+                await write(chunk({"reasoning_content": reasoning[i : i + 16], "content": None}), per_piece)
         for i, piece in enumerate(pieces):
             await write(chunk({"content": piece}), per_piece)
             if i == 0 and self.config.stream_stall:
@@ -386,11 +379,18 @@ class Simulator:
         def encode(vector: list[float]):
             return base64.b64encode(np.asarray(vector, dtype=np.float32).tobytes()).decode() if as_base64 else vector
 
-        return web.json_response(headers=self.rate_headers(model), data={
-            "object": "list", "model": model,
-            "data": [{"object": "embedding", "index": i, "embedding": encode(ngram_vector(str(t), dim))}
-                     for i, t in enumerate(inputs)],
-            **({} if self.config.no_usage else {"usage": {"prompt_tokens": tokens, "total_tokens": tokens}})})
+        return web.json_response(
+            headers=self.rate_headers(model),
+            data={
+                "object": "list",
+                "model": model,
+                "data": [
+                    {"object": "embedding", "index": i, "embedding": encode(ngram_vector(str(t), dim))}
+                    for i, t in enumerate(inputs)
+                ],
+                **({} if self.config.no_usage else {"usage": {"prompt_tokens": tokens, "total_tokens": tokens}}),
+            },
+        )
 
     async def models(self, request: web.Request) -> web.Response:
         if (denied := self._check_auth(request)) is not None:
@@ -399,23 +399,32 @@ class Simulator:
             async with self.generating:
                 pass
         names = self.config.models  # empty when it accepts any model name
-        return web.json_response({"object": "list", "data": [{"id": n, "object": "model", "owned_by": "simulator"}
-                                                             for n in names]})
+        return web.json_response(
+            {"object": "list", "data": [{"id": n, "object": "model", "owned_by": "simulator"} for n in names]}
+        )
 
     async def stats(self, request: web.Request) -> web.Response:
         """What was served; `max_tokens_60s`: the most tokens one model was admitted in any 60 s (whole seconds) of
         the run."""
+
         def busiest(per_model: dict[str, Counter]) -> int:
-            return max((sum(counts[t] for t in range(s, s + 60)) for counts in per_model.values()
-                        for s in sorted(counts)), default=0)
+            return max(
+                (sum(counts[t] for t in range(s, s + 60)) for counts in per_model.values() for s in sorted(counts)),
+                default=0,
+            )
 
         timeline = Counter()
         for counts in self.per_second.values():
             timeline.update(counts)
-        return web.json_response({**self.counts, "max_tokens_60s": busiest(self.per_second),
-                                  "max_sends_of_one_request": max(self.sends.values(), default=0),
-                                  "max_requests_60s": busiest(self.requests_per_second),
-                                  "tokens_per_second": {str(k): v for k, v in sorted(timeline.items())}})
+        return web.json_response(
+            {
+                **self.counts,
+                "max_tokens_60s": busiest(self.per_second),
+                "max_sends_of_one_request": max(self.sends.values(), default=0),
+                "max_requests_60s": busiest(self.requests_per_second),
+                "tokens_per_second": {str(k): v for k, v in sorted(timeline.items())},
+            }
+        )
 
     async def reset(self, request: web.Request) -> web.Response:
         self.counts.clear()
@@ -436,24 +445,16 @@ class Simulator:
         return app
 
 
-def parse_limit_changes(text: str) -> list[tuple[float, int | None, int | None]]:
-    """'60=75/7500,120=/20000' -> [(60.0, 75, 7500), (120.0, None, 20000)]."""
-    changes = []
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        after, limits = part.split("=", 1)
-        rpm, tpm = (limits.split("/", 1) + [""])[:2]
-        changes.append((float(after), int(rpm) if rpm else None, int(tpm) if tpm else None))
-    return changes
-
-
 def _error(status: int, message: str, code: str, headers: dict | None = None, param: str | None = None) -> web.Response:
     kind = "invalid_request_error" if status == 400 else code
-    return web.json_response({"error": {"message": message, "type": kind, "param": param, "code": code}},
-                             status=status, headers=headers)
+    return web.json_response(
+        {"error": {"message": message, "type": kind, "param": param, "code": code}}, status=status, headers=headers
+    )
 
 
 def serve(config: SimulatorConfig, host: str = "127.0.0.1", port: int = 8765, ready=None) -> None:
     """Run until interrupted; prints (or passes to `ready`) the base URL once listening."""
+
     async def main():
         runner = web.AppRunner(Simulator(config).app(), access_log=None)
         await runner.setup()

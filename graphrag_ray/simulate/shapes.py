@@ -24,24 +24,51 @@ import json
 import re
 
 FAMILIES = ("plain", "openai-reasoning", "deepseek-reasoner", "think-tags")
-SHAPES = ("clean", "closed-gt", "strength-braces", "numbered", "numbered-one-line", "bulleted", "curly",
-          "broken-delimiter", "prose-around", "twice", "fenced-json", "prose-gleaning", "copy-example",
-          "only-example")
+SHAPES = (
+    "clean",
+    "closed-gt",
+    "strength-braces",
+    "numbered",
+    "numbered-one-line",
+    "bulleted",
+    "curly",
+    "broken-delimiter",
+    "prose-around",
+    "twice",
+    "fenced-json",
+    "prose-gleaning",
+    "copy-example",
+    "only-example",
+)
 TUPLE, RECORD, COMPLETE = "<|>", "##", "<|COMPLETE|>"
 _TUPLE_KINDS = ("extract_graph", "extract_glean", "extract_claims", "extract_claims_glean")
-_JSON_KINDS = ("community_report", "community_report_revision", "resolve_entities", "json_schema", "json",
-               "prompt_tune")
+_JSON_KINDS = (
+    "community_report",
+    "community_report_revision",
+    "resolve_entities",
+    "json_schema",
+    "json",
+    "prompt_tune",
+)
 
 
 def refusal(family: str, body: dict) -> tuple[str, str | None, str] | None:
     """(message, param, code) of the 400 this family's server answers to `body`, or None."""
     if family == "openai-reasoning":
         if "max_tokens" in body:
-            return ("Unsupported parameter: 'max_tokens' is not supported with this model. Use "
-                    "'max_completion_tokens' instead.", "max_tokens", "unsupported_parameter")
+            return (
+                "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+                "'max_completion_tokens' instead.",
+                "max_tokens",
+                "unsupported_parameter",
+            )
         if "temperature" in body and float(body["temperature"]) != 1.0:
-            return (f"Unsupported value: 'temperature' does not support {body['temperature']} with this model. "
-                    "Only the default (1) value is supported.", "temperature", "unsupported_value")
+            return (
+                f"Unsupported value: 'temperature' does not support {body['temperature']} with this model. "
+                "Only the default (1) value is supported.",
+                "temperature",
+                "unsupported_value",
+            )
     if family == "deepseek-reasoner" and (body.get("response_format") or {}).get("type") == "json_schema":
         return "This response_format type is unavailable now", None, "invalid_request_error"
     return None
@@ -73,8 +100,10 @@ def reshape(kind: str, content: str, shape: str, prompt: str = "") -> str:
         return content
     if shape == "prose-gleaning":
         if kind in ("extract_glean", "extract_claims_glean"):
-            return ("I apologize for the oversight. However, the text primarily discusses the topics already "
-                    "covered above, and I could not identify additional entities (or relationships) in it.")
+            return (
+                "I apologize for the oversight. However, the text primarily discusses the topics already "
+                "covered above, and I could not identify additional entities (or relationships) in it."
+            )
         return content
     records = [r.strip() for r in content.replace(COMPLETE, "").split(RECORD) if r.strip()]
     if not records:
@@ -96,13 +125,19 @@ def reshape(kind: str, content: str, shape: str, prompt: str = "") -> str:
         out = []
         for r in records:
             quoted = _quoted(r, '"', '"')
-            out.append(re.sub(r'"<\|>("?-?\d+(?:\.\d+)?"?\))$', r'"|>\1', quoted) if r.startswith('("relationship"')
-                       else quoted)
+            out.append(
+                re.sub(r'"<\|>("?-?\d+(?:\.\d+)?"?\))$', r'"|>\1', quoted)
+                if r.startswith('("relationship"')
+                else quoted
+            )
         return f"\n{RECORD}\n".join(out)
     if shape == "prose-around":
-        return ("Here are the entities and relationships I identified in the text:\n\n" + f"\n{RECORD}\n".join(records)
-                + "\n\nNote: these are all the entities of the requested types (I left out generic terms). Let me "
-                  "know if you would like more detail.")
+        return (
+            "Here are the entities and relationships I identified in the text:\n\n"
+            + f"\n{RECORD}\n".join(records)
+            + "\n\nNote: these are all the entities of the requested types (I left out generic terms). Let me "
+            "know if you would like more detail."
+        )
     if shape == "twice":  # a markdown list first, then the same records as tuples
         listed = "\n".join(f"- **{_fields(r)[0]}**: {_fields(r)[-1]}" for r in records)
         return f"### Entities\n{listed}\n\n### Records\n" + f"\n{RECORD}\n".join(records) + f"\n{COMPLETE}"

@@ -237,8 +237,6 @@ class SegmentLog:
         return position
 
 
-
-
 class AppendFile:
     """One file that only grows, a line at a time: on a local or shared filesystem each `append` is one O_APPEND
     write (a crash loses at most the line being written); an object store has no append, so there the whole file is
@@ -272,5 +270,8 @@ class AppendFile:
 def read_lines(folder: str | Path, pattern: str) -> list[str]:
     """Every line of the files below `folder` matching `pattern` (AppendFile's), in file order."""
     store = Store(folder)
-    return [line for stored in store.list_files(pattern)
-            for line in (store.read_bytes(stored.relative) or b"").decode("utf-8", "replace").splitlines()]
+    return [
+        line
+        for stored in store.list_files(pattern)
+        for line in (store.read_bytes(stored.relative) or b"").decode("utf-8", "replace").splitlines()
+    ]

@@ -184,11 +184,12 @@ class Store:
         for info in self.fs.get_file_info(selector):
             if info.type != pafs.FileType.File:
                 continue
-            relative = info.path[len(self.path):].lstrip("/")
+            relative = info.path[len(self.path) :].lstrip("/")
             if _hidden(relative):
                 continue
-            if pattern and not (fnmatch.fnmatch(relative, pattern) or
-                                fnmatch.fnmatch(relative, pattern.removeprefix("**/"))):
+            if pattern and not (
+                fnmatch.fnmatch(relative, pattern) or fnmatch.fnmatch(relative, pattern.removeprefix("**/"))
+            ):
                 continue
             mtime = info.mtime.timestamp() if info.mtime is not None else None
             out.append(StoredFile(relative, info.size or 0, mtime))
@@ -197,8 +198,11 @@ class Store:
     def list_dirs(self) -> list[str]:
         """Names of the folders directly below (hidden names skipped), sorted."""
         selector = pafs.FileSelector(self.path, recursive=False, allow_not_found=True)
-        return sorted(info.base_name for info in self.fs.get_file_info(selector)
-                      if info.type == pafs.FileType.Directory and not _hidden(info.base_name))
+        return sorted(
+            info.base_name
+            for info in self.fs.get_file_info(selector)
+            if info.type == pafs.FileType.Directory and not _hidden(info.base_name)
+        )
 
     def upload_tree(self, local_dir: Path, relative: str) -> None:
         """Copy a local folder below this store (each file one atomic write)."""
@@ -231,8 +235,8 @@ class FoundFile:
     """A file found under an input location: its store and name there, and how reports name it."""
 
     store: Store
-    name: str          # relative to `store`
-    source: str        # as recorded in documents.raw_data and failures: relative to the root, or the full URI
+    name: str  # relative to `store`
+    source: str  # as recorded in documents.raw_data and failures: relative to the root, or the full URI
     size: int
     mtime_s: float | None
 
@@ -265,10 +269,15 @@ def find_files(location: str | Path, pattern: str | None, root: Path) -> list[Fo
             raise InputError(f"input {location} cannot be read: {exc}") from None
         if info.type == pafs.FileType.File:  # a single object
             parent, name = str(location).rsplit("/", 1)
-            return [FoundFile(Store(parent), name, str(location), info.size or 0,
-                              info.mtime.timestamp() if info.mtime else None)]
-        return [FoundFile(store, f.relative, f"{store.location}/{f.relative}", f.size, f.mtime_s)
-                for f in store.list_files(pattern)]
+            return [
+                FoundFile(
+                    Store(parent), name, str(location), info.size or 0, info.mtime.timestamp() if info.mtime else None
+                )
+            ]
+        return [
+            FoundFile(store, f.relative, f"{store.location}/{f.relative}", f.size, f.mtime_s)
+            for f in store.list_files(pattern)
+        ]
     base = Path(location)
     if any(ch in str(base) for ch in "*?["):
         paths = [Path(p) for p in globlib.glob(str(base), recursive=True)]
@@ -284,8 +293,11 @@ def find_files(location: str | Path, pattern: str | None, root: Path) -> list[Fo
     for path in sorted(p for p in paths if p.is_file() and not p.name.startswith((".", "_"))):
         stat = path.stat()
         folder = stores.get(path.parent) or stores.setdefault(path.parent, Store(path.parent))
-        found.append(FoundFile(folder, path.name, _relative_to(path, Path(folder.path) / path.name, root),
-                               stat.st_size, stat.st_mtime))
+        found.append(
+            FoundFile(
+                folder, path.name, _relative_to(path, Path(folder.path) / path.name, root), stat.st_size, stat.st_mtime
+            )
+        )
     return found
 
 

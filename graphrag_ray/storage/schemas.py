@@ -14,42 +14,98 @@ FINDING = pl.List(pl.Struct({"summary": pl.String, "explanation": pl.String}))
 
 SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "documents": {
-        "id": STR, "human_readable_id": INT, "title": STR, "text": STR, "text_unit_ids": STR_LIST,
-        "creation_date": STR, "raw_data": STR,  # raw_data: JSON of the input row's other columns
+        "id": STR,
+        "human_readable_id": INT,
+        "title": STR,
+        "text": STR,
+        "text_unit_ids": STR_LIST,
+        "creation_date": STR,
+        "raw_data": STR,  # raw_data: JSON of the input row's other columns
     },
     "text_units": {
-        "id": STR, "human_readable_id": INT, "text": STR, "n_tokens": INT, "document_id": STR,
-        "entity_ids": STR_LIST, "relationship_ids": STR_LIST, "covariate_ids": STR_LIST,
+        "id": STR,
+        "human_readable_id": INT,
+        "text": STR,
+        "n_tokens": INT,
+        "document_id": STR,
+        "entity_ids": STR_LIST,
+        "relationship_ids": STR_LIST,
+        "covariate_ids": STR_LIST,
     },
     "entities": {
-        "id": STR, "human_readable_id": INT, "title": STR, "type": STR, "description": STR,
-        "text_unit_ids": STR_LIST, "frequency": INT, "degree": INT,
+        "id": STR,
+        "human_readable_id": INT,
+        "title": STR,
+        "type": STR,
+        "description": STR,
+        "text_unit_ids": STR_LIST,
+        "frequency": INT,
+        "degree": INT,
     },
     "relationships": {
-        "id": STR, "human_readable_id": INT, "source": STR, "target": STR, "description": STR,
-        "weight": FLOAT, "combined_degree": INT, "text_unit_ids": STR_LIST,
+        "id": STR,
+        "human_readable_id": INT,
+        "source": STR,
+        "target": STR,
+        "description": STR,
+        "weight": FLOAT,
+        "combined_degree": INT,
+        "text_unit_ids": STR_LIST,
     },
     "communities": {
-        "id": STR, "human_readable_id": INT, "community": INT, "level": INT, "parent": INT,
-        "children": INT_LIST, "title": STR, "entity_ids": STR_LIST, "relationship_ids": STR_LIST,
-        "text_unit_ids": STR_LIST, "period": STR, "size": INT,
+        "id": STR,
+        "human_readable_id": INT,
+        "community": INT,
+        "level": INT,
+        "parent": INT,
+        "children": INT_LIST,
+        "title": STR,
+        "entity_ids": STR_LIST,
+        "relationship_ids": STR_LIST,
+        "text_unit_ids": STR_LIST,
+        "period": STR,
+        "size": INT,
     },
     "community_reports": {
-        "id": STR, "human_readable_id": INT, "community": INT, "level": INT, "parent": INT,
-        "children": INT_LIST, "title": STR, "summary": STR, "full_content": STR, "rank": FLOAT,
-        "rating_explanation": STR, "findings": FINDING, "full_content_json": STR, "period": STR, "size": INT,
+        "id": STR,
+        "human_readable_id": INT,
+        "community": INT,
+        "level": INT,
+        "parent": INT,
+        "children": INT_LIST,
+        "title": STR,
+        "summary": STR,
+        "full_content": STR,
+        "rank": FLOAT,
+        "rating_explanation": STR,
+        "findings": FINDING,
+        "full_content_json": STR,
+        "period": STR,
+        "size": INT,
     },
     "covariates": {
-        "id": STR, "human_readable_id": INT, "covariate_type": STR, "type": STR, "description": STR,
-        "subject_id": STR, "object_id": STR, "status": STR, "start_date": STR, "end_date": STR,
-        "source_text": STR, "text_unit_id": STR,
+        "id": STR,
+        "human_readable_id": INT,
+        "covariate_type": STR,
+        "type": STR,
+        "description": STR,
+        "subject_id": STR,
+        "object_id": STR,
+        "status": STR,
+        "start_date": STR,
+        "end_date": STR,
+        "source_text": STR,
+        "text_unit_id": STR,
     },
     "entity_merges": {  # entity resolution: `merged` (a name) became part of `entity`, by `rule`, for `reason`
-        "entity_id": STR, "entity": STR, "merged_id": STR, "merged": STR, "rule": STR, "reason": STR,
+        "entity_id": STR,
+        "entity": STR,
+        "merged_id": STR,
+        "merged": STR,
+        "rule": STR,
+        "reason": STR,
     },
-    "failures": {
-        "step": STR, "item_id": STR, "source": STR, "reason": STR,
-    },
+    "failures": {"step": STR, "item_id": STR, "source": STR, "reason": STR},
 }
 
 # Tables of a run in progress that are published in another form
@@ -61,20 +117,39 @@ RUN_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "embeddings": {"id": STR, "target": STR, "item_id": STR, "file": STR},
     # what extraction yields per text unit (LLM or NLP), before the merge
     "extracted_entities": {"title": STR, "type": STR, "description": STR, "text_unit_id": STR, "order": pl.Int64},
-    "extracted_relationships": {"source": STR, "target": STR, "description": STR, "weight": pl.Float64,
-                                "text_unit_id": STR, "order": pl.Int64},
+    "extracted_relationships": {
+        "source": STR,
+        "target": STR,
+        "description": STR,
+        "weight": pl.Float64,
+        "text_unit_id": STR,
+        "order": pl.Int64,
+    },
     # the text units as chunking cuts them (document order and position: the published numbering follows them)
-    "text_unit_rows": {"id": STR, "text": STR, "n_tokens": pl.Int64, "document_id": STR, "doc_order": pl.Int64,
-                       "chunk_index": pl.Int64},
+    "text_unit_rows": {
+        "id": STR,
+        "text": STR,
+        "n_tokens": pl.Int64,
+        "document_id": STR,
+        "doc_order": pl.Int64,
+        "chunk_index": pl.Int64,
+    },
     # which of a text unit's entities each of its sentences names (the fast method's extractive reports)
-    "sentence_mentions": {"unit_id": STR, "sentence": pl.Int32, "start": pl.Int32, "length": pl.Int32,
-                          "entity_ids": pl.List(STR)},
+    "sentence_mentions": {
+        "unit_id": STR,
+        "sentence": pl.Int32,
+        "start": pl.Int32,
+        "length": pl.Int32,
+        "entity_ids": pl.List(STR),
+    },
 }
 
 # Tables a complete index must have (covariates only when claims are on).
 REQUIRED_TABLES = ("documents", "text_units", "entities", "relationships", "communities", "community_reports")
-SORT_KEYS = {name: ["id"] for name in SCHEMAS} | {"failures": ["step", "item_id", "reason"],
-                                                  "entity_merges": ["entity", "merged"]}
+SORT_KEYS = {name: ["id"] for name in SCHEMAS} | {
+    "failures": ["step", "item_id", "reason"],
+    "entity_merges": ["entity", "merged"],
+}
 
 
 def empty(table: str) -> pl.DataFrame:

@@ -35,8 +35,14 @@ HIDDEN = [".", "_"]
 T = TypeVar("T")
 
 
-def write_table(df: pl.DataFrame, where: Store | str | Path, name: str, partition_rows: int | None = None,
-                schema_name: str | None = None, typed: bool = True) -> None:
+def write_table(
+    df: pl.DataFrame,
+    where: Store | str | Path,
+    name: str,
+    partition_rows: int | None = None,
+    schema_name: str | None = None,
+    typed: bool = True,
+) -> None:
     """Write `name` into `where` atomically. A published table (typed) gets exactly its schema's columns,
     types and sort order; intermediate tables (typed=False) are written as they are."""
     store = Store(where)
@@ -81,8 +87,10 @@ def read_table(where: Store | str | Path, name: str) -> pl.DataFrame | None:
         return _read_table(store, name)
     except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-        raise IndexDamagedError(f"index table {store.location}/{name}.parquet cannot be read ({first}): "
-                                "rebuild the index or query another version (`graphrag-ray versions`)") from None
+        raise IndexDamagedError(
+            f"index table {store.location}/{name}.parquet cannot be read ({first}): "
+            "rebuild the index or query another version (`graphrag-ray versions`)"
+        ) from None
 
 
 def _read_table(store: Store, name: str) -> pl.DataFrame | None:
@@ -92,13 +100,16 @@ def _read_table(store: Store, name: str) -> pl.DataFrame | None:
             return pl.read_parquet(folder / f"{name}.parquet")
         if not (folder / name).is_dir():
             return None
-        return _joined(pl.scan_parquet(folder / name, hive_partitioning=True, hidden_file_prefix=HIDDEN).collect(),
-                       name)
+        return _joined(
+            pl.scan_parquet(folder / name, hive_partitioning=True, hidden_file_prefix=HIDDEN).collect(), name
+        )
     data = store.read_bytes(f"{name}.parquet")
     if data is not None:
         return pl.read_parquet(io.BytesIO(data))
-    parts = [pl.read_parquet(io.BytesIO(store.read_bytes(f"{name}/{f.relative}")))
-             for f in store.child(name).list_files("*.parquet")]
+    parts = [
+        pl.read_parquet(io.BytesIO(store.read_bytes(f"{name}/{f.relative}")))
+        for f in store.child(name).list_files("*.parquet")
+    ]
     return _joined(pl.concat(parts, how="vertical_relaxed"), name) if parts else None
 
 
@@ -124,8 +135,11 @@ def publish(output: Store | str | Path, build: Callable[[Path], T], keep: int = 
     version = f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime(now / 1e9))}.{now % 10**9:09d}-{uuid.uuid4().hex[:4]}"
     local = out.local_path()
     # locally the staging folder sits beside the versions, so making it a version is a rename
-    staging = Path(tempfile.mkdtemp(prefix=f".staging-{version}-", dir=_mkdir(local / VERSIONS_DIR))) \
-        if local is not None else Path(tempfile.mkdtemp(prefix="graphrag-ray-staging-"))
+    staging = (
+        Path(tempfile.mkdtemp(prefix=f".staging-{version}-", dir=_mkdir(local / VERSIONS_DIR)))
+        if local is not None
+        else Path(tempfile.mkdtemp(prefix="graphrag-ray-staging-"))
+    )
     try:
         built = build(staging)
         if local is not None:
@@ -147,7 +161,7 @@ def _mkdir(path: Path) -> Path:
 def _prune(out: Store, current: str, keep: int) -> None:
     versions = out.child(VERSIONS_DIR)
     older = [v for v in versions.list_dirs() if v != current]
-    for stale in older[:len(older) - max(0, keep - 1)]:
+    for stale in older[: len(older) - max(0, keep - 1)]:
         versions.delete_tree(stale)
     local = versions.local_path()
     if local is not None:  # staging folders of runs that died while writing (the run lock keeps runs apart)

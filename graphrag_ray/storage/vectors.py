@@ -25,16 +25,29 @@ VECTOR_TABLES = ("entity_description", "text_unit_text", "community_full_content
 REFINE_BY_INDEX = {"IVFHNSWSQ": 5, "IVFPQ": 40}  # LanceDB's index type names, case and "_" aside
 
 
-def write_vectors(folder: str | Path, name: str, ids: list[str], texts: list[str],
-                  vectors: "list[list[float]] | np.ndarray", ann_index_rows: int,
-                  ann_index: str = "ivf_hnsw_sq") -> None:
+def write_vectors(
+    folder: str | Path,
+    name: str,
+    ids: list[str],
+    texts: list[str],
+    vectors: "list[list[float]] | np.ndarray",
+    ann_index_rows: int,
+    ann_index: str = "ivf_hnsw_sq",
+) -> None:
     """A new table in a new index version, from rows in memory."""
-    write_vector_batches(folder, name, [(ids, texts, np.asarray(vectors, dtype=np.float32))], len(ids),
-                         ann_index_rows, ann_index)
+    write_vector_batches(
+        folder, name, [(ids, texts, np.asarray(vectors, dtype=np.float32))], len(ids), ann_index_rows, ann_index
+    )
 
 
-def write_vector_batches(folder: str | Path, name: str, batches: Iterable[tuple[list[str], list[str], np.ndarray]],
-                         rows: int, ann_index_rows: int, ann_index: str = "ivf_hnsw_sq") -> None:
+def write_vector_batches(
+    folder: str | Path,
+    name: str,
+    batches: Iterable[tuple[list[str], list[str], np.ndarray]],
+    rows: int,
+    ann_index_rows: int,
+    ann_index: str = "ivf_hnsw_sq",
+) -> None:
     """A new table in a new index version from `rows` rows arriving in (ids, texts, float32 matrix) batches, each
     written as it comes: a large index's vectors are never all in memory at once. (Mode "create": lance warns on
     stderr when "overwrite" finds nothing to overwrite.)"""
@@ -60,10 +73,12 @@ def write_vector_batches(folder: str | Path, name: str, batches: Iterable[tuple[
             if flat_writer is not None:
                 norms = np.linalg.norm(matrix, axis=1, keepdims=True)
                 unit = matrix / np.where(norms == 0, 1, norms)  # unit rows: cosine similarity is a dot product
-                flat_writer.write_batch(pa.record_batch([pa.array(ids, pa.string()), _fixed_size(unit)],
-                                                        schema=flat_schema))
-            yield pa.record_batch([pa.array(ids, pa.string()), pa.array(texts, pa.string()), _fixed_size(matrix)],
-                                  schema=schema)
+                flat_writer.write_batch(
+                    pa.record_batch([pa.array(ids, pa.string()), _fixed_size(unit)], schema=flat_schema)
+                )
+            yield pa.record_batch(
+                [pa.array(ids, pa.string()), pa.array(texts, pa.string()), _fixed_size(matrix)], schema=schema
+            )
 
     import lancedb
 
@@ -93,15 +108,19 @@ def _fixed_size(matrix: np.ndarray) -> pa.FixedSizeListArray:
 
 
 def other_dimensions(path: str, stored: int, asked: int) -> GraphRagRayError:
-    return GraphRagRayError(f"vector table {path} holds {stored}-dimension vectors and the query's embedding has "
-                            f"{asked}: query with the embedding model (and dimensions) the index was built with")
+    return GraphRagRayError(
+        f"vector table {path} holds {stored}-dimension vectors and the query's embedding has "
+        f"{asked}: query with the embedding model (and dimensions) the index was built with"
+    )
 
 
 def unreadable(path: str, exc: Exception) -> GraphRagRayError:
     """One line naming a vector table that cannot be read, and what to do."""
     first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-    return GraphRagRayError(f"vector table {path} cannot be read ({type(exc).__name__}: {first}): rebuild the "
-                            "index with `graphrag-ray index`")
+    return GraphRagRayError(
+        f"vector table {path} cannot be read ({type(exc).__name__}: {first}): rebuild the "
+        "index with `graphrag-ray index`"
+    )
 
 
 class FlatVectors:
@@ -113,8 +132,9 @@ class FlatVectors:
         self.ids = table["id"].to_pylist()
         values = table["vector"].combine_chunks()
         flat = values.flatten()  # float32 without nulls: its data buffer is the matrix (to_numpy imports pandas)
-        self.matrix = np.frombuffer(flat.buffers()[1], dtype=np.float32, count=len(flat),
-                                    offset=flat.offset * 4).reshape(len(self.ids), values.type.list_size)
+        self.matrix = np.frombuffer(
+            flat.buffers()[1], dtype=np.float32, count=len(flat), offset=flat.offset * 4
+        ).reshape(len(self.ids), values.type.list_size)
 
     def nearest(self, vector: list[float], k: int) -> list[str]:
         query = np.asarray(vector, dtype=np.float32)
@@ -135,7 +155,8 @@ class LanceVectors:
         self.table, self.nprobes = table, nprobes
         index = self.vector_index()
         self.refine_factor = refine_factor or REFINE_BY_INDEX.get(
-            str(index.index_type).upper().replace("_", "") if index else None, 40)
+            str(index.index_type).upper().replace("_", "") if index else None, 40
+        )
         # an index built for another metric (Microsoft GraphRAG's tables: IVF_FLAT, L2) cannot rank by cosine:
         # those tables are searched exactly instead (lance would fall back to that, with a warning per query)
         self.exact = index is not None and self._metric(index) != "cosine"
@@ -160,15 +181,19 @@ class LanceVectors:
             raise other_dimensions(self.table.uri, self.dim, len(vector))
         try:
             query = self.table.search(vector).metric("cosine").limit(k)
-            query = query.bypass_vector_index() if self.exact else \
-                query.nprobes(self.nprobes).refine_factor(self.refine_factor)
+            query = (
+                query.bypass_vector_index()
+                if self.exact
+                else query.nprobes(self.nprobes).refine_factor(self.refine_factor)
+            )
             return [hit["id"] for hit in query.select(["id", "_distance"]).to_list()]
         except Exception as exc:  # lance's own errors: a damaged data file shows only when it is read
             raise unreadable(self.table.uri, exc) from None
 
 
-def open_searchable(folder: Store | str | Path, name: str, nprobes: int = 8,
-                    refine_factor: int | None = None) -> "FlatVectors | LanceVectors | None":
+def open_searchable(
+    folder: Store | str | Path, name: str, nprobes: int = 8, refine_factor: int | None = None
+) -> "FlatVectors | LanceVectors | None":
     """What a query searches: the flat copy when the table has one, else the LanceDB table; None when the index
     has no table by that name. Nothing is written."""
     store = folder if isinstance(folder, Store) else Store(str(folder))
@@ -176,8 +201,10 @@ def open_searchable(folder: Store | str | Path, name: str, nprobes: int = 8,
     if store.exists(flat):
         try:
             local = store.local_path(flat)
-            return FlatVectors(pa.memory_map(str(local)) if local else pa.BufferReader(store.read_bytes(flat)),
-                               f"{store.location}/{flat}")
+            return FlatVectors(
+                pa.memory_map(str(local)) if local else pa.BufferReader(store.read_bytes(flat)),
+                f"{store.location}/{flat}",
+            )
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise unreadable(f"{store.location}/{flat}", exc) from None
     table = open_vectors(store, name)
@@ -209,7 +236,8 @@ def stored_vectors(folder: Store | str | Path, name: str) -> pl.DataFrame | None
     except Exception as exc:  # noqa: BLE001 - lance's own errors
         raise unreadable(table.uri, exc) from None
     column = data.column("vector").combine_chunks()
-    matrix = column.flatten().to_numpy(zero_copy_only=False).astype(np.float32, copy=False) \
-        .reshape(data.num_rows, -1)
-    return pl.DataFrame({"text": data.column("text").to_pylist(),
-                         "vector": [row.tobytes() for row in matrix]}, schema={"text": pl.String, "vector": pl.Binary})
+    matrix = column.flatten().to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(data.num_rows, -1)
+    return pl.DataFrame(
+        {"text": data.column("text").to_pylist(), "vector": [row.tobytes() for row in matrix]},
+        schema={"text": pl.String, "vector": pl.Binary},
+    )

@@ -25,14 +25,18 @@ def test_estimate_rehearsal_and_the_run_agree_within_15_percent(tmp_path, corpus
         run = api.build_index(root=root).ledger
         real = run.total()
     projected = sum(stage.prompt_tokens for stage in estimate.stages)
-    print(f"{corpus}: calls estimate {estimate.total_calls}, rehearsal {rehearsal.calls}, run {real.calls}; "
-          f"prompt tokens {projected}, {rehearsal.prompt_tokens}, {real.prompt_tokens}")
+    print(
+        f"{corpus}: calls estimate {estimate.total_calls}, rehearsal {rehearsal.calls}, run {real.calls}; "
+        f"prompt tokens {projected}, {rehearsal.prompt_tokens}, {real.prompt_tokens}"
+    )
     for calls, prompt in ((estimate.total_calls, projected), (rehearsal.calls, rehearsal.prompt_tokens)):
         assert abs(calls - real.calls) <= 0.15 * real.calls
         assert abs(prompt - real.prompt_tokens) <= 0.15 * real.prompt_tokens
     extraction = next(stage for stage in estimate.stages if stage.stage == "extract_graph")
-    assert extraction.exact and abs(extraction.prompt_tokens - run.total("extract_graph").prompt_tokens) <= \
-        0.05 * extraction.prompt_tokens
+    assert (
+        extraction.exact
+        and abs(extraction.prompt_tokens - run.total("extract_graph").prompt_tokens) <= 0.05 * extraction.prompt_tokens
+    )
 
 
 def test_the_fast_method_is_estimated_as_calling_no_chat_model(tmp_path):

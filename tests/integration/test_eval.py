@@ -37,7 +37,8 @@ def test_eval_writes_tables_report_and_charts(evaluated):
     for png in ("win_rates.png", "cost_latency.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     local_recall = pl.read_parquet(out / "gold_metrics.parquet").filter(
-        (pl.col("method") == "local") & pl.col("evidence_recall").is_not_null())["evidence_recall"]
+        (pl.col("method") == "local") & pl.col("evidence_recall").is_not_null()
+    )["evidence_recall"]
     assert local_recall.len() > 0 and local_recall.mean() > 0
 
 
@@ -52,9 +53,15 @@ def test_rerun_skips_answered_pairs(evaluated, simulator):
 def test_questions_file_with_gold_answers(evaluated, tmp_path):
     root, _, _ = evaluated
     qfile = tmp_path / "q.jsonl"
-    qfile.write_text("\n".join(json.dumps(q, ensure_ascii=False) for q in [
-        {"id": "q1", "question": "咖啡豆的供应商是谁？", "gold_answer": "张伟", "gold_evidence": ["3"]},
-        {"id": "q2", "question": "拿铁定价多少？", "gold_answer": "二十八元"}]))
+    qfile.write_text(
+        "\n".join(
+            json.dumps(q, ensure_ascii=False)
+            for q in [
+                {"id": "q1", "question": "咖啡豆的供应商是谁？", "gold_answer": "张伟", "gold_evidence": ["3"]},
+                {"id": "q2", "question": "拿铁定价多少？", "gold_answer": "二十八元"},
+            ]
+        )
+    )
     result = run_eval(root, questions_file=qfile, methods=["evidence"], judge=False, out=tmp_path / "gold")
     gold = result.gold.sort("question_id")
     assert gold["question_id"].to_list() == ["q1", "q2"]

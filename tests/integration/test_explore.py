@@ -31,14 +31,16 @@ def coffee(tmp_path_factory, ray_session, no_key):
     root = example_root(tmp_path_factory.mktemp("explore"), "coffee_shop")
     api.build_index(root=root, method="fast")
     folder = current_index(root / "output")
-    tables = {name: read_table(folder, name) for name in ("entities", "relationships", "communities",
-                                                           "community_reports")}
+    tables = {
+        name: read_table(folder, name) for name in ("entities", "relationships", "communities", "community_reports")
+    }
     return root, tables
 
 
 def membership(tables: dict, level: int) -> dict[str, int]:
-    rows = tables["communities"].filter(pl.col("level") == level).select("community", "entity_ids").explode(
-        "entity_ids")
+    rows = (
+        tables["communities"].filter(pl.col("level") == level).select("community", "entity_ids").explode("entity_ids")
+    )
     return dict(zip(rows["entity_ids"].to_list(), rows["community"].to_list()))
 
 
@@ -170,15 +172,18 @@ def test_the_report_has_counts_charts_and_failures(coffee, tmp_path):
     for image in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text):
         assert (tmp_path / "rep" / image).read_bytes()[:8] == PNG
     assert {"entity_types.png", "degree_distribution.png", "community_sizes.png", "steps.png"} <= {
-        p.name for p in (tmp_path / "rep").iterdir()}
+        p.name for p in (tmp_path / "rep").iterdir()
+    }
 
 
 def test_mistakes_print_one_line(coffee, tmp_path):
     root, _ = coffee
-    for args, code, words in ((("export", "--format", "dot"), 2, "unknown export format 'dot'"),
-                              (("export", "--level", "-1"), 2, "--level -1: a level is 0"),
-                              (("view", "--max-nodes", "0"), 2, "--max-nodes"),
-                              (("report", "--data", str(tmp_path / "nothing")), 1, "nothing: no such folder")):
+    for args, code, words in (
+        (("export", "--format", "dot"), 2, "unknown export format 'dot'"),
+        (("export", "--level", "-1"), 2, "--level -1: a level is 0"),
+        (("view", "--max-nodes", "0"), 2, "--max-nodes"),
+        (("report", "--data", str(tmp_path / "nothing")), 1, "nothing: no such folder"),
+    ):
         done = cli(args[0], "--root", str(root), *args[1:])
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         assert done.returncode == code and len(lines) == 1 and words in lines[0], (args, done.stderr)
@@ -192,8 +197,10 @@ def test_mistakes_print_one_line(coffee, tmp_path):
 
 
 HOSTILE_NAME = "EVIL<script>document.body.setAttribute('data-pwned','1')</script><!--"
-HOSTILE_TEXT = ('a page about <!--<script> tags</script> and <img src=x '
-                'onerror="document.body.setAttribute(\'data-pwned\',\'2\')"> & more')
+HOSTILE_TEXT = (
+    "a page about <!--<script> tags</script> and <img src=x "
+    "onerror=\"document.body.setAttribute('data-pwned','2')\"> & more"
+)
 
 
 @pytest.fixture(scope="module")
@@ -208,14 +215,25 @@ def hostile(coffee, tmp_path_factory):
     entities, relationships = read_table(index, "entities"), read_table(index, "relationships")
     victim = entities.sort("degree", descending=True)["title"][0]
     rename = pl.when(pl.col("title") == victim).then(pl.lit(HOSTILE_NAME)).otherwise(pl.col("title"))
-    write_table(entities.with_columns(rename.alias("title"), pl.lit(HOSTILE_TEXT).alias("description")), index,
-                "entities")
-    write_table(relationships.with_columns(
-        *(pl.when(pl.col(c) == victim).then(pl.lit(HOSTILE_NAME)).otherwise(pl.col(c)).alias(c)
-          for c in ("source", "target"))), index, "relationships")
+    write_table(
+        entities.with_columns(rename.alias("title"), pl.lit(HOSTILE_TEXT).alias("description")), index, "entities"
+    )
+    write_table(
+        relationships.with_columns(
+            *(
+                pl.when(pl.col(c) == victim).then(pl.lit(HOSTILE_NAME)).otherwise(pl.col(c)).alias(c)
+                for c in ("source", "target")
+            )
+        ),
+        index,
+        "relationships",
+    )
     reports = read_table(index, "community_reports")
-    write_table(reports.with_columns(pl.lit(HOSTILE_NAME).alias("title"), pl.lit(HOSTILE_TEXT).alias("summary")),
-                index, "community_reports")
+    write_table(
+        reports.with_columns(pl.lit(HOSTILE_NAME).alias("title"), pl.lit(HOSTILE_TEXT).alias("summary")),
+        index,
+        "community_reports",
+    )
     return root
 
 
@@ -243,11 +261,26 @@ def test_hostile_text_leaves_the_view_drawable(hostile, tmp_path):
         if os.environ.get("CI"):
             pytest.fail("headless Chromium is missing: scripts/setup.sh should have installed Debian's chromium")
         pytest.skip("headless Chromium is not installed (scripts/setup.sh installs it where apt-get works as root)")
-    done = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                           "--no-first-run", "--disable-background-networking", "--disable-component-update",
-                           "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000",
-                           "--dump-dom", (tmp_path / "g.html").as_uri()], capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+            (tmp_path / "g.html").as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     dom = done.stdout
     assert 'id="status">loading…<' not in dom and "entities" in dom.split('id="status"', 1)[1][:300], dom[-2000:]
     assert not re.search(r"<body[^>]*data-pwned", dom), "a script from the data ran"

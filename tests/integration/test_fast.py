@@ -20,8 +20,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 def example_root(tmp: Path, name: str) -> Path:
     root = tmp / name
-    shutil.copytree(EXAMPLES / name, root, ignore=shutil.ignore_patterns("output", "cache",
-                                                                         "runs"))
+    shutil.copytree(EXAMPLES / name, root, ignore=shutil.ignore_patterns("output", "cache", "runs"))
     return root
 
 
@@ -86,8 +85,9 @@ def test_readme_quickstart_runs_end_to_end(tmp_path, no_key):
     root = example_root(tmp_path, "coffee_shop")
     env = {k: v for k, v in os.environ.items() if k != "GRAPHRAG_API_KEY"}
     env["GR"] = str(Path(sys.executable).parent / "graphrag-ray")
-    out = subprocess.run(["bash", str(EXAMPLES / "quickstart.sh"), str(root)], capture_output=True, text=True,
-                         timeout=300, env=env)
+    out = subprocess.run(
+        ["bash", str(EXAMPLES / "quickstart.sh"), str(root)], capture_output=True, text=True, timeout=300, env=env
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "index published to" in out.stdout
     assert out.stdout.count("[Extractive answer") == 2 and "李明" in out.stdout
@@ -96,16 +96,29 @@ def test_readme_quickstart_runs_end_to_end(tmp_path, no_key):
 def technical_corpus(folder: Path) -> None:
     """Chinese manual pages: markup leftovers and a translation note on every page, the same generic words
     everywhere, and each page about its own tool (said several times) and its maintainer."""
-    tools = [("防火墙", "张伟"), ("内核模块", "李娜"), ("打印机", "王强"), ("调度器", "刘洋"), ("编译器", "陈静"),
-             ("数据库", "杨帆"), ("浏览器", "赵磊"), ("播放器", "黄敏"), ("压缩包", "周杰"), ("证书", "吴刚"),
-             ("交换机", "徐丽"), ("路由器", "孙涛")]
+    tools = [
+        ("防火墙", "张伟"),
+        ("内核模块", "李娜"),
+        ("打印机", "王强"),
+        ("调度器", "刘洋"),
+        ("编译器", "陈静"),
+        ("数据库", "杨帆"),
+        ("浏览器", "赵磊"),
+        ("播放器", "黄敏"),
+        ("压缩包", "周杰"),
+        ("证书", "吴刚"),
+        ("交换机", "徐丽"),
+        ("路由器", "孙涛"),
+    ]
     folder.mkdir(parents=True, exist_ok=True)
     for i, (tool, person) in enumerate(tools):
-        text = (f"MAIN CONTENT STARTS HERE\nDOCBOOK XSL STYLESHEETS\n"
-                f"本手册页面由志愿者翻译。本手册页面仅供参考。\n"
-                f"这个命令用于管理{tool}。用户可以通过选项指定文件，命令会读取文件并输出信息。"
-                f"{tool}的配置由维护者{person}负责。{person}在文档中说明了{tool}的用法，"
-                f"{tool}需要系统参数。{tool}的日志写入文件，用户查看信息。\n")
+        text = (
+            f"MAIN CONTENT STARTS HERE\nDOCBOOK XSL STYLESHEETS\n"
+            f"本手册页面由志愿者翻译。本手册页面仅供参考。\n"
+            f"这个命令用于管理{tool}。用户可以通过选项指定文件，命令会读取文件并输出信息。"
+            f"{tool}的配置由维护者{person}负责。{person}在文档中说明了{tool}的用法，"
+            f"{tool}需要系统参数。{tool}的日志写入文件，用户查看信息。\n"
+        )
         (folder / f"man{i:02d}.txt").write_text(text, encoding="utf-8")
 
 
@@ -142,11 +155,13 @@ def test_the_first_line_of_index_names_the_ray_cluster_it_started_or_joined(tmp_
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     started = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
     assert started.returncode == 0, started.stderr
-    assert re.fullmatch(r"Ray: started a local cluster at [\d.]+:\d+ \(1 node, \d+ CPUs\)",
-                        started.stdout.splitlines()[0]), started.stdout
+    assert re.fullmatch(
+        r"Ray: started a local cluster at [\d.]+:\d+ \(1 node, \d+ CPUs\)", started.stdout.splitlines()[0]
+    ), started.stdout
     address = ray_session.get_runtime_context().gcs_address
-    joined = subprocess.run([*command, "--force"], capture_output=True, text=True, timeout=300,
-                            env={**env, "RAY_ADDRESS": address})
+    joined = subprocess.run(
+        [*command, "--force"], capture_output=True, text=True, timeout=300, env={**env, "RAY_ADDRESS": address}
+    )
     assert joined.returncode == 0, joined.stderr
     assert joined.stdout.splitlines()[0] == f"Ray: joined the cluster at {address} (1 node, 2 CPUs)", joined.stdout
     assert "index published" in joined.stdout

@@ -20,8 +20,9 @@ THEIRS = Path(__file__).parents[1] / "data" / "msgraphrag-3.3"
 def their_project(tmp_path, simulator):
     project = tmp_path / "theirs"
     shutil.copytree(THEIRS, project)
-    (project / ".env").write_text(f"GRAPHRAG_API_KEY={TEST_KEY}\nGRAPHRAG_API_BASE={simulator.base_url}\n",
-                                  encoding="utf-8")
+    (project / ".env").write_text(
+        f"GRAPHRAG_API_KEY={TEST_KEY}\nGRAPHRAG_API_BASE={simulator.base_url}\n", encoding="utf-8"
+    )
     return project
 
 
@@ -30,8 +31,11 @@ def test_init_from_their_settings_then_check_and_index(tmp_path, their_project, 
     done = cli_in_process("init", "--root", ours, "--from-msgraphrag", their_project / "settings.yaml")
     assert done.returncode == 0, done.stderr
     said = " ".join(done.stdout.split())
-    for no_counterpart in ("vector_store: no counterpart", "drift_search.prompt: no counterpart",
-                           "extract_graph_nlp: no counterpart"):
+    for no_counterpart in (
+        "vector_store: no counterpart",
+        "drift_search.prompt: no counterpart",
+        "extract_graph_nlp: no counterpart",
+    ):
         assert no_counterpart in said
     assert "prompts/extract_graph.txt: copied from" in said
 
@@ -46,10 +50,12 @@ def test_init_from_their_settings_then_check_and_index(tmp_path, their_project, 
     assert settings.extract_graph.entity_types == ["organization", "person", "geo", "event"]
     assert (settings.input.file_type, settings.input.text_column) == ("csv", "text")
     assert (ours / settings.input.base_dir).resolve() == (their_project / "input").resolve()
-    assert (ours / "prompts" / "extract_graph.txt").read_text(encoding="utf-8") == \
-        (their_project / "prompts" / "extract_graph.txt").read_text(encoding="utf-8")
-    assert (ours / "prompts" / "community_report.txt").read_text(encoding="utf-8") == \
-        (their_project / "prompts" / "community_report_graph.txt").read_text(encoding="utf-8")
+    assert (ours / "prompts" / "extract_graph.txt").read_text(encoding="utf-8") == (
+        their_project / "prompts" / "extract_graph.txt"
+    ).read_text(encoding="utf-8")
+    assert (ours / "prompts" / "community_report.txt").read_text(encoding="utf-8") == (
+        their_project / "prompts" / "community_report_graph.txt"
+    ).read_text(encoding="utf-8")
 
     checked = cli_in_process("check", "--root", ours)
     assert checked.returncode == 0 and checked.stdout.count("ok: ") == 2, checked.stdout + checked.stderr
@@ -63,10 +69,10 @@ def test_init_from_their_settings_then_check_and_index(tmp_path, their_project, 
 @pytest.mark.parametrize("method", ["local", "global", "drift", "basic"])
 def test_query_their_index(tmp_path, their_project, simulator, ray_session, method):
     ours = tmp_path / "ours"
-    assert cli_in_process("init", "--root", ours, "--from-msgraphrag", their_project / "settings.yaml"
-                          ).returncode == 0
-    asked = cli_in_process("query", "--root", ours, "--data", their_project / "output", "--method", method,
-                           "李明的咖啡店在哪里？")
+    assert cli_in_process("init", "--root", ours, "--from-msgraphrag", their_project / "settings.yaml").returncode == 0
+    asked = cli_in_process(
+        "query", "--root", ours, "--data", their_project / "output", "--method", method, "李明的咖啡店在哪里？"
+    )
     assert asked.returncode == 0, asked.stderr
     assert "李明" in asked.stdout or "咖啡" in asked.stdout, asked.stdout
     assert f"[{method}]" in asked.stderr + asked.stdout
@@ -81,8 +87,9 @@ def test_view_export_and_report_their_index(tmp_path, their_project):
     viewed = cli_in_process("view", "--data", data, "--out", page, "--root", tmp_path)
     assert viewed.returncode == 0, viewed.stderr
     assert "李明" in page.read_text(encoding="utf-8") and "张伟" in page.read_text(encoding="utf-8")
-    exported = cli_in_process("export", "--data", data, "--format", "graphml", "--out", tmp_path / "graph",
-                              "--root", tmp_path)
+    exported = cli_in_process(
+        "export", "--data", data, "--format", "graphml", "--out", tmp_path / "graph", "--root", tmp_path
+    )
     assert exported.returncode == 0, exported.stderr
     graphml = (tmp_path / "graph" / "graph.graphml").read_text(encoding="utf-8")
     assert graphml.count("<node ") == 15 and graphml.count("<edge ") == 20  # their 15 entities, 20 relationships

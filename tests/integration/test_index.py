@@ -77,8 +77,11 @@ def test_graph_contents_make_sense(coffee):
 def test_vectors_in_lancedb(coffee):
     _, result, t = coffee
     counts = {name: open_vectors(result.index.child("lancedb"), name).count_rows() for name in VECTOR_TABLES}
-    assert counts == {"entity_description": t["entities"].height, "text_unit_text": t["text_units"].height,
-                      "community_full_content": t["community_reports"].height}
+    assert counts == {
+        "entity_description": t["entities"].height,
+        "text_unit_text": t["text_units"].height,
+        "community_full_content": t["community_reports"].height,
+    }
 
 
 def test_second_run_is_identical_and_makes_no_calls(coffee, simulator):
@@ -133,12 +136,20 @@ def test_claims_when_enabled_land_in_covariates(tmp_path, simulator, ray_session
 
 def test_prompt_tune_writes_chinese_prompts_that_index_then_uses(tmp_path, simulator, ray_session):
     root = coffee_root(tmp_path / "tuned", simulator.base_url)
-    dry = subprocess.run([sys.executable, "-m", "graphrag_ray.cli", "prompt-tune", "--root", str(root), "--dry-run"],
-                         capture_output=True, text=True, timeout=120)
+    dry = subprocess.run(
+        [sys.executable, "-m", "graphrag_ray.cli", "prompt-tune", "--root", str(root), "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert dry.returncode == 0, dry.stderr
     assert "language: Chinese" in dry.stdout and not (root / "prompts").exists(), "a dry run writes nothing"
-    out = subprocess.run([sys.executable, "-m", "graphrag_ray.cli", "prompt-tune", "--root", str(root)],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "graphrag_ray.cli", "prompt-tune", "--root", str(root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     extraction = (root / "prompts" / "extract_graph.txt").read_text(encoding="utf-8")
     types = extraction.split("One of the following types: [", 1)[1].split("]", 1)[0].split(",")

@@ -87,10 +87,15 @@ def test_json_schema_answer_conforms(tmp_path, simulator):
     root = make_root(tmp_path / "p", simulator.base_url)
     models = _models(root)
     chat = models.chat("default_chat")
-    schema = {"type": "object", "properties": {"title": {"type": "string"}, "rating": {"type": "number"},
-                                               "findings": {"type": "array", "items": {
-                                                   "type": "object", "properties": {"summary": {"type": "string"}}}}},
-              "required": ["title", "rating", "findings"]}
+    schema = {
+        "type": "object",
+        "properties": {
+            "title": {"type": "string"},
+            "rating": {"type": "number"},
+            "findings": {"type": "array", "items": {"type": "object", "properties": {"summary": {"type": "string"}}}},
+        },
+        "required": ["title", "rating", "findings"],
+    }
     fmt = {"type": "json_schema", "json_schema": {"name": "report", "schema": schema, "strict": True}}
     answer = json.loads(models.run(chat.chat(_ask(2), stage="q", response_format=fmt)).content)
     assert isinstance(answer["title"], str) and isinstance(answer["rating"], float)
@@ -115,8 +120,12 @@ def test_401_stops_at_once_with_one_line_and_the_key_leaks_nowhere(tmp_path):
     with SimulatorProcess(api_key=TEST_KEY) as sim:
         root = make_root(tmp_path / "p", sim.base_url, key=wrong_key)
         started = time.perf_counter()
-        out = subprocess.run([sys.executable, "-m", "graphrag_ray.cli", "check", "--root", str(root)],
-                             capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            [sys.executable, "-m", "graphrag_ray.cli", "check", "--root", str(root)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         elapsed = time.perf_counter() - started
         assert sim.stats().get("401") == 1, "a 401 must not be retried"
         # the same through the Python API, with every logger at DEBUG writing to a file in the root
@@ -126,6 +135,7 @@ def test_401_stops_at_once_with_one_line_and_the_key_leaks_nowhere(tmp_path):
         logging.getLogger().setLevel(logging.DEBUG)
         try:
             from graphrag_ray.secrets import install_log_redaction
+
             install_log_redaction()
             with pytest.raises(LLMFatalError) as err:
                 failing = _models(root)
@@ -206,8 +216,9 @@ def test_a_request_given_up_on_after_sending_is_counted_abandoned(tmp_path):
     with SimulatorProcess(latency=1.5) as sim:
         root = make_root(tmp_path / "p", sim.base_url, cache={"enabled": False})
         text = (root / "settings.yaml").read_text().replace("request_timeout: 10", "request_timeout: 0.5")
-        (root / "settings.yaml").write_text(text.replace("max_tokens: 800", "max_tokens: 800\n    "
-                                                         "stream_requests: never"))
+        (root / "settings.yaml").write_text(
+            text.replace("max_tokens: 800", "max_tokens: 800\n    stream_requests: never")
+        )
         models = _models(root)
         model = models.chat("default_chat")
         model.config.retry.max_attempts = 2

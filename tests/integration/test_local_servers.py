@@ -54,13 +54,21 @@ def test_a_slow_serial_server_finishes_with_no_request_sent_twice(tmp_path):
 
 def busy_with(base_url: str) -> threading.Thread:
     """Another client's long answer on the serial server (about 1,500 tokens: its /v1/models waits meanwhile)."""
+
     def ask():
-        body = json.dumps({"model": "gpt-4o-mini", "stream": True, "messages": [
-            {"role": "user", "content": "Description List: " + "咖啡 " * 500}]}).encode()
-        request = urllib.request.Request(base_url + "/chat/completions", data=body, method="POST",
-                                         headers={"Content-Type": "application/json"})
+        body = json.dumps(
+            {
+                "model": "gpt-4o-mini",
+                "stream": True,
+                "messages": [{"role": "user", "content": "Description List: " + "咖啡 " * 500}],
+            }
+        ).encode()
+        request = urllib.request.Request(
+            base_url + "/chat/completions", data=body, method="POST", headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(request, timeout=120) as reply:
             reply.read()
+
     thread = threading.Thread(target=ask, daemon=True)
     thread.start()
     return thread
@@ -77,9 +85,22 @@ def test_a_busy_models_list_is_not_an_unreachable_server(tmp_path):
         (root / "settings.yaml").write_text(yaml.safe_dump(settings, allow_unicode=True), encoding="utf-8")
         for method in ("local", "global", "drift", "basic"):
             busy = busy_with(sim.base_url)
-            done = subprocess.run([sys.executable, "-m", "graphrag_ray.cli", "query", "--root", str(root),
-                                   "--method", method, f"{QUESTION} ({method})"], capture_output=True, text=True,
-                                  timeout=180)
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "graphrag_ray.cli",
+                    "query",
+                    "--root",
+                    str(root),
+                    "--method",
+                    method,
+                    f"{QUESTION} ({method})",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=180,
+            )
             busy.join(timeout=120)
             print(method, done.returncode, done.stderr[-600:])
             assert done.returncode == 0, done.stderr[-1500:]
@@ -167,9 +188,13 @@ def test_an_interrupted_run_and_its_resume_are_billed_whole(tmp_path, how):
         (root / "settings.yaml").write_text(yaml.safe_dump(settings, allow_unicode=True), encoding="utf-8")
         # Ctrl-C as in a terminal: a test runner started in the background (`cmd &` with no job control) has
         # SIGINT ignored, and a child inherits that - the run would not stop, and there would be nothing to resume
-        run = subprocess.Popen([sys.executable, "-m", "graphrag_ray.cli", "index", "--root", str(root)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        run = subprocess.Popen(
+            [sys.executable, "-m", "graphrag_ray.cli", "index", "--root", str(root)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
         deadline = time.monotonic() + 120
         while sim.stats().get("ok", 0) < 5 and time.monotonic() < deadline:  # mid-way through extraction
             time.sleep(0.02)
@@ -239,8 +264,9 @@ def test_an_endpoint_that_never_answers_is_named_within_seconds(tmp_path):
 
 def _seconds_until_said(args: list[str]) -> float:
     """Seconds until the command's stderr says the endpoint took the connection and sent nothing (inf: never)."""
-    run = subprocess.Popen([sys.executable, "-m", "graphrag_ray.cli", *args], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "graphrag_ray.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     started = time.monotonic()
     try:
         for line in run.stderr:

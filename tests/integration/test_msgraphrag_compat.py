@@ -17,7 +17,7 @@ import pytest
 from graphrag_ray.api import build_index
 from tests.integration.test_index import coffee_root
 
-READER = r'''
+READER = r"""
 import sys, pandas as pd
 from graphrag.query.indexer_adapters import (read_indexer_entities, read_indexer_relationships,
     read_indexer_reports, read_indexer_text_units, read_indexer_communities)
@@ -33,7 +33,7 @@ assert entities and reports and relationships and units and communities
 assert any(e.title == "李明" for e in entities)
 print(f"OK entities={len(entities)} relationships={len(relationships)} reports={len(reports)} "
       f"text_units={len(units)} communities={len(communities)}")
-'''
+"""
 
 
 def reference_python() -> str | None:
@@ -46,7 +46,8 @@ def reference_python() -> str | None:
 @pytest.mark.skipif(reference_python() is None, reason="Microsoft GraphRAG is not installed (optional)")
 def test_microsoft_graphrag_readers_load_our_index(tmp_path, simulator, ray_session):
     result = build_index(root=coffee_root(tmp_path / "coffee", simulator.base_url))
-    done = subprocess.run([reference_python(), "-c", READER, str(result.index.local_path())], capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [reference_python(), "-c", READER, str(result.index.local_path())], capture_output=True, text=True, timeout=300
+    )
     print(done.stdout, done.stderr[-2000:])
     assert done.returncode == 0 and done.stdout.startswith("OK")

@@ -58,9 +58,28 @@ def test_output_skip_validation_and_update_methods(tmp_path, simulator, ray_sess
 def test_prompt_tune_takes_microsoft_graphrags_flags(tmp_path, simulator, ray_session):
     root = coffee_root(tmp_path / "tune", simulator.base_url)
     folder = tmp_path / "tuned-prompts"
-    done = cli_in_process("prompt-tune", "--root", root, "--selection-method", "top", "--limit", "2",
-                          "--domain", "coffee retail", "--language", "English", "--no-discover-entity-types",
-                          "--chunk-size", "300", "--overlap", "0", "--max-tokens", "2000", "--output", folder)
+    done = cli_in_process(
+        "prompt-tune",
+        "--root",
+        root,
+        "--selection-method",
+        "top",
+        "--limit",
+        "2",
+        "--domain",
+        "coffee retail",
+        "--language",
+        "English",
+        "--no-discover-entity-types",
+        "--chunk-size",
+        "300",
+        "--overlap",
+        "0",
+        "--max-tokens",
+        "2000",
+        "--output",
+        folder,
+    )
     assert done.returncode == 0, done.stderr
     assert not (root / "prompts").exists(), "--output: the settings' prompt folder is left alone"
     extraction = (folder / "extract_graph.txt").read_text(encoding="utf-8")
@@ -77,8 +96,9 @@ def test_prompt_tune_takes_microsoft_graphrags_flags(tmp_path, simulator, ray_se
     assert auto.returncode == 0, auto.stderr
     assert "samples: 3 text units" in auto.stdout and "language: Chinese" in auto.stdout
     assert "dry run: nothing written" in auto.stdout
-    budget = cli_in_process("prompt-tune", "--root", root, "--selection-method", "all", "--max-tokens", "100",
-                            "--dry-run")
+    budget = cli_in_process(
+        "prompt-tune", "--root", root, "--selection-method", "all", "--max-tokens", "100", "--dry-run"
+    )
     assert budget.returncode == 0 and "samples: 1 text units" in budget.stdout, budget.stdout + budget.stderr
     wrong = cli_in_process("prompt-tune", "--root", root, "--selection-method", "best")
     assert wrong.returncode == 2 and "--selection-method best" in wrong.stderr

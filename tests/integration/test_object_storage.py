@@ -26,9 +26,15 @@ def s3_env():
     server.start()
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"
-    env = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1",
-           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint,
-           "AWS_ENDPOINT": endpoint, "AWS_ALLOW_HTTP": "true"}  # the last two: LanceDB's object_store
+    env = {
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_REGION": "us-east-1",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ENDPOINT": endpoint,
+        "AWS_ALLOW_HTTP": "true",
+    }  # the last two: LanceDB's object_store
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     import pyarrow.fs as pafs
@@ -52,8 +58,13 @@ def _cli(root: Path, *args: str, env: dict) -> subprocess.CompletedProcess:
 def test_index_and_query_with_input_output_and_cache_in_s3(tmp_path, simulator, s3_env):
     Store(f"s3://{BUCKET}/corpus").write_bytes("coffee_shop.csv", COFFEE.read_bytes())
     output, cache = f"s3://{BUCKET}/index", f"s3://{BUCKET}/cache"
-    root = make_root(tmp_path / "proj", simulator.base_url, input={"base_dir": f"s3://{BUCKET}/corpus"},
-                     output={"base_dir": output}, cache={"base_dir": cache})
+    root = make_root(
+        tmp_path / "proj",
+        simulator.base_url,
+        input={"base_dir": f"s3://{BUCKET}/corpus"},
+        output={"base_dir": output},
+        cache={"base_dir": cache},
+    )
     first = _cli(root, "index", env=s3_env)
     assert first.returncode == 0, first.stderr[-2000:]
     assert not (root / "output").exists() and not (root / "cache").exists()
@@ -94,8 +105,9 @@ def test_two_projects_share_a_cache_and_output_on_a_shared_path(tmp_path, simula
     input_dir.mkdir(parents=True)
     shutil.copy(COFFEE, input_dir / "coffee_shop.csv")
     sections = dict(input={"base_dir": str(input_dir)}, cache={"base_dir": str(shared / "cache")})
-    first_root = make_root(tmp_path / "node-a", simulator.base_url, output={"base_dir": str(shared / "index")},
-                           **sections)
+    first_root = make_root(
+        tmp_path / "node-a", simulator.base_url, output={"base_dir": str(shared / "index")}, **sections
+    )
     second_root = make_root(tmp_path / "node-b", simulator.base_url, **sections)
     first = build_index(root=first_root)
     assert first.stats["total"]["calls"] > 0

@@ -98,26 +98,92 @@ def synthetic_tree() -> IndexData:
     for root_id, (zh, words) in topics.items():
         kids = list(range(number, number + 4))
         number += 4
-        communities.append({"id": f"c{root_id}", "human_readable_id": root_id, "community": root_id, "level": 0,
-                            "parent": -1, "children": kids, "title": zh, "entity_ids": [], "relationship_ids": [],
-                            "text_unit_ids": [], "period": "", "size": 4})
-        reports.append({"id": f"r{root_id}", "human_readable_id": root_id, "community": root_id, "level": 0,
-                        "parent": -1, "children": kids, "title": zh, "summary": words,
-                        "full_content": f"# {zh}\n\n{words}", "rank": 5.0, "rating_explanation": "",
-                        "findings": [], "full_content_json": "{}", "period": "", "size": 4})
+        communities.append(
+            {
+                "id": f"c{root_id}",
+                "human_readable_id": root_id,
+                "community": root_id,
+                "level": 0,
+                "parent": -1,
+                "children": kids,
+                "title": zh,
+                "entity_ids": [],
+                "relationship_ids": [],
+                "text_unit_ids": [],
+                "period": "",
+                "size": 4,
+            }
+        )
+        reports.append(
+            {
+                "id": f"r{root_id}",
+                "human_readable_id": root_id,
+                "community": root_id,
+                "level": 0,
+                "parent": -1,
+                "children": kids,
+                "title": zh,
+                "summary": words,
+                "full_content": f"# {zh}\n\n{words}",
+                "rank": 5.0,
+                "rating_explanation": "",
+                "findings": [],
+                "full_content_json": "{}",
+                "period": "",
+                "size": 4,
+            }
+        )
         for k in kids:
-            communities.append({"id": f"c{k}", "human_readable_id": k, "community": k, "level": 1, "parent": root_id,
-                                "children": [], "title": f"{zh}{k}", "entity_ids": [f"e{k}"], "relationship_ids": [],
-                                "text_unit_ids": [], "period": "", "size": 1})
-            reports.append({"id": f"r{k}", "human_readable_id": k, "community": k, "level": 1, "parent": root_id,
-                            "children": [], "title": f"{zh}{k}", "summary": words,
-                            "full_content": f"# {zh} {k}\n\n{words} detail {k}", "rank": 3.0,
-                            "rating_explanation": "", "findings": [], "full_content_json": "{}", "period": "",
-                            "size": 1})
-            entities.append({"id": f"e{k}", "human_readable_id": k, "title": f"E{k}", "type": "X",
-                             "description": words, "text_unit_ids": [], "frequency": 1, "degree": 0})
-    return IndexData.from_frames(entities=pl.DataFrame(entities), communities=pl.DataFrame(communities),
-                                 community_reports=pl.DataFrame(reports))
+            communities.append(
+                {
+                    "id": f"c{k}",
+                    "human_readable_id": k,
+                    "community": k,
+                    "level": 1,
+                    "parent": root_id,
+                    "children": [],
+                    "title": f"{zh}{k}",
+                    "entity_ids": [f"e{k}"],
+                    "relationship_ids": [],
+                    "text_unit_ids": [],
+                    "period": "",
+                    "size": 1,
+                }
+            )
+            reports.append(
+                {
+                    "id": f"r{k}",
+                    "human_readable_id": k,
+                    "community": k,
+                    "level": 1,
+                    "parent": root_id,
+                    "children": [],
+                    "title": f"{zh}{k}",
+                    "summary": words,
+                    "full_content": f"# {zh} {k}\n\n{words} detail {k}",
+                    "rank": 3.0,
+                    "rating_explanation": "",
+                    "findings": [],
+                    "full_content_json": "{}",
+                    "period": "",
+                    "size": 1,
+                }
+            )
+            entities.append(
+                {
+                    "id": f"e{k}",
+                    "human_readable_id": k,
+                    "title": f"E{k}",
+                    "type": "X",
+                    "description": words,
+                    "text_unit_ids": [],
+                    "frequency": 1,
+                    "degree": 0,
+                }
+            )
+    return IndexData.from_frames(
+        entities=pl.DataFrame(entities), communities=pl.DataFrame(communities), community_reports=pl.DataFrame(reports)
+    )
 
 
 def test_dynamic_selection_rates_fewer_reports_when_one_branch_is_relevant(root):
@@ -128,8 +194,11 @@ def test_dynamic_selection_rates_fewer_reports_when_one_branch_is_relevant(root)
     question = "Which coffee shop sells espresso and latte?"
     static = run(GlobalSearch(data, models, settings, root=root, community_level=1).search(question))
     settings.global_search.dynamic_lookahead_levels = 0  # level by level
-    dynamic = run(GlobalSearch(data, models, settings, root=root, community_level=1,
-                               dynamic_community_selection=True).search(question))
+    dynamic = run(
+        GlobalSearch(data, models, settings, root=root, community_level=1, dynamic_community_selection=True).search(
+            question
+        )
+    )
     assert static.details["reports_used"] == 8
     assert dynamic.details["dynamic_rated"] == 2 + 4 < static.details["reports_used"]
     assert dynamic.details["dynamic_kept"] == 4  # the coffee children replace their parent; space is pruned
@@ -138,16 +207,22 @@ def test_dynamic_selection_rates_fewer_reports_when_one_branch_is_relevant(root)
 
     # rating the level below in the same round: one round trip, the same selection
     settings.global_search.dynamic_lookahead_levels = 1
-    ahead = run(GlobalSearch(data, models, settings, root=root, community_level=1,
-                             dynamic_community_selection=True).search(question))
+    ahead = run(
+        GlobalSearch(data, models, settings, root=root, community_level=1, dynamic_community_selection=True).search(
+            question
+        )
+    )
     assert ahead.details["dynamic_calls"] == 1 and ahead.details["dynamic_rated"] == 2 + 8
     assert ahead.context_data["reports"] == dynamic.context_data["reports"]
 
     # a budget the root's coffee report already fills: no descent, that report alone is mapped
     settings.global_search.dynamic_budget_tokens = 5
     settings.global_search.dynamic_lookahead_levels = 0
-    budgeted = run(GlobalSearch(data, models, settings, root=root, community_level=1,
-                                dynamic_community_selection=True).search(question))
+    budgeted = run(
+        GlobalSearch(data, models, settings, root=root, community_level=1, dynamic_community_selection=True).search(
+            question
+        )
+    )
     assert budgeted.details["dynamic_rated"] == 2 and budgeted.details["dynamic_calls"] == 1
     assert budgeted.details["dynamic_kept"] == 1 and budgeted.context_data["reports"][0]["title"] == "咖啡"
 
@@ -177,22 +252,34 @@ def test_question_generation_returns_a_clean_list(root):
 
 
 def test_chat_loop_through_stdin_picks_follow_up_two_and_exits(root):
-    out = subprocess.run([sys.executable, "-m", "graphrag_ray.cli", "chat", "--root", str(root)],
-                         input=f"{QUESTION}\n2\nexit\n", capture_output=True, text=True, timeout=180)
+    out = subprocess.run(
+        [sys.executable, "-m", "graphrag_ray.cli", "chat", "--root", str(root)],
+        input=f"{QUESTION}\n2\nexit\n",
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert out.returncode == 0, out.stderr
     assert "[2] " in out.stdout and "(follow-up 2: " in out.stdout
     assert out.stdout.count("Assistant: ") == 2 and out.stdout.rstrip().endswith("bye")
 
 
-@pytest.mark.parametrize("args, message, code", [
-    (["query", ""], "empty query", 2),  # usage mistakes exit 2, as the parser's own do
-    (["query", "x", "--method", "magic"], "unknown method", 2),
-    (["query", "x", "--method", "global", "--community-level", "-1"], "a level is 0 (the root) or deeper", 2),
-    (["query", "x", "--data", "/nonexistent/index"], "--data /nonexistent/index: no such folder", 1),
-])
+@pytest.mark.parametrize(
+    "args, message, code",
+    [
+        (["query", ""], "empty query", 2),  # usage mistakes exit 2, as the parser's own do
+        (["query", "x", "--method", "magic"], "unknown method", 2),
+        (["query", "x", "--method", "global", "--community-level", "-1"], "a level is 0 (the root) or deeper", 2),
+        (["query", "x", "--data", "/nonexistent/index"], "--data /nonexistent/index: no such folder", 1),
+    ],
+)
 def test_bad_queries_fail_with_one_line(root, args, message, code):
-    out = subprocess.run([sys.executable, "-m", "graphrag_ray.cli", *args, "--root", str(root)],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "graphrag_ray.cli", *args, "--root", str(root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == code
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], out.stderr
@@ -204,8 +291,12 @@ def test_incomplete_index_names_the_missing_table(root, tmp_path):
     copy = tmp_path / "partial"
     shutil.copytree(published_index(root).local_path(), copy)
     (copy / "community_reports.parquet").unlink()
-    out = subprocess.run([sys.executable, "-m", "graphrag_ray.cli", "query", "x", "--root", str(root), "--data",
-                          str(copy)], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "graphrag_ray.cli", "query", "x", "--root", str(root), "--data", str(copy)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode != 0 and "table 'community_reports' is missing" in out.stderr
 
 
@@ -213,14 +304,24 @@ def test_microsoft_shaped_api_takes_dataframes(root):
     import pandas as pd
 
     out = published_index(root).local_path()
-    frames = {n: pd.read_parquet(out / f"{n}.parquet") for n in
-              ("entities", "communities", "community_reports", "text_units", "relationships")}
+    frames = {
+        n: pd.read_parquet(out / f"{n}.parquet")
+        for n in ("entities", "communities", "community_reports", "text_units", "relationships")
+    }
     settings = api.load_settings(root)
-    response, context = run(api.global_search(config=settings, entities=frames["entities"],
-                                              communities=frames["communities"],
-                                              community_reports=frames["community_reports"], community_level=0,
-                                              dynamic_community_selection=False, response_type="Multiple Paragraphs",
-                                              query=QUESTION, root=root))
+    response, context = run(
+        api.global_search(
+            config=settings,
+            entities=frames["entities"],
+            communities=frames["communities"],
+            community_reports=frames["community_reports"],
+            community_level=0,
+            dynamic_community_selection=False,
+            response_type="Multiple Paragraphs",
+            query=QUESTION,
+            root=root,
+        )
+    )
     assert response and context["reports"]
     response, context = run(api.local_search(config=settings, query="李明", root=root, **frames))
     assert response and context["entities"][0]["entity"] == "李明"

@@ -61,8 +61,10 @@ def test_claims_reach_local_search(root):
     assert "-----Claims-----\nid|entity|object_id|type|status|start_date|end_date|description" in result.context_text
     assert any(c["entity"] == "李明" for c in result.context_data["claims"])
     out = published_index(root).local_path()
-    frames = {n: pl.read_parquet(out / f"{n}.parquet").to_pandas() for n in
-              ("entities", "communities", "community_reports", "text_units", "relationships", "covariates")}
+    frames = {
+        n: pl.read_parquet(out / f"{n}.parquet").to_pandas()
+        for n in ("entities", "communities", "community_reports", "text_units", "relationships", "covariates")
+    }
     _, context = asyncio.run(api.local_search(config=api.load_settings(root), query="李明", root=root, **frames))
     assert context["claims"], "covariates given to the API are used"
 
@@ -86,8 +88,13 @@ def test_a_negative_level_is_an_error_and_verbose_says_which_level_is_used(root)
 def test_chat_goes_on_when_follow_up_generation_fails(root):
     with SimulatorProcess(fail_containing="generating a bulleted list of") as failing:
         config = settings_file(root, failing.base_url, "failing_followups.yaml")
-        out = subprocess.run([*CLI, "chat", "--root", str(root), "-c", str(config)],
-                             input="李明开了什么店？\nexit\n", capture_output=True, text=True, timeout=180)
+        out = subprocess.run(
+            [*CLI, "chat", "--root", str(root), "-c", str(config)],
+            input="李明开了什么店？\nexit\n",
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
     assert out.returncode == 0, out.stderr
     assert "Assistant: " in out.stdout and "[note] no follow-up questions this time:" in out.stdout
     assert out.stdout.rstrip().endswith("bye")
@@ -102,8 +109,22 @@ def stalling(root):
 
 
 def test_auto_streams_its_answer(root, stalling):
-    proc = subprocess.Popen([*CLI, "query", "李明是谁？(auto stream)", "--method", "auto", "--streaming", "--root",
-                             str(root), "-c", str(stalling)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            *CLI,
+            "query",
+            "李明是谁？(auto stream)",
+            "--method",
+            "auto",
+            "--streaming",
+            "--root",
+            str(root),
+            "-c",
+            str(stalling),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     proc.stdout.read(1)
     first = time.monotonic()
     rest = proc.stdout.read()
@@ -114,8 +135,12 @@ def test_auto_streams_its_answer(root, stalling):
 
 @pytest.mark.parametrize("command", [["query", "李明是谁？(interrupted)", "--streaming"], ["chat"]])
 def test_ctrl_c_exits_130_with_one_line(root, stalling, command):
-    proc = subprocess.Popen([*CLI, *command, "--root", str(root), "-c", str(stalling)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [*CLI, *command, "--root", str(root), "-c", str(stalling)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     if command[0] == "query":
         proc.stdout.read(1)  # the answer has begun (and pauses)
     else:
@@ -130,18 +155,39 @@ def test_ctrl_c_exits_130_with_one_line(root, stalling, command):
 
 # 5 --------------------------------------------------------------------------------------------------------------
 def test_leaving_a_stream_early_is_quiet(root, stalling):
-    piped = subprocess.run(" ".join([*CLI, "query", "'李明是谁？(left early)'", "--streaming", "--root", str(root),
-                                     "-c", str(stalling), "| head -c 6"]),
-                           shell=True, capture_output=True, text=True, timeout=60, errors="replace")
+    piped = subprocess.run(
+        " ".join(
+            [
+                *CLI,
+                "query",
+                "'李明是谁？(left early)'",
+                "--streaming",
+                "--root",
+                str(root),
+                "-c",
+                str(stalling),
+                "| head -c 6",
+            ]
+        ),
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        errors="replace",
+    )
     assert piped.stdout and "Traceback" not in piped.stderr and "never retrieved" not in piped.stderr
     # a bare `break` (the generator is closed by the loop's end) and the careful form (contextlib.aclosing)
     bare = "    async for piece in api.local_search_streaming('李明是谁？(break)', ROOT):\n"
-    careful = ("    async with contextlib.aclosing(api.local_search_streaming('李明是谁？(aclosing)', ROOT)) as s:\n"
-               "     async for piece in s:\n")
+    careful = (
+        "    async with contextlib.aclosing(api.local_search_streaming('李明是谁？(aclosing)', ROOT)) as s:\n"
+        "     async for piece in s:\n"
+    )
     noises = ("Traceback", "never retrieved", "Unclosed client session", "Unclosed connector")
     for loop in (bare, careful):
-        script = (f"import asyncio, contextlib\nfrom graphrag_ray import api\nROOT = {str(root)!r}\n"
-                  f"async def main():\n{loop}        print('piece', piece); break\nasyncio.run(main())\n")
+        script = (
+            f"import asyncio, contextlib\nfrom graphrag_ray import api\nROOT = {str(root)!r}\n"
+            f"async def main():\n{loop}        print('piece', piece); break\nasyncio.run(main())\n"
+        )
         out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
         assert out.returncode == 0 and "piece" in out.stdout, out.stderr
         for noise in noises:
@@ -158,13 +204,15 @@ def test_missing_vector_tables_are_an_error_and_nothing_is_written(root, tmp_pat
 
 
 def test_api_without_a_root_writes_nothing_into_the_current_folder(root, tmp_path):
-    script = (f"import asyncio, polars as pl\nfrom graphrag_ray import api\n"
-              f"out = {str(published_index(root).local_path())!r}\n"
-              f"frames = {{n: pl.read_parquet(f'{{out}}/{{n}}.parquet') for n in ('entities', 'communities', "
-              f"'community_reports', 'text_units', 'relationships')}}\n"
-              f"settings = api.load_settings({str(root)!r})\n"
-              f"response, _ = asyncio.run(api.local_search(config=settings, query='李明', **frames))\n"
-              f"print(bool(response))\n")
+    script = (
+        f"import asyncio, polars as pl\nfrom graphrag_ray import api\n"
+        f"out = {str(published_index(root).local_path())!r}\n"
+        f"frames = {{n: pl.read_parquet(f'{{out}}/{{n}}.parquet') for n in ('entities', 'communities', "
+        f"'community_reports', 'text_units', 'relationships')}}\n"
+        f"settings = api.load_settings({str(root)!r})\n"
+        f"response, _ = asyncio.run(api.local_search(config=settings, query='李明', **frames))\n"
+        f"print(bool(response))\n"
+    )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr
     assert "matching entities by name only" in out.stderr  # the fallback is said
@@ -206,19 +254,23 @@ def test_question_size_is_bounded_and_long_questions_come_from_a_file_or_stdin(r
 
 
 # 10 -------------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("args, message", [
-    (["query", "x", "--community-level", "abc"], "Invalid value for '--community-level'"),
-    (["query", "x", "--methd", "local"], "No such option: --methd"),
-    (["query", "x", "--query", "y"], "QUESTION and --query were both given"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["query", "x", "--community-level", "abc"], "Invalid value for '--community-level'"),
+        (["query", "x", "--methd", "local"], "No such option: --methd"),
+        (["query", "x", "--query", "y"], "QUESTION and --query were both given"),
+    ],
+)
 def test_usage_mistakes_exit_2_naming_the_flag(root, args, message):
     out = cli(*args, root=root)
     assert out.returncode == 2 and message in one_line(out)
 
 
 # 11 -------------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("args, message", [(["query", " "], "empty query"),
-                                           (["query", "x", "--method", "magic"], "unknown method")])
+@pytest.mark.parametrize(
+    "args, message", [(["query", " "], "empty query"), (["query", "x", "--method", "magic"], "unknown method")]
+)
 def test_questions_are_checked_before_the_index_is_looked_for(args, message, tmp_path):
     out = cli(*args, "--data", str(tmp_path / "no_index_here"), root=tmp_path)
     assert out.returncode == 2 and message in one_line(out)  # not "no index at ..."
@@ -231,8 +283,14 @@ def test_context_only_shows_what_dynamic_selection_selected(root):
 
     settings = api.load_settings(root)
     settings.global_search.executor = "local"
-    engine = GlobalSearch(synthetic_tree(), Models.create(settings, root), settings, root=root, community_level=1,
-                          dynamic_community_selection=True)
+    engine = GlobalSearch(
+        synthetic_tree(),
+        Models.create(settings, root),
+        settings,
+        root=root,
+        community_level=1,
+        dynamic_community_selection=True,
+    )
     context = asyncio.run(engine.context_only("Which coffee shop sells espresso and latte?"))
     titles = [r["title"] for r in context.context_data["reports"]]
     assert len(titles) == context.details["dynamic_kept"] == 4 and all(t.startswith("咖啡") for t in titles)
@@ -265,8 +323,10 @@ def test_output_is_quiet_and_the_footer_tells_paid_calls_from_cached(root, tmp_p
 
 # 15 -------------------------------------------------------------------------------------------------------------
 def test_a_query_on_a_small_index_does_not_load_lancedb(root):
-    script = (f"import sys\nfrom graphrag_ray.cli import main\n"
-              f"main(['query', '李明', '--root', {str(root)!r}])\n"
-              f"print('lancedb loaded:', 'lancedb' in sys.modules, 'pandas loaded:', 'pandas' in sys.modules)\n")
+    script = (
+        f"import sys\nfrom graphrag_ray.cli import main\n"
+        f"main(['query', '李明', '--root', {str(root)!r}])\n"
+        f"print('lancedb loaded:', 'lancedb' in sys.modules, 'pandas loaded:', 'pandas' in sys.modules)\n"
+    )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert "lancedb loaded: False pandas loaded: False" in out.stdout, out.stdout + out.stderr

@@ -99,8 +99,9 @@ def test_every_family_and_shape_builds_the_clean_graph_and_answers(clean, tmp_pa
                 answer = asyncio.run(api.search(QUESTION, method, root))
                 assert answer.response.strip(), method
                 assert "<think>" not in answer.response and " think think" not in answer.response, method
-                assert answer.response != "I am sorry but I am unable to answer this question given the provided " \
-                                          "data.", method
+                assert (
+                    answer.response != "I am sorry but I am unable to answer this question given the provided data."
+                ), method
 
 
 def test_a_gleaning_refused_twice_keeps_the_first_answer(clean, tmp_path):
@@ -118,18 +119,23 @@ def test_an_answer_cut_inside_the_reasoning_is_asked_again_with_a_larger_budget(
     an empty success: the request goes again once with twice the budget, and both are in the ledger."""
     forget_shapes()
     with SimulatorProcess(model_family="deepseek-reasoner", reasoning_tokens=900) as sim:
-        config = ModelConfig(api_base=sim.base_url, api_key=SecretStr("sk-test"), model="deepseek-r1",
-                             max_tokens=900, reasoning_max_tokens=900,
-                             retry=RetryConfig(max_attempts=2, initial_wait=0.01, max_wait=0.02, jitter=0))
+        config = ModelConfig(
+            api_base=sim.base_url,
+            api_key=SecretStr("sk-test"),
+            model="deepseek-r1",
+            max_tokens=900,
+            reasoning_max_tokens=900,
+            retry=RetryConfig(max_attempts=2, initial_wait=0.01, max_wait=0.02, jitter=0),
+        )
         ledger = UsageLedger()
-        chat = ChatModel("default_chat", config, cache=ResponseCache(None), limiter=LocalRateLimiter(),
-                         ledger=ledger)
+        chat = ChatModel("default_chat", config, cache=ResponseCache(None), limiter=LocalRateLimiter(), ledger=ledger)
 
         async def ask():
             try:
                 plain = await chat.chat([{"role": "user", "content": "what is in the coffee shop?"}], stage="t")
-                streamed = [p async for p in chat.stream([{"role": "user", "content": "and in the tea house?"}],
-                                                          stage="t")]
+                streamed = [
+                    p async for p in chat.stream([{"role": "user", "content": "and in the tea house?"}], stage="t")
+                ]
                 return plain, "".join(streamed)
             finally:
                 await chat.client.close()
@@ -152,8 +158,13 @@ def cli_index(root: Path) -> tuple[subprocess.CompletedProcess, float]:
         out, err = process.communicate(timeout=120)
     except subprocess.TimeoutExpired:
         spy = Path(sys.executable).with_name("py-spy")
-        stacks = subprocess.run([str(spy), "dump", "--pid", str(process.pid)], capture_output=True, text=True,
-                                timeout=60).stdout if spy.exists() else "(py-spy not installed)"
+        stacks = (
+            subprocess.run(
+                [str(spy), "dump", "--pid", str(process.pid)], capture_output=True, text=True, timeout=60
+            ).stdout
+            if spy.exists()
+            else "(py-spy not installed)"
+        )
         process.kill()
         out, err = process.communicate()
         pytest.fail(f"`graphrag-ray index` did not exit within 120 s; its threads:\n{stacks}\nstderr:\n{err[-3000:]}")
@@ -187,8 +198,12 @@ def test_global_search_names_its_unusable_map_answers(tmp_path):
         for model in settings["models"].values():
             model["api_base"] = broken.base_url
         (root / "settings.yaml").write_text(yaml.safe_dump(settings, allow_unicode=True), encoding="utf-8")
-        done = subprocess.run([sys.executable, "-m", "graphrag_ray.cli", "query", "--root", str(root), "--method",
-                               "global", QUESTION], capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "graphrag_ray.cli", "query", "--root", str(root), "--method", "global", QUESTION],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "none of the" in done.stderr and "map answers was usable" in done.stderr
     assert "I am sorry" not in done.stdout
@@ -210,7 +225,11 @@ def test_records_copied_from_the_prompts_example_are_dropped(clean, tmp_path):
 def test_a_run_whose_every_answer_is_the_example_does_not_publish(tmp_path):
     with SimulatorProcess(answer_shape="only-example") as sim:
         root = project(tmp_path / "p", sim.base_url)
-        done = subprocess.run([sys.executable, "-m", "graphrag_ray.cli", "index", "--root", str(root)],
-                              capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-m", "graphrag_ray.cli", "index", "--root", str(root)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     assert done.returncode == 1 and "extract_graph" in done.stderr, done.stderr[-1500:]
     assert published_version(root) is None

@@ -36,8 +36,7 @@ def build(root, base_url, enabled: bool):
 
 def tables(root):
     folder = current_index(root / "output")
-    return {name: read_table(folder, name) for name in ("entities", "relationships", "entity_merges",
-                                                         "text_units")}
+    return {name: read_table(folder, name) for name in ("entities", "relationships", "entity_merges", "text_units")}
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +61,11 @@ def test_aliases_merge_into_the_full_name_and_each_merge_is_explained(resolved):
     holmes = t["entities"].filter(pl.col("title") == "SHERLOCK HOLMES").row(0, named=True)
     units = dict(zip(t["text_units"]["id"].to_list(), t["text_units"]["text"].to_list()))
     assert any("Holmes examined" in units[u] for u in holmes["text_unit_ids"])
-    assert not t["relationships"].filter(pl.col("source").is_in(["HOLMES", "李老板"]) |
-                                         pl.col("target").is_in(["HOLMES", "李老板"])).height
+    assert (
+        not t["relationships"]
+        .filter(pl.col("source").is_in(["HOLMES", "李老板"]) | pl.col("target").is_in(["HOLMES", "李老板"]))
+        .height
+    )
     # the confirmation calls are in the ledger, one per candidate group, as the server counted them
     stage = result.ledger.total("resolve_entities")
     assert stage.calls == served.get("kind_resolve_entities", 0) >= 1
@@ -89,8 +91,9 @@ def test_with_resolution_off_the_aliases_stay_and_nothing_is_asked(tmp_path, sim
 def test_update_keeps_the_merges_and_asks_nothing_the_cache_can_answer(resolved, simulator):
     root, _, first = resolved
     simulator.reset()
-    (root / "input" / "more.txt").write_text("Mrs. Hudson cleaned the stairs of the house in the morning.\n",
-                                             encoding="utf-8")
+    (root / "input" / "more.txt").write_text(
+        "Mrs. Hudson cleaned the stairs of the house in the morning.\n", encoding="utf-8"
+    )
     api.update_index(root=root)
     t = tables(root)
     titles = set(t["entities"]["title"].to_list())
@@ -119,8 +122,14 @@ def test_steps_read_only_the_prompts_they_declare_and_each_decides_the_fingerpri
     real_prompt = StepContext.prompt
     monkeypatch.setattr(StepContext, "prompt", lambda self, path: read.append(path) or real_prompt(self, path))
     root = tmp_path / "declared"
-    make_root(root, simulator.base_url, chunks={"size": 60, "overlap": 0}, workers={"executor": "local"},
-              resolve_entities={"enabled": True}, extract_claims={"enabled": True})
+    make_root(
+        root,
+        simulator.base_url,
+        chunks={"size": 60, "overlap": 0},
+        workers={"executor": "local"},
+        resolve_entities={"enabled": True},
+        extract_claims={"enabled": True},
+    )
     (root / "input").mkdir()
     (root / "input" / "story.txt").write_text(STORY, encoding="utf-8")
     api.build_index(root=root)
@@ -131,8 +140,9 @@ def test_steps_read_only_the_prompts_they_declare_and_each_decides_the_fingerpri
     ctx = StepContext(settings, root)
     before = graph_fingerprint(ctx, "standard")
     (root / settings.resolve_entities.prompt).parent.mkdir(parents=True, exist_ok=True)
-    (root / settings.resolve_entities.prompt).write_text(real_prompt(ctx, settings.resolve_entities.prompt)
-                                                         + "\nTreat nicknames as the same person.\n")
+    (root / settings.resolve_entities.prompt).write_text(
+        real_prompt(ctx, settings.resolve_entities.prompt) + "\nTreat nicknames as the same person.\n"
+    )
     assert graph_fingerprint(StepContext(settings, root), "standard") != before
     with pytest.raises(Exception, match="prompts changed since the published index"):
         api.update_index(root=root)

@@ -19,8 +19,10 @@ from graphrag_ray.storage.schemas import REQUIRED_TABLES
 from graphrag_ray.storage.tables import read_table
 from tests.helpers import make_root
 
-SECTIONS = dict(workers={"executor": "ray", "num_actors": 2, "partition_size": 2, "actor_cpus": 0},
-                chunks={"size": 300, "overlap": 30})
+SECTIONS = dict(
+    workers={"executor": "ray", "num_actors": 2, "partition_size": 2, "actor_cpus": 0},
+    chunks={"size": 300, "overlap": 30},
+)
 
 
 def write_corpus(folder: Path, n_docs: int = 12) -> None:
@@ -33,7 +35,8 @@ def write_corpus(folder: Path, n_docs: int = 12) -> None:
         text = " ".join(
             f"In {p}, {a} met {b} to plan the {d}-th project of Acme Corp. {b} later travelled to {q} "
             f"where {a} had opened an office for Globex Inc. Sentence {k} adds detail about {a} and {b}."
-            for k in range(6))
+            for k in range(6)
+        )
         (folder / f"doc{d:02d}.txt").write_text(text, encoding="utf-8")
 
 
@@ -59,15 +62,20 @@ def reference(tmp_path_factory, ray_session):
 
 
 @pytest.mark.reliability
-@pytest.mark.parametrize("step, markers, calls_per_item", [("extract_graph", 2, 2), ("summarize_descriptions", 2, 1),
-                                                          ("community_reports", 1, 1)])
+@pytest.mark.parametrize(
+    "step, markers, calls_per_item",
+    [("extract_graph", 2, 2), ("summarize_descriptions", 2, 1), ("community_reports", 1, 1)],
+)
 def test_kill_minus_9_then_resume(tmp_path, reference, step, markers, calls_per_item):
     corpus, clean, clean_calls = reference
     with SimulatorProcess(latency=0.4) as sim:  # slow enough for the kill to land inside the step
         root = make_root(tmp_path / "crashed", sim.base_url, **SECTIONS)
         copy_input(corpus, root / "input")
-        driver = subprocess.Popen([sys.executable, "-m", "graphrag_ray.cli", "index", "--root", str(root)],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        driver = subprocess.Popen(
+            [sys.executable, "-m", "graphrag_ray.cli", "index", "--root", str(root)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.time() + 180
         found: list = []
         while time.time() < deadline and driver.poll() is None:
@@ -87,8 +95,10 @@ def test_kill_minus_9_then_resume(tmp_path, reference, step, markers, calls_per_
         paid = sim.stats()["ok"]  # this simulator served the killed run and its resume only
     # calls that can be in flight at the kill: every actor's partitions (extraction: first pass + one gleaning)
     in_flight_bound = 2 * PARTITIONS_PER_WORKER * SECTIONS["workers"]["partition_size"] * calls_per_item
-    print(f"{step}: reference calls {clean_calls}, paid before kill {calls_before_resume}, total paid {paid}, "
-          f"paid twice {paid - clean_calls} (bound {in_flight_bound})")
+    print(
+        f"{step}: reference calls {clean_calls}, paid before kill {calls_before_resume}, total paid {paid}, "
+        f"paid twice {paid - clean_calls} (bound {in_flight_bound})"
+    )
     stats = resumed.stats["steps"][step]
     # the kill may land after the step's last partition: then the whole step is taken from the run
     assert stats.get("resumed") is True or stats["resumed_partitions"] >= markers
@@ -118,15 +128,25 @@ def test_kill_minus_9_during_update_keeps_the_published_index_and_a_rerun_finish
 
         before = published_version(root)
         old_runs = set(root.glob("runs/*"))
-        driver = subprocess.Popen([sys.executable, "-m", "graphrag_ray.cli", "update", "--root", str(root)],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        driver = subprocess.Popen(
+            [sys.executable, "-m", "graphrag_ray.cli", "update", "--root", str(root)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.time() + 180
-        while time.time() < deadline and driver.poll() is None and \
-                not [m for m in root.glob("runs/*/_done/extract_graph/*") if m.parents[2] not in old_runs]:
+        while (
+            time.time() < deadline
+            and driver.poll() is None
+            and not [m for m in root.glob("runs/*/_done/extract_graph/*") if m.parents[2] not in old_runs]
+        ):
             time.sleep(0.02)
         assert driver.poll() is None, "the update should still be running, past its first extraction partition"
-        second = subprocess.run([sys.executable, "-m", "graphrag_ray.cli", "update", "--root", str(root)],
-                                capture_output=True, text=True, timeout=120)
+        second = subprocess.run(
+            [sys.executable, "-m", "graphrag_ray.cli", "update", "--root", str(root)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         os.kill(driver.pid, signal.SIGKILL)
         driver.wait()
         assert second.returncode != 0 and "lock" in second.stderr, "a second update while one runs is refused"

@@ -20,9 +20,9 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "english" / "settin
 
 PASSAGES = {  # a film's page names its director; only the director's page says where she was born
     "Night Harbor": "Night Harbor: Night Harbor is a 1998 drama film directed by Maren Oskarsdottir. The film "
-                    "follows a ferry crew through one winter.",
+    "follows a ferry crew through one winter.",
     "Maren Oskarsdottir": "Maren Oskarsdottir: Maren Oskarsdottir was born in Tromsø and studied painting before "
-                          "she made films.",
+    "she made films.",
     "Blue Ferry": "Blue Ferry: Blue Ferry is a 2003 comedy film about a ferry company that goes broke in winter.",
     "Winter Crew": "Winter Crew: Winter Crew is a documentary about a ferry crew filmed in one winter.",
     "Harbor Lights": "Harbor Lights: Harbor Lights is a novel about a drama school, born of one winter in a harbor.",
@@ -34,8 +34,9 @@ def corpus_root(tmp: Path, passages: dict[str, str], **sections) -> Path:
     (root / "input").mkdir(parents=True)
     settings = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8")) | sections
     (root / "settings.yaml").write_text(yaml.safe_dump(settings), encoding="utf-8")
-    pl.DataFrame({"id": [f"p{i}" for i in range(len(passages))], "title": list(passages),
-                  "text": list(passages.values())}).write_csv(root / "input" / "films.csv")
+    pl.DataFrame(
+        {"id": [f"p{i}" for i in range(len(passages))], "title": list(passages), "text": list(passages.values())}
+    ).write_csv(root / "input" / "films.csv")
     return root
 
 
@@ -63,7 +64,7 @@ def test_a_one_hop_passage_enters_local_search_and_bm25_ranks_basic_search(tmp_p
 
 FILM_PAGE = {  # the film's page names two people; the question's other word says which one's page it wants
     "Night Harbor": "Night Harbor: Night Harbor is a 1998 drama film starring Ivo Lundgren, with music by Maren "
-                    "Oskarsdottir.",
+    "Oskarsdottir.",
     "Ivo Lundgren": "Ivo Lundgren: Ivo Lundgren is an actor. Ivo Lundgren was born in Bergen and grew up by the sea.",
     "Maren Oskarsdottir": "Maren Oskarsdottir: Maren Oskarsdottir is a composer. She was born in Tromsø.",
 }
@@ -72,10 +73,14 @@ FILM_PAGE = {  # the film's page names two people; the question's other word say
 def test_the_question_s_other_words_choose_among_the_passages_its_names_reach(tmp_path, ray_session, no_key):
     root = corpus_root(tmp_path, FILM_PAGE, local_search={"top_k_entities": 1})
     api.build_index(root=root, method="fast")
-    assert sources_of(root, "Where was the composer of Night Harbor born?", "local")[:2] == \
-        ["Night Harbor", "Maren Oskarsdottir"]
-    assert sources_of(root, "Where was the actor of Night Harbor born?", "local")[:2] == \
-        ["Night Harbor", "Ivo Lundgren"]
+    assert sources_of(root, "Where was the composer of Night Harbor born?", "local")[:2] == [
+        "Night Harbor",
+        "Maren Oskarsdottir",
+    ]
+    assert sources_of(root, "Where was the actor of Night Harbor born?", "local")[:2] == [
+        "Night Harbor",
+        "Ivo Lundgren",
+    ]
 
 
 def test_the_lexical_index_after_add_edit_delete_equals_a_fresh_build(tmp_path, ray_session, no_key):
@@ -85,12 +90,19 @@ def test_the_lexical_index_after_add_edit_delete_equals_a_fresh_build(tmp_path, 
     final.pop("Winter Crew")
     final["Blue Ferry"] = final["Blue Ferry"].replace("comedy", "musical")
     final["Cold Dock"] = "Cold Dock: Cold Dock is a 2011 thriller directed by Maren Oskarsdottir."
-    frame = pl.DataFrame({"id": [f"p{i}" for i in range(len(PASSAGES))] + ["p9"],
-                          "title": list(PASSAGES) + ["Cold Dock"],
-                          "text": list(PASSAGES.values()) + [final["Cold Dock"]]})
+    frame = pl.DataFrame(
+        {
+            "id": [f"p{i}" for i in range(len(PASSAGES))] + ["p9"],
+            "title": list(PASSAGES) + ["Cold Dock"],
+            "text": list(PASSAGES.values()) + [final["Cold Dock"]],
+        }
+    )
     frame = frame.filter(pl.col("title") != "Winter Crew").with_columns(
-        pl.when(pl.col("title") == "Blue Ferry").then(pl.lit(final["Blue Ferry"])).otherwise(pl.col("text"))
-        .alias("text"))
+        pl.when(pl.col("title") == "Blue Ferry")
+        .then(pl.lit(final["Blue Ferry"]))
+        .otherwise(pl.col("text"))
+        .alias("text")
+    )
     frame.write_csv(root / "input" / "films.csv")
     updated = api.update_index(root=root)
     assert updated.stats["kind"] == "update"
@@ -108,30 +120,45 @@ def test_the_lexical_index_after_add_edit_delete_equals_a_fresh_build(tmp_path, 
     # reports an update kept or revised may read otherwise than fresh ones: their index is of the published ones
     published = read_table(current_index(root / "output"), "community_reports")
     rebuilt = tmp_path / "rebuilt"
-    LexicalIndex.build(published["id"].to_list(), joined(published, LEXICAL_TABLES["community_reports"])
-                       ).save(rebuilt)
+    LexicalIndex.build(published["id"].to_list(), joined(published, LEXICAL_TABLES["community_reports"])).save(rebuilt)
     for file in sorted(p.name for p in rebuilt.iterdir()):
         assert (ours / "community_reports" / file).read_bytes() == (rebuilt / file).read_bytes(), file
     assert "Cold Dock" in sources_of(root, "Which thriller did Maren Oskarsdottir direct?", "basic")
     assert "Winter Crew" not in sources_of(root, "Which documentary follows a ferry crew?", "basic")
 
 
-ROWS = {f"e{i}": {"id": f"e{i}", "title": title, "text_unit_ids": units}
-        for i, (title, units) in enumerate([("LA", ["u1"]), ("ME", ["u2"]), ("ICH", ["u3"]), ("THE", ["u4"]),
-                                            ("LOS ANGELES", ["u5"]), ("AMERICAN", [f"u{k}" for k in range(12)]),
-                                            ("DIRECTOR", ["u6"]), ("李明", ["u7"]), ("咖啡店", ["u8"]),
-                                            ("MAREN OSKARSDOTTIR", ["u9"]), ("OSKARSDOTTIR", ["u9", "u10"])])}
+ROWS = {
+    f"e{i}": {"id": f"e{i}", "title": title, "text_unit_ids": units}
+    for i, (title, units) in enumerate(
+        [
+            ("LA", ["u1"]),
+            ("ME", ["u2"]),
+            ("ICH", ["u3"]),
+            ("THE", ["u4"]),
+            ("LOS ANGELES", ["u5"]),
+            ("AMERICAN", [f"u{k}" for k in range(12)]),
+            ("DIRECTOR", ["u6"]),
+            ("李明", ["u7"]),
+            ("咖啡店", ["u8"]),
+            ("MAREN OSKARSDOTTIR", ["u9"]),
+            ("OSKARSDOTTIR", ["u9", "u10"]),
+        ]
+    )
+}
 
 
-@pytest.mark.parametrize("question, expected", [
-    ("Was it later the same film, which one?", []),                          # no title inside a word
-    ("Who was born in Los Angeles, and was she American?", ["LOS ANGELES"]),  # in most units: generic
-    ("Where was the director of Night Harbor born?", []),                    # "director": a word, not a name
-    ("where was the director born", ["DIRECTOR"]),                           # lower case says nothing by case
-    ("Where did Maren Oskarsdottir study?", ["MAREN OSKARSDOTTIR"]),          # the longest of overlapping names
-    ("李明的咖啡店在哪里？", ["李明", "咖啡店"]),                                # Chinese: titles standing in it
-    ("李明喜欢咖啡吗？", ["李明"]),                                              # 咖啡店 is not in 咖啡
-])
+@pytest.mark.parametrize(
+    "question, expected",
+    [
+        ("Was it later the same film, which one?", []),  # no title inside a word
+        ("Who was born in Los Angeles, and was she American?", ["LOS ANGELES"]),  # in most units: generic
+        ("Where was the director of Night Harbor born?", []),  # "director": a word, not a name
+        ("where was the director born", ["DIRECTOR"]),  # lower case says nothing by case
+        ("Where did Maren Oskarsdottir study?", ["MAREN OSKARSDOTTIR"]),  # the longest of overlapping names
+        ("李明的咖啡店在哪里？", ["李明", "咖啡店"]),  # Chinese: titles standing in it
+        ("李明喜欢咖啡吗？", ["李明"]),  # 咖啡店 is not in 咖啡
+    ],
+)
 def test_entities_are_matched_by_whole_words(question, expected):
     matcher = EntityMatcher(ROWS, unit_count=20)
     assert sorted(ROWS[e]["title"] for e, _ in matcher.named(question)) == sorted(expected)

@@ -59,8 +59,9 @@ def served(tmp_path_factory, ray_session):
         (coffee / ".env").write_text((coffee / ".env").read_text() + f"GRAPHRAG_SERVE_API_KEY={KEY}\n")
         set_serve(coffee, api_key="${GRAPHRAG_SERVE_API_KEY}")  # the first root's key guards the server
         port, log = free_port(), tmp / "requests.jsonl"
-        url = run_server([str(coffee), str(lighthouse)], port=port, request_log=str(log), say=lambda line: None,
-                         block=False)
+        url = run_server(
+            [str(coffee), str(lighthouse)], port=port, request_log=str(log), say=lambda line: None, block=False
+        )
         try:
             yield {"url": url, "coffee": coffee, "lighthouse": lighthouse, "log": log, "sim": sim}
         finally:
@@ -73,14 +74,19 @@ def client(served, key: str = KEY) -> openai.OpenAI:
 
 
 def ask(served, model: str, question: str, **kw):
-    return client(served).chat.completions.create(model=model, messages=[{"role": "user", "content": question}],
-                                                 **kw)
+    return client(served).chat.completions.create(model=model, messages=[{"role": "user", "content": question}], **kw)
 
 
 def test_openai_sdk_models_chat_and_stream(served):
     names = [m.id for m in client(served).models.list().data]
-    assert {"coffee_shop/local", "coffee_shop/global", "lighthouse/basic", "lighthouse/drift", "all/global",
-            "all/local"} <= set(names)
+    assert {
+        "coffee_shop/local",
+        "coffee_shop/global",
+        "lighthouse/basic",
+        "lighthouse/drift",
+        "all/global",
+        "all/local",
+    } <= set(names)
 
     light = ask(served, "lighthouse/local", "Who is Ada Marsh?")
     text = light.choices[0].message.content
@@ -93,9 +99,15 @@ def test_openai_sdk_models_chat_and_stream(served):
 
     # the conversation so far travels with the question; a stream with usage ends with a usage chunk
     stream = client(served).chat.completions.create(
-        model="lighthouse/global", stream=True, stream_options={"include_usage": True},
-        messages=[{"role": "user", "content": "Who is Ada Marsh?"}, {"role": "assistant", "content": text},
-                  {"role": "user", "content": "What happened at the Gull Island Lighthouse in the storm?"}])
+        model="lighthouse/global",
+        stream=True,
+        stream_options={"include_usage": True},
+        messages=[
+            {"role": "user", "content": "Who is Ada Marsh?"},
+            {"role": "assistant", "content": text},
+            {"role": "user", "content": "What happened at the Gull Island Lighthouse in the storm?"},
+        ],
+    )
     pieces, usage, final = [], None, None
     for chunk in stream:
         if chunk.choices and chunk.choices[0].delta.content:
@@ -110,8 +122,12 @@ def test_openai_sdk_models_chat_and_stream(served):
     assert usage is not None and usage.prompt_tokens > 0 and usage.completion_tokens > 0
 
     # request options as extra body fields; the single-index short names
-    level0 = ask(served, "lighthouse/global", "What happened at the Gull Island Lighthouse?",
-                 extra_body={"community_level": 0, "response_type": "Single Sentence"})
+    level0 = ask(
+        served,
+        "lighthouse/global",
+        "What happened at the Gull Island Lighthouse?",
+        extra_body={"community_level": 0, "response_type": "Single Sentence"},
+    )
     assert level0.model_extra["graphrag"]["sources"]["reports"]
 
 
@@ -155,11 +171,17 @@ def test_ollama_client_tags_chat_stream_and_generate(served):
         assert json.loads(version.read())["version"]
     tags = [m.model for m in o.list().models]
     assert "lighthouse/local:latest" in tags and "coffee_shop/global:latest" in tags
-    reply = o.chat(model="lighthouse/local:latest", messages=[{"role": "user", "content": "Who is Tom Marsh?"}],
-                   stream=False)
+    reply = o.chat(
+        model="lighthouse/local:latest", messages=[{"role": "user", "content": "Who is Tom Marsh?"}], stream=False
+    )
     assert "Tom Marsh" in reply.message.content and reply.done
-    pieces = list(o.chat(model="lighthouse/local", stream=True,
-                         messages=[{"role": "user", "content": "Who wired the electric lamp?"}]))
+    pieces = list(
+        o.chat(
+            model="lighthouse/local",
+            stream=True,
+            messages=[{"role": "user", "content": "Who wired the electric lamp?"}],
+        )
+    )
     assert len(pieces) > 2 and pieces[-1].done and not any(p.done for p in pieces[:-1])
     assert "lamp" in "".join(p.message.content for p in pieces) and pieces[-1].eval_count >= 0
     generated = o.generate(model="coffee_shop/local", prompt="李明的咖啡店卖什么？", stream=False)
@@ -180,17 +202,36 @@ def test_a_question_asked_of_both_indexes(served):
     sources = local.model_extra["graphrag"]["sources"]
     assert {s.split(":")[0] for s in sources["sources"]} == {"coffee_shop", "lighthouse"}
     # the same question on the command line, one process
-    done = subprocess.run([sys.executable, "-m", "graphrag_ray.cli", "query", "--root", str(served["coffee"]),
-                           "--root", str(served["lighthouse"]), "--method", "global", question],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "graphrag_ray.cli",
+            "query",
+            "--root",
+            str(served["coffee"]),
+            "--root",
+            str(served["lighthouse"]),
+            "--method",
+            "global",
+            question,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "coffee_shop:" in done.stdout and "lighthouse:" in done.stdout
 
 
 def test_retrieval_only_returns_the_context_and_makes_no_answer_call(served):
     body = json.dumps({"model": "lighthouse/local", "query": "Who is Ada Marsh?"}).encode()
-    request = urllib.request.Request(served["url"] + "/v1/context", data=body, method="POST",
-                                     headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"})
+    request = urllib.request.Request(
+        served["url"] + "/v1/context",
+        data=body,
+        method="POST",
+        headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=60) as reply:
         found = json.loads(reply.read())
     assert found["usage"]["output_tokens"] == 0  # no chat call (at most the question's embedding)
@@ -202,7 +243,8 @@ def test_retrieval_only_returns_the_context_and_makes_no_answer_call(served):
 def test_an_update_published_while_a_client_streams(served):
     root = served["lighthouse"]
     stream = client(served).chat.completions.create(
-        model="lighthouse/local", stream=True, messages=[{"role": "user", "content": "Who is Ada Marsh?"}])
+        model="lighthouse/local", stream=True, messages=[{"role": "user", "content": "Who is Ada Marsh?"}]
+    )
     first = next(iter(stream))
     failures, stop = [], threading.Event()
 
@@ -217,8 +259,10 @@ def test_an_update_published_while_a_client_streams(served):
     beside.start()
     try:
         with (root / "input" / "lighthouse.csv").open("a", encoding="utf-8") as csv:
-            csv.write('l4,The new keeper,"In 1962 Nora Quill became the last keeper of the Gull Island '
-                      'Lighthouse before the light was automated in 1971."\n')
+            csv.write(
+                'l4,The new keeper,"In 1962 Nora Quill became the last keeper of the Gull Island '
+                'Lighthouse before the light was automated in 1971."\n'
+            )
         result = api.update_index(root=root)
         assert result.index is not None
         rest = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
@@ -245,18 +289,28 @@ def test_a_full_queue_answers_429_with_retry_after(served, tmp_path):
         settings = yaml.safe_load((root / "settings.yaml").read_text(encoding="utf-8"))
         for model in settings["models"].values():
             model["api_base"] = slow.base_url
-        settings["serve"] = {"name": "busy", "max_ongoing_requests": 1, "max_queued_requests": 1,
-                             "retry_after_s": 3, "replica_cpus": 0.25}
+        settings["serve"] = {
+            "name": "busy",
+            "max_ongoing_requests": 1,
+            "max_queued_requests": 1,
+            "retry_after_s": 3,
+            "replica_cpus": 0.25,
+        }
         (root / "settings.yaml").write_text(yaml.safe_dump(settings, allow_unicode=True), encoding="utf-8")
         serve.run(build_app({"roots": [str(root)], "name": "busy"}), name="busy", route_prefix="/busy")
         try:
             statuses, retry = [], []
 
             def one(i: int):
-                body = json.dumps({"model": "local", "messages": [{"role": "user",
-                                                                   "content": f"Who is Ada Marsh? ({i})"}]}).encode()
-                request = urllib.request.Request(served["url"] + "/busy/v1/chat/completions", data=body,
-                                                 method="POST", headers={"Content-Type": "application/json"})
+                body = json.dumps(
+                    {"model": "local", "messages": [{"role": "user", "content": f"Who is Ada Marsh? ({i})"}]}
+                ).encode()
+                request = urllib.request.Request(
+                    served["url"] + "/busy/v1/chat/completions",
+                    data=body,
+                    method="POST",
+                    headers={"Content-Type": "application/json"},
+                )
                 try:
                     with urllib.request.urlopen(request, timeout=60) as reply:
                         statuses.append(reply.status)
@@ -277,7 +331,11 @@ def test_a_full_queue_answers_429_with_retry_after(served, tmp_path):
 
 def test_serve_names_a_missing_index_in_one_line(tmp_path):
     root = make_root(tmp_path / "empty", "http://127.0.0.1:9/v1")
-    done = subprocess.run([sys.executable, "-m", "graphrag_ray.cli", "serve", "--root", str(root)],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "graphrag_ray.cli", "serve", "--root", str(root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("error: no index at"), done.stderr

@@ -43,8 +43,9 @@ def test_importing_and_indexing_change_no_other_module_and_no_environment_variab
     settings = yaml.safe_load((examples / "settings.yaml").read_text())
     settings.setdefault("workers", {})["executor"] = "local"
     (root / "settings.yaml").write_text(yaml.safe_dump(settings))
-    done = subprocess.run([sys.executable, "-c", PROBE, str(root)], capture_output=True, text=True, timeout=300,
-                          cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, str(root)], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["entities"] > 0, "an index was built"

@@ -110,7 +110,11 @@ def test_answers_without_the_completion_delimiter_are_used_with_no_extra_call(tm
         entities = read_table(result.index, "entities")
         failures = read_table(result.index, "failures")
         assert entities.height > 10 and failures.height == 0, mode
-        counts[mode] = (result.ledger.total("extract_graph").calls, served.get("kind_extract_graph", 0), entities.height)
+        counts[mode] = (
+            result.ledger.total("extract_graph").calls,
+            served.get("kind_extract_graph", 0),
+            entities.height,
+        )
     units = read_table(result.index, "text_units").height
     print("extract calls / server extraction calls / entities:", counts, "text units:", units)
     assert counts["no-delimiter"][0] <= counts["normal"][0] + units, "at most one extra call per text unit"
@@ -127,7 +131,7 @@ def test_garbage_for_every_request_stops_before_publishing_and_every_paid_answer
     message = [line for line in done.stderr.splitlines() if line.strip() and not PROGRESS.match(line)]
     assert len(message) == 1, message
     assert "extract_graph" in message[0] and "unusable twice (not in the format asked for)" in message[0]
-    assert "the answer began: \"I am not sure what you mean." in message[0]
+    assert 'the answer began: "I am not sure what you mean.' in message[0]
     assert published_version(root) is None, "nothing published"
     ledger_path = message[0].rsplit("ledger in ", 1)[1].strip()
     ledger = UsageLedger.from_dict(json.loads(Path(ledger_path).read_text()))
@@ -198,6 +202,7 @@ def test_retry_failures_calls_only_the_failed_items_and_publishes_a_healed_versi
     assert published_version(root) != first_version, "published as a new version"
     index = published_index(root)
     assert read_table(index, "failures").height == 0
+
     def held(version) -> set[str]:  # the text units some entity of the version was found in
         return {u for units in read_table(version, "entities")["text_unit_ids"].to_list() for u in units or ()}
 
@@ -214,9 +219,13 @@ def test_init_then_fast_index_with_no_key_says_which_model_at_once(tmp_path):
     assert done.returncode == 0
     (root / "input").mkdir(exist_ok=True)
     shutil.copy(COFFEE, root / "input")
-    env_free = subprocess.run([sys.executable, "-m", "graphrag_ray.cli", "index", "--root", str(root), "--method",
-                               "fast"], capture_output=True, text=True, timeout=120,
-                              env={k: v for k, v in os.environ.items() if k != "GRAPHRAG_API_KEY"})
+    env_free = subprocess.run(
+        [sys.executable, "-m", "graphrag_ray.cli", "index", "--root", str(root), "--method", "fast"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if k != "GRAPHRAG_API_KEY"},
+    )
     message = [line for line in env_free.stderr.splitlines() if line.strip()]
     assert env_free.returncode != 0 and len(message) == 1, message
     assert "default_embedding" in message[0] and "local_embedding" in message[0]

@@ -18,8 +18,11 @@ from ray.cluster_utils import Cluster
 
 def main() -> None:
     root = Path(sys.argv[1])
-    kill_after = int(sys.argv[sys.argv.index("--kill-node-after-partitions") + 1]) \
-        if "--kill-node-after-partitions" in sys.argv else None
+    kill_after = (
+        int(sys.argv[sys.argv.index("--kill-node-after-partitions") + 1])
+        if "--kill-node-after-partitions" in sys.argv
+        else None
+    )
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
     workers = [cluster.add_node(num_cpus=1) for _ in range(2)]
     cluster.wait_for_nodes()
@@ -42,11 +45,19 @@ def main() -> None:
 
     try:
         result = build_index(root=root)
-        print(json.dumps({"worker_node_ids": sorted(worker_ids), "partition_nodes": result.node_ids,
-                          "removed": removed, "rows": result.stats["rows"],
-                          "failures": result.stats["total"]["failures"],
-                          "extract_partitions": result.stats["steps"]["extract_graph"]["partitions"],
-                          "calls": result.ledger.total().calls}))
+        print(
+            json.dumps(
+                {
+                    "worker_node_ids": sorted(worker_ids),
+                    "partition_nodes": result.node_ids,
+                    "removed": removed,
+                    "rows": result.stats["rows"],
+                    "failures": result.stats["total"]["failures"],
+                    "extract_partitions": result.stats["steps"]["extract_graph"]["partitions"],
+                    "calls": result.ledger.total().calls,
+                }
+            )
+        )
     finally:  # never leave a cluster behind: a later ray.init() would join it
         ray.shutdown()
         cluster.shutdown()

@@ -17,13 +17,14 @@ from tests.integration.test_resume import copy_input, write_corpus
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]  # a Ray cluster of several nodes
 DRIVER = Path(__file__).with_name("multinode_driver.py")
-SECTIONS = dict(workers={"executor": "ray", "num_actors": 2, "partition_size": 2, "actor_cpus": 0.5},
-                chunks={"size": 300, "overlap": 30})
+SECTIONS = dict(
+    workers={"executor": "ray", "num_actors": 2, "partition_size": 2, "actor_cpus": 0.5},
+    chunks={"size": 300, "overlap": 30},
+)
 
 
 def run_driver(root: Path, *extra: str) -> dict:
-    out = subprocess.run([sys.executable, str(DRIVER), str(root), *extra], capture_output=True, text=True,
-                         timeout=600)
+    out = subprocess.run([sys.executable, str(DRIVER), str(root), *extra], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -33,8 +34,9 @@ def test_extraction_spreads_over_both_worker_nodes_under_one_limiter(tmp_path):
     with SimulatorProcess(latency=0.05, rpm=6000, tpm=2_000_000) as sim:
         root = make_root(tmp_path / "p", sim.base_url, **SECTIONS)
         settings = (root / "settings.yaml").read_text()
-        (root / "settings.yaml").write_text(settings.replace("model: gpt-4o-mini",
-                                                             "model: gpt-4o-mini\n    rate_limit: {rpm: 3000, tpm: 1000000}"))
+        (root / "settings.yaml").write_text(
+            settings.replace("model: gpt-4o-mini", "model: gpt-4o-mini\n    rate_limit: {rpm: 3000, tpm: 1000000}")
+        )
         copy_input(tmp_path / "corpus", root / "input")
         report = run_driver(root)
         served = sim.stats()

@@ -17,8 +17,16 @@ def pairs(*names: str) -> dict[tuple[str, str], str]:
 
 
 def test_titles_surnames_initials_and_width_are_candidates():
-    found = pairs("SHERLOCK HOLMES", "HOLMES", "MR. HOLMES", "S. HOLMES", "IBM", "ＩＢＭ", "J. R. R. TOLKIEN",
-                  "JOHN RONALD REUEL TOLKIEN")
+    found = pairs(
+        "SHERLOCK HOLMES",
+        "HOLMES",
+        "MR. HOLMES",
+        "S. HOLMES",
+        "IBM",
+        "ＩＢＭ",
+        "J. R. R. TOLKIEN",
+        "JOHN RONALD REUEL TOLKIEN",
+    )
     assert found[("HOLMES", "SHERLOCK HOLMES")] == "first or last name alone"
     assert found[("MR. HOLMES", "HOLMES")] == "same name without its title"
     assert found[("S. HOLMES", "SHERLOCK HOLMES")] == "initials"
@@ -76,12 +84,22 @@ class _Models:
 
 
 def test_a_confirmation_merges_only_what_its_pairs_support_and_skips_malformed_entries(tmp_path):
-    item = {"item_id": "g1", "pairs": [["holmes", "sherlock", "first or last name alone"]],
-            "entities": [{"key": k, "title": t, "type": "PERSON", "mentions": m, "description": ""}
-                         for k, t, m in (("holmes", "HOLMES", 3), ("sherlock", "SHERLOCK HOLMES", 1),
-                                         ("watson", "JOHN WATSON", 2))]}
-    answer = {"merges": ["junk", {"names": "HOLMES"}, {"names": ["HOLMES", "SHERLOCK HOLMES"], "reason": "same"},
-                         {"names": ["JOHN WATSON", "SHERLOCK HOLMES"], "reason": "no asked pair links them"}]}
+    item = {
+        "item_id": "g1",
+        "pairs": [["holmes", "sherlock", "first or last name alone"]],
+        "entities": [
+            {"key": k, "title": t, "type": "PERSON", "mentions": m, "description": ""}
+            for k, t, m in (("holmes", "HOLMES", 3), ("sherlock", "SHERLOCK HOLMES", 1), ("watson", "JOHN WATSON", 2))
+        ],
+    }
+    answer = {
+        "merges": [
+            "junk",
+            {"names": "HOLMES"},
+            {"names": ["HOLMES", "SHERLOCK HOLMES"], "reason": "same"},
+            {"names": ["JOHN WATSON", "SHERLOCK HOLMES"], "reason": "no asked pair links them"},
+        ]
+    }
     ctx = StepContext(Settings.model_validate({"resolve_entities": {"enabled": True}}), tmp_path)
     rows = asyncio.run(STEP.process(ctx, item, _Models(json.dumps(answer))))
     # the kept name is the full one, though the short one has more mentions; WATSON's unsupported merge is dropped

@@ -104,11 +104,15 @@ def test_a_step_imports_operations_never_another_step_and_nothing_uses_a_step_as
 
 
 def test_the_step_check_catches_a_step_importing_another():
-    tree = ast.parse("from graphrag_ray.index.steps.embed import Embed\n"
-                     "from graphrag_ray.index.operations.embedding import EmbeddingStep\n"
-                     "import graphrag_ray.index.steps.chunk\n")
+    tree = ast.parse(
+        "from graphrag_ray.index.steps.embed import Embed\n"
+        "from graphrag_ray.index.operations.embedding import EmbeddingStep\n"
+        "import graphrag_ray.index.steps.chunk\n"
+    )
     assert _step_imports(tree, "graphrag_ray.index.steps.embed_text_units") == [
-        "graphrag_ray.index.steps.embed", "graphrag_ray.index.steps.chunk"]
+        "graphrag_ray.index.steps.embed",
+        "graphrag_ray.index.steps.chunk",
+    ]
 
 
 def _item_step_assignments(tree: ast.AST, item_steps: set[str]) -> list[str]:
@@ -118,13 +122,22 @@ def _item_step_assignments(tree: ast.AST, item_steps: set[str]) -> list[str]:
     for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
         if not {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in cls.bases} & item_steps:
             continue
-        methods = [f for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-                   and f.name != "__init__"]
+        methods = [
+            f for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name != "__init__"
+        ]
         for node in (n for f in methods for n in ast.walk(f)):
-            targets = node.targets if isinstance(node, ast.Assign) else \
-                [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
-            found += [f"{cls.name}.{t.attr}" for t in targets
-                      if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"]
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, (ast.AugAssign, ast.AnnAssign))
+                else []
+            )
+            found += [
+                f"{cls.name}.{t.attr}"
+                for t in targets
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+            ]
     return found
 
 
@@ -135,14 +148,22 @@ def test_an_item_step_keeps_no_run_state_its_plan_does():
     sources = list(_sources())
     item_steps = {"ItemStep"}
     for _ in range(3):  # the classes deriving from one (EmbeddingStep), found by name across the package
-        item_steps |= {c.name for _, tree in sources for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
-                       and {getattr(b, "id", "") for b in c.bases} & item_steps}
+        item_steps |= {
+            c.name
+            for _, tree in sources
+            for c in ast.walk(tree)
+            if isinstance(c, ast.ClassDef) and {getattr(b, "id", "") for b in c.bases} & item_steps
+        }
     assert {"CommunityReports", "EmbeddingStep", "Embed", "ExtractGraph"} <= item_steps
-    wrong = [f"{path.relative_to(PACKAGE)}: {name}" for path, tree in sources
-             for name in _item_step_assignments(tree, item_steps)]
+    wrong = [
+        f"{path.relative_to(PACKAGE)}: {name}"
+        for path, tree in sources
+        for name in _item_step_assignments(tree, item_steps)
+    ]
     assert not wrong, "item steps holding state (move it to their plan):\n" + "\n".join(wrong)
-    caught = _item_step_assignments(ast.parse("class Reports(ItemStep):\n    def items(self):\n"
-                                              "        self._waiting = []\n"), {"ItemStep"})
+    caught = _item_step_assignments(
+        ast.parse("class Reports(ItemStep):\n    def items(self):\n        self._waiting = []\n"), {"ItemStep"}
+    )
     assert caught == ["Reports._waiting"], "the check catches state set on a step"
 
 
@@ -162,8 +183,11 @@ def test_every_package_is_shipped():
 
 
 def test_ray_is_imported_only_by_the_execution_package_the_limiter_and_serve():
-    found = sorted(str(path.relative_to(PACKAGE)) for path, tree in _sources()
-                   if any(m == "ray" or m.startswith("ray.") for m, _ in _imports(tree)))
+    found = sorted(
+        str(path.relative_to(PACKAGE))
+        for path, tree in _sources()
+        if any(m == "ray" or m.startswith("ray.") for m, _ in _imports(tree))
+    )
     assert found and all(f.startswith(("exec/", "serve/")) or f == "llm/ratelimit.py" for f in found), found
 
 

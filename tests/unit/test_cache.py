@@ -66,8 +66,9 @@ def test_a_damaged_segment_stops_at_the_damage_and_never_returns_garbage(tmp_pat
     segments = tmp_path / SEGMENTS_DIR / "0"
     segments.mkdir(parents=True)
     good = json.dumps({"content": "ok"}).encode()
-    (segments / "other-1-x.seg").write_bytes(f"{_key(1)} {len(good)}\n".encode() + good + b"\n"
-                                             + f"{_key(2)} 5\nabc".encode() + b"X" * 40)
+    (segments / "other-1-x.seg").write_bytes(
+        f"{_key(1)} {len(good)}\n".encode() + good + b"\n" + f"{_key(2)} 5\nabc".encode() + b"X" * 40
+    )
     reader = _fresh_process_view(tmp_path)
     assert json.loads(reader.read(_key(1))) == {"content": "ok"}
     assert reader.read(_key(2)) is None

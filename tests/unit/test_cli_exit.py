@@ -26,15 +26,24 @@ def test_exit_now_joins_threads_runs_atexit_flushes_and_keeps_the_code(tmp_path)
 
 
 def test_the_command_exit_codes_and_messages(tmp_path):
-    ok = subprocess.run([sys.executable, "-m", "graphrag_ray.cli", "--version"], capture_output=True, text=True,
-                        timeout=60)
+    ok = subprocess.run(
+        [sys.executable, "-m", "graphrag_ray.cli", "--version"], capture_output=True, text=True, timeout=60
+    )
     assert ok.returncode == 0 and ok.stdout.startswith("graphrag-ray ")
-    bad = subprocess.run([sys.executable, "-m", "graphrag_ray.cli", "query", "x", "--root", str(tmp_path)],
-                         capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        [sys.executable, "-m", "graphrag_ray.cli", "query", "x", "--root", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     expected = f"error: {tmp_path}/settings.yaml: settings file not found (run `graphrag-ray init --root {tmp_path}`)"
     assert bad.returncode == 2 and bad.stderr.strip() == expected
-    text = subprocess.run([sys.executable, "-c", "from graphrag_ray.cli import exit_now; exit_now('stopped: why')"],
-                          capture_output=True, text=True, timeout=60)
+    text = subprocess.run(
+        [sys.executable, "-c", "from graphrag_ray.cli import exit_now; exit_now('stopped: why')"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert text.returncode == 1 and text.stderr.strip() == "stopped: why"
 
 

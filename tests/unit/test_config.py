@@ -11,15 +11,22 @@ from graphrag_ray.errors import ConfigError
 from graphrag_ray.secrets import redact
 
 
-@pytest.mark.parametrize("raw, message", [
-    ({"models": {"default_chat": {"rate_limit": {"tpm": "fast"}}}},
-     "models.default_chat.rate_limit.tpm: expected a positive integer, got 'fast'"),
-    ({"models": {"default_chat": {"rate_limt": {}}}}, "models.default_chat.rate_limt: unknown key"),
-    ({"cache": {"enabled": "maybe"}}, "cache.enabled: expected true or false, got 'maybe'"),
-    ({"models": {"default_chat": {"type": "vision"}}},
-     "models.default_chat.type: expected one of 'chat', 'embedding' or 'local_embedding', got 'vision'"),
-    ({"nonsense": 1}, "nonsense: unknown key"),
-])
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        (
+            {"models": {"default_chat": {"rate_limit": {"tpm": "fast"}}}},
+            "models.default_chat.rate_limit.tpm: expected a positive integer, got 'fast'",
+        ),
+        ({"models": {"default_chat": {"rate_limt": {}}}}, "models.default_chat.rate_limt: unknown key"),
+        ({"cache": {"enabled": "maybe"}}, "cache.enabled: expected true or false, got 'maybe'"),
+        (
+            {"models": {"default_chat": {"type": "vision"}}},
+            "models.default_chat.type: expected one of 'chat', 'embedding' or 'local_embedding', got 'vision'",
+        ),
+        ({"nonsense": 1}, "nonsense: unknown key"),
+    ],
+)
 def test_bad_settings_name_the_key_and_value(raw, message):
     with pytest.raises(ConfigError) as err:
         validate_settings(raw)
@@ -33,7 +40,8 @@ def test_env_substitution_from_environment_and_dotenv(tmp_path: Path, monkeypatc
     (tmp_path / ".env").write_text("MY_KEY=sk-from-dotenv-1234\n")
     (tmp_path / "settings.yaml").write_text(
         "models:\n  default_chat:\n    api_base: ${MY_BASE}\n    api_key: ${MY_KEY}\n"
-        "    model: ${MODEL_NAME:-gpt-4o-mini}\n")
+        "    model: ${MODEL_NAME:-gpt-4o-mini}\n"
+    )
     settings = load_settings(tmp_path)
     chat = settings.models["default_chat"]
     assert chat.api_base == "http://127.0.0.1:9/v1"
@@ -55,23 +63,36 @@ def test_every_key_has_a_description_and_configs_file_is_the_rendering():
             value = getattr(model, name)
             if isinstance(value, BaseModel):
                 walk(value)
+
     walk(Settings())
     shipped = (Path(__file__).parents[2] / "configs" / "settings.yaml").read_text(encoding="utf-8")
     assert shipped == render_settings(), "configs/settings.yaml is stale: regenerate it with scripts/render_settings.py"
     assert validate_settings(yaml.safe_load(shipped)) == Settings()
 
 
-@pytest.mark.parametrize("their_settings", [
-    # Microsoft GraphRAG 2.x (`graphrag init`)
-    {"models": {"default_chat_model": {"type": "openai_chat", "model": "gpt-4o-mini", "api_key": "${GRAPHRAG_API_KEY}"},
-                "default_embedding_model": {"type": "openai_embedding", "model": "text-embedding-3-small"}},
-     "input": {"type": "file", "file_type": "text", "base_dir": "input"}, "vector_store": {"default_vector_store": {}},
-     "umap": {"enabled": False}, "snapshots": {"graphml": False}},
-    # 3.x
-    {"completion_models": {"default_completion_model": {"model_provider": "openai", "model": "gpt-4.1"}},
-     "embedding_models": {"default_embedding_model": {"model": "text-embedding-3-large"}},
-     "input_storage": {"type": "file", "base_dir": "input"}, "chunking": {"size": 1200}},
-])
+@pytest.mark.parametrize(
+    "their_settings",
+    [
+        # Microsoft GraphRAG 2.x (`graphrag init`)
+        {
+            "models": {
+                "default_chat_model": {"type": "openai_chat", "model": "gpt-4o-mini", "api_key": "${GRAPHRAG_API_KEY}"},
+                "default_embedding_model": {"type": "openai_embedding", "model": "text-embedding-3-small"},
+            },
+            "input": {"type": "file", "file_type": "text", "base_dir": "input"},
+            "vector_store": {"default_vector_store": {}},
+            "umap": {"enabled": False},
+            "snapshots": {"graphml": False},
+        },
+        # 3.x
+        {
+            "completion_models": {"default_completion_model": {"model_provider": "openai", "model": "gpt-4.1"}},
+            "embedding_models": {"default_embedding_model": {"model": "text-embedding-3-large"}},
+            "input_storage": {"type": "file", "base_dir": "input"},
+            "chunking": {"size": 1200},
+        },
+    ],
+)
 def test_a_microsoft_graphrag_settings_file_is_named_as_theirs_in_one_line(tmp_path, their_settings):
     import yaml
 

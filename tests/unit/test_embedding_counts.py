@@ -12,8 +12,13 @@ from graphrag_ray.llm.tokens import Tokenizer
 
 
 def _model(**config) -> EmbeddingModel:
-    return EmbeddingModel("e", ModelConfig(type="embedding", model="text-embedding-3-small", **config),
-                          cache=open_cache(None), limiter=LocalRateLimiter(), ledger=UsageLedger())
+    return EmbeddingModel(
+        "e",
+        ModelConfig(type="embedding", model="text-embedding-3-small", **config),
+        cache=open_cache(None),
+        limiter=LocalRateLimiter(),
+        ledger=UsageLedger(),
+    )
 
 
 @pytest.fixture
@@ -42,8 +47,7 @@ def test_exact_counts_whenever_they_could_change_batching_truncation_or_the_rese
     tok = Tokenizer("cl100k_base")
     many = [f"supplier {i} of coffee beans" for i in range(20)]  # more than batch_size 16
     long = ["咖啡 " * 5000]  # more bytes than batch_max_tokens 8191
-    for texts, config in ((many, {}), (long, {}),
-                          (["short"], {"rate_limit": RateLimitConfig(tpm=100_000)})):
+    for texts, config in ((many, {}), (long, {}), (["short"], {"rate_limit": RateLimitConfig(tpm=100_000)})):
         emb = _model(**config)
         counted.clear()
         assert emb.counts(texts) == [tok.count(t) for t in texts]

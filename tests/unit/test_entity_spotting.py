@@ -34,8 +34,9 @@ def test_sentence_openers_and_dates_are_not_entities_and_names_are():
     # common openers ("Add", "Some", "Don't", "New", "Thanks"), a word the text also writes in lower case ("Add" /
     # "add", "Consider"), one that opens several lines and never stands inside one ("Regenerate" would, with two),
     # a weekday and a month
-    assert not found & {"Add", "Some", "Don't", "New", "Thanks", "Consider", "Tue", "Wed", "Mar", "Feb", "Closes"}, \
+    assert not found & {"Add", "Some", "Don't", "New", "Thanks", "Consider", "Tue", "Wed", "Mar", "Feb", "Closes"}, (
         found
+    )
 
 
 def test_a_name_that_opens_sentences_of_prose_stays_a_name():
@@ -53,12 +54,20 @@ def test_the_simulated_model_extracts_what_a_model_would_from_a_changelog():
 
 
 def test_two_names_joined_by_and_are_two_entities_and_a_possessive_names_its_owner():
-    text = ('"Changed It" is a song by singer Nicki Minaj and American rapper Lil Wayne. He was the son of Emperor '
-            "Lothair I and Ermengarde of Tours. It was the title track on Frank Sinatra's album. Mohammed bin Salman "
-            "spoke.")
+    text = (
+        '"Changed It" is a song by singer Nicki Minaj and American rapper Lil Wayne. He was the son of Emperor '
+        "Lothair I and Ermengarde of Tours. It was the title track on Frank Sinatra's album. Mohammed bin Salman "
+        "spoke."
+    )
     found = names(text)
-    assert {"Nicki Minaj", "Lil Wayne", "Emperor Lothair I", "Ermengarde of Tours", "Frank Sinatra",
-            "Mohammed bin Salman"} <= found, found
+    assert {
+        "Nicki Minaj",
+        "Lil Wayne",
+        "Emperor Lothair I",
+        "Ermengarde of Tours",
+        "Frank Sinatra",
+        "Mohammed bin Salman",
+    } <= found, found
     assert not {n for n in found if " and " in n or n.endswith(("'s", "’s"))}, found
     for m in mentions(text):  # each mention's offset is where its name is written
-        assert text[m.start:m.start + len(m.name)] == m.name, m
+        assert text[m.start : m.start + len(m.name)] == m.name, m

@@ -166,8 +166,16 @@ class Flaky(Squares):
 
     async def process(self, ctx, item, models):
         if not self.healed and 5 <= item["n"] < 15:
-            return {"failures": [{"step": self.name, "item_id": item["item_id"], "source": "x",
-                                  "reason": "gave up after 10 attempts (503)"}]}
+            return {
+                "failures": [
+                    {
+                        "step": self.name,
+                        "item_id": item["item_id"],
+                        "source": "x",
+                        "reason": "gave up after 10 attempts (503)",
+                    }
+                ]
+            }
         return await super().process(ctx, item, models)
 
 
@@ -241,7 +249,7 @@ def test_a_background_step_runs_beside_the_next_steps_until_one_reads_its_output
     flag = str(tmp_path / "squares-started")
     executor = _executor(tmp_path, backend)
     tables = executor.run_steps([WaitsForSquares(flag), FlagsSquares(flag), Both()], given={"numbers": NUMBERS})
-    assert tables["both"]["cube"].to_list() == [n ** 3 for n in range(23)]
+    assert tables["both"]["cube"].to_list() == [n**3 for n in range(23)]
     assert tables["both"]["square"].to_list() == [n * n for n in range(23)]
     assert list(executor.stats) == ["cubes", "squares", "both"], "stats in the method's order"
     assert executor.stats["cubes"]["items"] == 23 and executor.stats["squares"]["events"]["squared"] == 23
@@ -253,8 +261,7 @@ def test_a_failing_background_step_stops_the_run_with_its_own_error(tmp_path, ba
     flag = str(tmp_path / "squares-started")
     executor = _executor(tmp_path, backend)
     with pytest.raises(GraphRagRayError, match="cube 3 cannot be done"):
-        executor.run_steps([WaitsForSquares(flag, fail_on=3), FlagsSquares(flag), Both()],
-                           given={"numbers": NUMBERS})
+        executor.run_steps([WaitsForSquares(flag, fail_on=3), FlagsSquares(flag), Both()], given={"numbers": NUMBERS})
     assert executor._pool is None
     assert not RunState(tmp_path / "run").step_done("both")
 
@@ -307,8 +314,9 @@ def test_work_beside_a_step_starts_once_that_step_has_work_running(tmp_path):
     imported: list[bool] = []
     executor.beside_first_calls(lambda: imported.append(Path(flag).exists()))
     total = PreparedTotal(flag)
-    tables = executor.run_steps([NotesWhetherSquaresStarted(flag), CallingSquares(flag), total],
-                                given={"numbers": NUMBERS})
+    tables = executor.run_steps(
+        [NotesWhetherSquaresStarted(flag), CallingSquares(flag), total], given={"numbers": NUMBERS}
+    )
     assert tables["notes"]["squares_started"].to_list() == [True]
     assert total.seen == ["prepared while squares ran", "ran"]
     assert tables["total"]["sum"].to_list() == [sum(n * n for n in range(23))]
@@ -348,6 +356,7 @@ def test_a_run_joins_only_the_cluster_it_is_told_of_and_never_a_dead_record(tmp_
     monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{dead_port}")
     assert ray_address(str(tmp_path)) is None  # a submitted job's address is Ray's to use, never overridden
 
+
 class Summaries(ItemStep):
     """Reads the summaries' prompt in its workers (process) and, when `in_finish`, in the driver (finish)."""
 
@@ -375,18 +384,19 @@ class Summaries(ItemStep):
 
 
 @pytest.mark.parametrize("in_finish", [False, True], ids=["in-a-worker", "in-the-driver"])
-def test_a_step_reading_a_prompt_it_does_not_declare_fails_and_one_it_declares_is_read(tmp_path, backend,
-                                                                                       in_finish):
+def test_a_step_reading_a_prompt_it_does_not_declare_fails_and_one_it_declares_is_read(tmp_path, backend, in_finish):
     """The index's fingerprint, run id and prompt pre-check are made from what steps declare: a prompt read but
     not declared would let an edited prompt file change nothing (a resumed run would publish the old prompt's
     work, an update would not refuse)."""
     from graphrag_ray.exec.step import UndeclaredPromptError
 
     with pytest.raises(UndeclaredPromptError, match="step summaries reads prompts/summarize_descriptions.txt"):
-        _executor(tmp_path / "undeclared", backend).run_steps([Summaries(declares=False, in_finish=in_finish)],
-                                                              given={"numbers": NUMBERS})
-    tables = _executor(tmp_path / "declared", backend).run_steps([Summaries(declares=True, in_finish=in_finish)],
-                                                                 given={"numbers": NUMBERS})
+        _executor(tmp_path / "undeclared", backend).run_steps(
+            [Summaries(declares=False, in_finish=in_finish)], given={"numbers": NUMBERS}
+        )
+    tables = _executor(tmp_path / "declared", backend).run_steps(
+        [Summaries(declares=True, in_finish=in_finish)], given={"numbers": NUMBERS}
+    )
     assert tables["summaries"]["n"].to_list() == [0, 1, 2]
     if not in_finish:
         assert tables["summaries"]["prompt_chars"].min() > 100, "the packaged prompt was read"

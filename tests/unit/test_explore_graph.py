@@ -19,11 +19,20 @@ from graphrag_ray.storage.schemas import empty
 
 @pytest.fixture()
 def lonely(tmp_path) -> IndexGraph:
-    nodes = pl.DataFrame({"id": ["e1", "e2"], "human_readable_id": [0, 1], "title": ["李明", "杭州"],
-                          "type": ["PERSON", "GEO"], "description": ["开店", "城市"], "frequency": [1, 1],
-                          "degree": [0, 0]})
-    edges = empty("relationships").with_columns(pl.lit(None, pl.String).alias("source_id"),
-                                                pl.lit(None, pl.String).alias("target_id"))
+    nodes = pl.DataFrame(
+        {
+            "id": ["e1", "e2"],
+            "human_readable_id": [0, 1],
+            "title": ["李明", "杭州"],
+            "type": ["PERSON", "GEO"],
+            "description": ["开店", "城市"],
+            "frequency": [1, 1],
+            "degree": [0, 0],
+        }
+    )
+    edges = empty("relationships").with_columns(
+        pl.lit(None, pl.String).alias("source_id"), pl.lit(None, pl.String).alias("target_id")
+    )
     return IndexGraph(Store(tmp_path / "index"), nodes, edges, empty("communities"), empty("community_reports"), [])
 
 
@@ -31,8 +40,9 @@ def test_an_index_without_communities_exports_views_and_reports(lonely, tmp_path
     for fmt in FORMATS:
         assert export_graph(lonely, fmt, tmp_path / fmt)
     header, *rows = (tmp_path / "csv" / "nodes.csv").read_text(encoding="utf-8").splitlines()
-    assert len(rows) == 2 and all(row.split(",")[header.split(",").index("community")] == str(NO_COMMUNITY)
-                                  for row in rows)
+    assert len(rows) == 2 and all(
+        row.split(",")[header.split(",").index("community")] == str(NO_COMMUNITY) for row in rows
+    )
     html = write_view(lonely, tmp_path / "g.html").read_text(encoding="utf-8")
     data = json.loads(html.split('id="graph-data">', 1)[1].split("</script>", 1)[0])
     assert data["level"] is None and data["levels"] == [] and len(data["entities"]) == 2

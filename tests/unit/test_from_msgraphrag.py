@@ -10,27 +10,53 @@ from graphrag_ray.config.load import load_settings, validate_settings
 
 TWO_X = {  # the shape `graphrag init` 2.x writes, with an Azure chat model and the options users set
     "models": {
-        "default_chat_model": {"type": "azure_openai_chat", "model": "gpt-4o", "deployment_name": "gpt4o-prod",
-                               "api_base": "https://example.openai.azure.com", "api_version": "2024-08-01-preview",
-                               "api_key": "literal-secret-key-123", "requests_per_minute": 300,
-                               "tokens_per_minute": 150000, "max_retries": 7, "concurrent_requests": 12,
-                               "async_mode": "threaded", "model_supports_json": True},
-        "default_embedding_model": {"type": "openai_embedding", "model": "text-embedding-3-small",
-                                    "api_key": "${GRAPHRAG_API_KEY}", "encoding_model": "cl100k_base"},
-        "cheap_chat": {"type": "openai_chat", "model": "gpt-4o-mini", "api_key": "${OTHER_KEY}",
-                       "frequency_penalty": 0.5},
+        "default_chat_model": {
+            "type": "azure_openai_chat",
+            "model": "gpt-4o",
+            "deployment_name": "gpt4o-prod",
+            "api_base": "https://example.openai.azure.com",
+            "api_version": "2024-08-01-preview",
+            "api_key": "literal-secret-key-123",
+            "requests_per_minute": 300,
+            "tokens_per_minute": 150000,
+            "max_retries": 7,
+            "concurrent_requests": 12,
+            "async_mode": "threaded",
+            "model_supports_json": True,
+        },
+        "default_embedding_model": {
+            "type": "openai_embedding",
+            "model": "text-embedding-3-small",
+            "api_key": "${GRAPHRAG_API_KEY}",
+            "encoding_model": "cl100k_base",
+        },
+        "cheap_chat": {
+            "type": "openai_chat",
+            "model": "gpt-4o-mini",
+            "api_key": "${OTHER_KEY}",
+            "frequency_penalty": 0.5,
+        },
     },
-    "input": {"type": "file", "file_type": "csv", "base_dir": "docs", "file_pattern": ".*\\.csv$",
-              "text_column": "body"},
+    "input": {
+        "type": "file",
+        "file_type": "csv",
+        "base_dir": "docs",
+        "file_pattern": ".*\\.csv$",
+        "text_column": "body",
+    },
     "chunks": {"size": 600, "overlap": 50},
     "extract_graph": {"model_id": "default_chat_model", "entity_types": ["drug", "disease"], "max_gleanings": 0},
     "summarize_descriptions": {"model_id": "cheap_chat", "max_length": 300},
     "community_reports": {"model_id": "default_chat_model", "max_length": 1500},
     "cluster_graph": {"max_cluster_size": 20, "seed": 7, "use_lcc": True},
     "cache": {"type": "none"},
-    "umap": {"enabled": False}, "embed_graph": {"enabled": True},
-    "local_search": {"chat_model_id": "cheap_chat", "embedding_model_id": "default_embedding_model",
-                     "top_k_entities": 20},
+    "umap": {"enabled": False},
+    "embed_graph": {"enabled": True},
+    "local_search": {
+        "chat_model_id": "cheap_chat",
+        "embedding_model_id": "default_embedding_model",
+        "top_k_entities": 20,
+    },
     "global_search": {"chat_model_id": "default_chat_model", "dynamic_search_threshold": 2},
 }
 
@@ -42,22 +68,32 @@ def test_a_2x_file_becomes_valid_settings_with_what_was_left_out_said(tmp_path):
     settings = validate_settings(translated.settings)
     chat, embedding, cheap = (settings.models[m] for m in ("default_chat", "default_embedding", "cheap_chat"))
     assert (chat.api_type, chat.model, chat.api_version) == ("azure", "gpt4o-prod", "2024-08-01-preview")
-    assert (chat.rate_limit.rpm, chat.rate_limit.tpm, chat.retry.max_attempts, chat.concurrency) == \
-        (300, 150000, 7, 12)
+    assert (chat.rate_limit.rpm, chat.rate_limit.tpm, chat.retry.max_attempts, chat.concurrency) == (300, 150000, 7, 12)
     assert (embedding.type, embedding.encoding, cheap.model) == ("embedding", "cl100k_base", "gpt-4o-mini")
     assert translated.env == {"GRAPHRAG_API_KEY": "literal-secret-key-123"}
     assert chat.api_key.get_secret_value() == "${GRAPHRAG_API_KEY}", "the literal key is not in our settings"
-    assert (settings.summarize_descriptions.model_id, settings.local_search.chat_model_id,
-            settings.extract_graph.model_id, settings.global_search.chat_model_id) == \
-        ("cheap_chat", "cheap_chat", "default_chat", "default_chat")
-    assert (settings.input.file_type, settings.input.file_pattern, settings.input.text_column,
-            settings.input.base_dir) == ("csv", "*.csv", "body", "../theirs/docs")
+    assert (
+        settings.summarize_descriptions.model_id,
+        settings.local_search.chat_model_id,
+        settings.extract_graph.model_id,
+        settings.global_search.chat_model_id,
+    ) == ("cheap_chat", "cheap_chat", "default_chat", "default_chat")
+    assert (
+        settings.input.file_type,
+        settings.input.file_pattern,
+        settings.input.text_column,
+        settings.input.base_dir,
+    ) == ("csv", "*.csv", "body", "../theirs/docs")
     assert (settings.chunks.size, settings.chunks.overlap, settings.cluster_graph.seed) == (600, 50, 7)
     assert settings.extract_graph.entity_types == ["drug", "disease"] and settings.extract_graph.max_gleanings == 0
     assert settings.cache.enabled is False and settings.global_search.dynamic_threshold == 2
     notes = "\n".join(translated.notes)
-    for said in ("cluster_graph.use_lcc: no counterpart", "embed_graph: no counterpart",
-                 "models.cheap_chat.frequency_penalty: no counterpart", "moved into .env as GRAPHRAG_API_KEY"):
+    for said in (
+        "cluster_graph.use_lcc: no counterpart",
+        "embed_graph: no counterpart",
+        "models.cheap_chat.frequency_penalty: no counterpart",
+        "moved into .env as GRAPHRAG_API_KEY",
+    ):
         assert said in notes, notes
     assert "umap" not in notes, "a feature their file turns off loses nothing"
     assert "literal-secret-key-123" not in notes

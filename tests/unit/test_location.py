@@ -34,10 +34,16 @@ def test_publish_to_a_store_switches_current_and_keeps_two_versions(tmp_path):
     output = f"file://{tmp_path}/bucket/index"
     versions = []
     for n in range(3):
+
         def build(staged, n=n):
             write_table(pl.DataFrame({"id": [f"e{n}"], "title": [f"T{n}"]}), staged, "entities", typed=False)
-            write_table(pl.DataFrame({"id": [f"r{i}" for i in range(5)], "x": list(range(5))}), staged, "big",
-                        partition_rows=2, typed=False)
+            write_table(
+                pl.DataFrame({"id": [f"r{i}" for i in range(5)], "x": list(range(5))}),
+                staged,
+                "big",
+                partition_rows=2,
+                typed=False,
+            )
             return staged
 
         version, staged = publish(output, build)
@@ -76,6 +82,7 @@ def test_publish_to_a_folder_is_the_same_scheme_and_a_failed_build_changes_nothi
         def write(folder):
             write_table(pl.DataFrame({"id": ["e1"], "title": [title]}), folder, "entities", typed=False)
             return folder
+
         return write
 
     first, _ = publish(output, build("NEW"))
@@ -90,9 +97,11 @@ def test_publish_to_a_folder_is_the_same_scheme_and_a_failed_build_changes_nothi
     with pytest.raises(OSError):
         publish(output, broken)
     assert current_index(output) == first, "readers still see the last good version"
-    assert sorted(p.name for p in (output / "versions").iterdir()) == [first.local_path().name], \
+    assert sorted(p.name for p in (output / "versions").iterdir()) == [first.local_path().name], (
         "no staging folder is left behind"
+    )
     second, _ = publish(output, build("NEWER"))
     third, _ = publish(output, build("NEWEST"))
     assert sorted(p.name for p in (output / "versions").iterdir()) == sorted(
-        [second.local_path().name, third.local_path().name]), "the newest two versions are kept"
+        [second.local_path().name, third.local_path().name]
+    ), "the newest two versions are kept"

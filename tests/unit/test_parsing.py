@@ -3,23 +3,28 @@ from hypothesis import given, settings, strategies as st
 from graphrag_ray.parsing.llm_output import looks_complete, parse_json_object, parse_tuples
 from graphrag_ray.config.prompts import fill
 
-GOOD = ('("entity"<|>李明<|>PERSON<|>李明在杭州开了一家咖啡店)\n##\n'
-        '("entity"<|>ACME CORP<|>ORGANIZATION<|>A company)\n##\n'
-        '("relationship"<|>李明<|>ACME CORP<|>李明 works with Acme<|>7)\n<|COMPLETE|>')
+GOOD = (
+    '("entity"<|>李明<|>PERSON<|>李明在杭州开了一家咖啡店)\n##\n'
+    '("entity"<|>ACME CORP<|>ORGANIZATION<|>A company)\n##\n'
+    '("relationship"<|>李明<|>ACME CORP<|>李明 works with Acme<|>7)\n<|COMPLETE|>'
+)
 
 
 def test_parses_graphrag_tuple_format():
     out = parse_tuples(GOOD)
     assert [e["title"] for e in out.entities] == ["李明", "ACME CORP"]
     assert out.entities[0]["type"] == "PERSON"
-    assert out.relationships == [{"source": "李明", "target": "ACME CORP", "description": "李明 works with Acme",
-                                  "weight": 7.0}]
+    assert out.relationships == [
+        {"source": "李明", "target": "ACME CORP", "description": "李明 works with Acme", "weight": 7.0}
+    ]
     assert out.unparsed == 0
 
 
 def test_counts_what_it_cannot_parse_and_keeps_the_rest():
-    messy = GOOD.replace("<|COMPLETE|>", "") + '\n##\n("entity"<|>BROKEN\n##\nrandom prose here\n##\n' \
+    messy = (
+        GOOD.replace("<|COMPLETE|>", "") + '\n##\n("entity"<|>BROKEN\n##\nrandom prose here\n##\n'
         '("relationship"<|>A<|>A<|>self loop<|>3)'
+    )
     out = parse_tuples(messy)
     assert len(out.entities) == 2 and len(out.relationships) == 1
     assert out.unparsed == 2  # the broken record and the self loop; prose between records is not a record

@@ -20,4 +20,4 @@ def test_plain_progress_says_start_end_and_keeps_beating_while_a_step_runs():
     assert len(beats) >= 2, lines
     done = [line for line in lines if "extract_graph: done 4/4, calls 9, tokens 4,000, $0.0300" in line]
     assert len(done) == 1 and lines.index(done[0]) > lines.index(beats[-1])
-    assert not any("running" in line for line in lines[lines.index(done[0]):])  # a finished step stops beating
+    assert not any("running" in line for line in lines[lines.index(done[0]) :])  # a finished step stops beating

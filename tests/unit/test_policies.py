@@ -11,24 +11,37 @@ from graphrag_ray.index.steps.community_reports import STEP as REPORTS
 from graphrag_ray.index.steps.merge_graph import STEP as MERGE
 from graphrag_ray.parsing.context_tables import parse_context_tables
 
-ENT = {"title": pl.String, "type": pl.String, "description": pl.String, "text_unit_id": pl.String,
-       "order": pl.Int64}
-REL = {"source": pl.String, "target": pl.String, "description": pl.String, "weight": pl.Float64,
-       "text_unit_id": pl.String, "order": pl.Int64}
+ENT = {"title": pl.String, "type": pl.String, "description": pl.String, "text_unit_id": pl.String, "order": pl.Int64}
+REL = {
+    "source": pl.String,
+    "target": pl.String,
+    "description": pl.String,
+    "weight": pl.Float64,
+    "text_unit_id": pl.String,
+    "order": pl.Int64,
+}
 
 
 def _merge(entities: list[tuple], relationships: list[tuple]) -> dict[str, pl.DataFrame]:
     units = pl.DataFrame({"id": ["u1", "u2", "u3"], "human_readable_id": [0, 1, 2]})
-    tables = {"extracted_entities": pl.DataFrame(entities, schema=ENT, orient="row"),
-              "extracted_relationships": pl.DataFrame(relationships, schema=REL, orient="row"),
-              "text_units": units}
+    tables = {
+        "extracted_entities": pl.DataFrame(entities, schema=ENT, orient="row"),
+        "extracted_relationships": pl.DataFrame(relationships, schema=REL, orient="row"),
+        "text_units": units,
+    }
     return MERGE.run(StepContext(Settings(), "."), tables)
 
 
 def test_merge_keeps_the_most_frequent_surface_form_and_type():
-    out = _merge([("Li Ming", "PERSON", "owner", "u1", 0), ("LI MING", "PERSON", "runs a cafe", "u2", 0),
-                  ("LI MING", "ORGANIZATION", "", "u3", 0), ("ｌｉ　ｍｉｎｇ", "PERSON", "owner", "u3", 1)],
-                 [])["merged_entities"]
+    out = _merge(
+        [
+            ("Li Ming", "PERSON", "owner", "u1", 0),
+            ("LI MING", "PERSON", "runs a cafe", "u2", 0),
+            ("LI MING", "ORGANIZATION", "", "u3", 0),
+            ("ｌｉ　ｍｉｎｇ", "PERSON", "owner", "u3", 1),
+        ],
+        [],
+    )["merged_entities"]
     assert out.height == 1, "case, full width and spaces fold to one entity"
     row = out.row(0, named=True)
     assert row["title"] == "LI MING" and row["type"] == "PERSON"
@@ -37,16 +50,22 @@ def test_merge_keeps_the_most_frequent_surface_form_and_type():
 
 
 def test_merge_ties_break_alphabetically_and_chinese_names_are_kept_as_written():
-    out = _merge([("李明", "PERSON", "a", "u1", 0), ("李明", "GEO", "b", "u2", 0), ("李 明", "PERSON", "c", "u3", 0)],
-                 [])["merged_entities"].sort("title")
+    out = _merge(
+        [("李明", "PERSON", "a", "u1", 0), ("李明", "GEO", "b", "u2", 0), ("李 明", "PERSON", "c", "u3", 0)], []
+    )["merged_entities"].sort("title")
     assert out["title"].to_list() == ["李 明", "李明"], "no case or width to fold in Chinese; spaces do separate"
     assert out.filter(pl.col("title") == "李明")["type"].item() == "GEO", "a 1-1 tie goes to the first type A-Z"
 
 
 def test_relationships_add_missing_endpoints_drop_self_loops_and_sum_weights():
-    out = _merge([("ALICE", "PERSON", "a founder", "u1", 0)],
-                 [("ALICE", "ACME", "founded", 2.0, "u1", 0), ("alice", "ACME", "leads", 3.0, "u2", 0),
-                  ("ALICE", "Alice", "herself", 1.0, "u2", 1)])
+    out = _merge(
+        [("ALICE", "PERSON", "a founder", "u1", 0)],
+        [
+            ("ALICE", "ACME", "founded", 2.0, "u1", 0),
+            ("alice", "ACME", "leads", 3.0, "u2", 0),
+            ("ALICE", "Alice", "herself", 1.0, "u2", 1),
+        ],
+    )
     ents = {r["title"]: r for r in out["merged_entities"].iter_rows(named=True)}
     assert set(ents) == {"ALICE", "ACME"} and ents["ACME"]["type"] == "", "an implied endpoint has no type"
     assert ents["ACME"]["descriptions"] == ["founded", "leads"]
@@ -56,27 +75,49 @@ def test_relationships_add_missing_endpoints_drop_self_loops_and_sum_weights():
 
 
 def test_a_relationship_the_gleaning_round_repeats_keeps_its_single_weight():
-    out = _merge([], [("ALICE", "ACME", "founded", 5.0, "u1", 0),        # first pass
-                      ("ALICE", "ACME", "founded in 1990", 5.0, "u1", 3),  # the gleaning round, same unit
-                      ("ALICE", "ACME", "leads", 2.0, "u2", 0)])            # another text unit: adds up
+    out = _merge(
+        [],
+        [
+            ("ALICE", "ACME", "founded", 5.0, "u1", 0),  # first pass
+            ("ALICE", "ACME", "founded in 1990", 5.0, "u1", 3),  # the gleaning round, same unit
+            ("ALICE", "ACME", "leads", 2.0, "u2", 0),
+        ],
+    )  # another text unit: adds up
     rel = out["merged_relationships"].row(0, named=True)
     assert rel["weight"] == 5.0 + 2.0, "once per text unit, summed over text units"
     assert rel["descriptions"] == ["founded", "founded in 1990", "leads"] and rel["text_unit_ids"] == ["u1", "u2"]
 
 
 def _community(n_entities: int, children: list[dict], description: str = "x" * 40) -> dict:
-    entities = [{"id": f"e{i}", "human_readable_id": i, "title": f"E{i}", "description": description,
-                 "degree": n_entities - i} for i in range(n_entities)]
-    relationships = [{"id": f"r{i}", "human_readable_id": i, "source": f"E{i}", "target": f"E{i + 1}",
-                      "description": "linked", "combined_degree": 2} for i in range(n_entities - 1)]
-    return {"item_id": "c", "community": 0, "entities": entities, "relationships": relationships,
-            "children": children}
+    entities = [
+        {"id": f"e{i}", "human_readable_id": i, "title": f"E{i}", "description": description, "degree": n_entities - i}
+        for i in range(n_entities)
+    ]
+    relationships = [
+        {
+            "id": f"r{i}",
+            "human_readable_id": i,
+            "source": f"E{i}",
+            "target": f"E{i + 1}",
+            "description": "linked",
+            "combined_degree": 2,
+        }
+        for i in range(n_entities - 1)
+    ]
+    return {"item_id": "c", "community": 0, "entities": entities, "relationships": relationships, "children": children}
 
 
 def _child(number: int, members: range, content_words: int = 20) -> dict:
-    return {"entity_ids": [f"e{i}" for i in members], "size": len(members),
-            "report": {"community": number, "title": f"Child {number}", "summary": f"summary {number}",
-                       "full_content": f"# Child {number}\n\n" + f"finding{number} " * content_words}}
+    return {
+        "entity_ids": [f"e{i}" for i in members],
+        "size": len(members),
+        "report": {
+            "community": number,
+            "title": f"Child {number}",
+            "summary": f"summary {number}",
+            "full_content": f"# Child {number}\n\n" + f"finding{number} " * content_words,
+        },
+    }
 
 
 def count(text: str) -> int:
@@ -123,9 +164,11 @@ def test_reduce_context_keeps_the_best_points_within_the_budget(tmp_path):
 
     settings = Settings.model_validate({"global_search": {"reduce_max_tokens": 60}})
     engine = GlobalSearch(IndexData.from_frames(), Models.create(settings, tmp_path), settings, tmp_path)
-    batches = [[{"description": "low " * 5, "score": 1}, {"description": "zero", "score": 0}],
-               [{"description": "high " * 5, "score": 9}, {"description": "mid " * 5, "score": 5}],
-               [{"description": "long " * 200, "score": 7}]]
+    batches = [
+        [{"description": "low " * 5, "score": 1}, {"description": "zero", "score": 0}],
+        [{"description": "high " * 5, "score": 9}, {"description": "mid " * 5, "score": 5}],
+        [{"description": "long " * 200, "score": 7}],
+    ]
     text, kept = engine.reduce_context(batches)
     assert [p["score"] for p in kept] == [9], "by score; a point that does not fit ends the context"
     assert text.startswith("----Analyst 2----\nImportance Score: 9")
@@ -145,8 +188,9 @@ def test_a_503_with_retry_after_is_waited_out_like_a_429_and_a_refused_connectio
     from graphrag_ray.llm.client import OpenAIClient, RateLimitedError, TransientLLMError
 
     async def outcomes(http_client: str):
-        client = OpenAIClient("m", ModelConfig(api_base="http://127.0.0.1:9/v1", api_key="k", model="x",
-                                               http_client=http_client))
+        client = OpenAIClient(
+            "m", ModelConfig(api_base="http://127.0.0.1:9/v1", api_key="k", model="x", http_client=http_client)
+        )
         try:
             overloaded = client._from_status(503, {"retry-after-ms": "1500"}, "overloaded")
             plain = client._from_status(503, {}, "overloaded")
@@ -165,11 +209,14 @@ def test_a_503_with_retry_after_is_waited_out_like_a_429_and_a_refused_connectio
         assert str(refused).endswith("failed: connection refused"), (http_client, str(refused))
 
     # Azure goes through the SDK, which calls a refused connection a timeout: the cause is still named
-    client = OpenAIClient("m", ModelConfig(api_type="azure", api_base="http://127.0.0.1:9", api_version="2024-06-01",
-                                           api_key="k", model="x"))
+    client = OpenAIClient(
+        "m",
+        ModelConfig(api_type="azure", api_base="http://127.0.0.1:9", api_version="2024-06-01", api_key="k", model="x"),
+    )
     request = httpx2.Request("POST", "http://127.0.0.1:9/openai/deployments/x/chat/completions")
-    status = openai.APIStatusError("error", response=httpx2.Response(503, headers={"retry-after-ms": "1500"},
-                                                                     request=request), body=None)
+    status = openai.APIStatusError(
+        "error", response=httpx2.Response(503, headers={"retry-after-ms": "1500"}, request=request), body=None
+    )
     assert client._translate(status).retry_after == 1.5
     try:
         raise openai.APITimeoutError(request=request) from ConnectionRefusedError(111, "Connect call failed")

@@ -9,7 +9,8 @@ import time
 import pytest
 
 from graphrag_ray.llm.concurrency import AdaptiveConcurrency
-from graphrag_ray.llm.ratelimit import HEADROOM, LocalRateLimiter, ModelWindow
+from graphrag_ray.llm.rate_window import HEADROOM, ModelWindow
+from graphrag_ray.llm.ratelimit import LocalRateLimiter
 
 
 class Clock:
@@ -55,8 +56,9 @@ def test_requests_per_minute_are_paced_and_counted_in_the_window():
         sends.append(clock.t - start)
     gap = 60 / (60 * HEADROOM)  # the allowed rate keeps a little headroom below the limit
     assert sends[:6] == [0.0] * 6, "a short burst goes at once"
-    assert sends[8] - sends[7] == pytest.approx(gap) and sends[9] - sends[8] == pytest.approx(gap), \
+    assert sends[8] - sends[7] == pytest.approx(gap) and sends[9] - sends[8] == pytest.approx(gap), (
         "then one request per 1/rate seconds"
+    )
     assert all(sum(1 for t in sends if start <= t < start + 60) <= 60 for start in sends)
 
 

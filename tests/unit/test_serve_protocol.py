@@ -19,8 +19,12 @@ def test_model_names_pick_the_index_and_the_method():
     assert resolve_model("basic", ["coffee_shop"]) == Target(("coffee_shop",), "basic")
     assert resolve_model("graphrag-global-search:latest", ["coffee_shop"]) == Target(("coffee_shop",), "global")
     assert resolve_model("graphrag", ["coffee_shop"]) == Target(("coffee_shop",), "auto")
-    for wrong, said in (("local", "name an index"), ("nowhere/local", "no index named 'nowhere'"),
-                        ("coffee_shop/fastest", "unknown method 'fastest'"), ("", "name an index")):
+    for wrong, said in (
+        ("local", "name an index"),
+        ("nowhere/local", "no index named 'nowhere'"),
+        ("coffee_shop/fastest", "unknown method 'fastest'"),
+        ("", "name an index"),
+    ):
         with pytest.raises(ModelNotFound, match=said):
             resolve_model(wrong, TWO)
 
@@ -35,13 +39,18 @@ def test_every_listed_name_resolves():
 
 
 def test_the_last_user_message_is_the_question_and_the_rest_its_history():
-    question, history = history_of([
-        {"role": "system", "content": "You are helpful."},
-        {"role": "user", "content": "Who is Ada Marsh?"},
-        {"role": "assistant", "content": "The keeper."},
-        {"role": "user", "content": [{"type": "text", "text": "And her "}, {"type": "text", "text": "brother?"}]}])
+    question, history = history_of(
+        [
+            {"role": "system", "content": "You are helpful."},
+            {"role": "user", "content": "Who is Ada Marsh?"},
+            {"role": "assistant", "content": "The keeper."},
+            {"role": "user", "content": [{"type": "text", "text": "And her "}, {"type": "text", "text": "brother?"}]},
+        ]
+    )
     assert question == "And her brother?"
-    assert [(t.role.value, t.content) for t in history.turns] == [("user", "Who is Ada Marsh?"),
-                                                                  ("assistant", "The keeper.")]
+    assert [(t.role.value, t.content) for t in history.turns] == [
+        ("user", "Who is Ada Marsh?"),
+        ("assistant", "The keeper."),
+    ]
     with pytest.raises(UsageError, match="last message must be the user's question"):
         history_of([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}])

@@ -41,9 +41,16 @@ class Chat:
 
 def revision_item(n: int) -> dict:
     old = [f"Hub {n} runs site {k}." for k in range(3)]
-    return {"item_id": f"e{n}", "names": f"HUB {n}", "descriptions": [*old[1:], f"Hub {n} opened site 9."],
-            "revision": {"summary": f"HUB {n}: " + " ".join(old), "added": [f"Hub {n} opened site 9."],
-                         "removed": [old[0]]}}
+    return {
+        "item_id": f"e{n}",
+        "names": f"HUB {n}",
+        "descriptions": [*old[1:], f"Hub {n} opened site 9."],
+        "revision": {
+            "summary": f"HUB {n}: " + " ".join(old),
+            "added": [f"Hub {n} opened site 9."],
+            "removed": [old[0]],
+        },
+    }
 
 
 def run(items: list[dict], chat: Chat, per_call: int = 8):
@@ -102,14 +109,19 @@ def test_items_without_a_revision_are_summarised_alone_beside_the_shared_call():
 
     shared = chat.chat
     chat.chat = lambda messages, stage, **kw: (shared if "Items to Revise:" in messages[-1]["content"] else plain)(
-        messages, stage, **kw)
+        messages, stage, **kw
+    )
     rows = run([revision_item(0), fresh, revision_item(1)], chat)
     assert sorted(chat.calls) == ["fresh", "shared"] and summaries(rows)[1] == "ALONE: one and two."
 
 
 def new_item(n: int) -> dict:
-    return {"item_id": f"n{n}", "names": f"NEW {n}", "descriptions": [f"New {n} is small.", f"New {n} is near."],
-            "revision": {"summary": "", "added": [f"New {n} is near.", f"New {n} is small."], "removed": []}}
+    return {
+        "item_id": f"n{n}",
+        "names": f"NEW {n}",
+        "descriptions": [f"New {n} is small.", f"New {n} is near."],
+        "revision": {"summary": "", "added": [f"New {n} is near.", f"New {n} is small."], "removed": []},
+    }
 
 
 def test_an_item_with_no_current_description_is_written_in_the_shared_call_from_its_descriptions():

@@ -7,10 +7,13 @@ from graphrag_ray.llm.tokens import Tokenizer, at_most_tokens, cache_key, encodi
 
 def test_encodings_load_offline_from_the_installed_files(tmp_path):
     # A fresh process with an empty TIKTOKEN_CACHE_DIR and no route to the download host must still count.
-    env = dict(os.environ, TIKTOKEN_CACHE_DIR=str(tmp_path), HTTPS_PROXY="http://127.0.0.1:9",
-               HTTP_PROXY="http://127.0.0.1:9")
-    code = ("from graphrag_ray.llm.tokens import Tokenizer;"
-            "print(Tokenizer('cl100k_base').count('李明在杭州开咖啡店 hello'), Tokenizer('o200k_base').count('hi'))")
+    env = dict(
+        os.environ, TIKTOKEN_CACHE_DIR=str(tmp_path), HTTPS_PROXY="http://127.0.0.1:9", HTTP_PROXY="http://127.0.0.1:9"
+    )
+    code = (
+        "from graphrag_ray.llm.tokens import Tokenizer;"
+        "print(Tokenizer('cl100k_base').count('李明在杭州开咖啡店 hello'), Tokenizer('o200k_base').count('hi'))"
+    )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     a, b = map(int, out.stdout.split())
@@ -63,8 +66,14 @@ def test_parsed_encoding_is_kept_in_marshal_form_and_rebuilt_when_the_file_chang
 
 
 def test_the_byte_bound_never_says_a_text_fits_that_does_not():
-    texts = ["李明在杭州开了一家咖啡店，咖啡豆来自云南普洱。", "Alice Martin met Bob Chen in 2024.", "🙂☕️ x " * 40,
-             "\x00\x01 <|endoftext|> " * 10, "ﾊﾟﾝ ㌀ 𠀀𠀁 " * 20, ""]
+    texts = [
+        "李明在杭州开了一家咖啡店，咖啡豆来自云南普洱。",
+        "Alice Martin met Bob Chen in 2024.",
+        "🙂☕️ x " * 40,
+        "\x00\x01 <|endoftext|> " * 10,
+        "ﾊﾟﾝ ㌀ 𠀀𠀁 " * 20,
+        "",
+    ]
     for encoding in ("cl100k_base", "o200k_base"):
         tok = Tokenizer(encoding)
         for text in texts:

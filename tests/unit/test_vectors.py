@@ -35,8 +35,7 @@ def test_a_small_table_is_searched_exactly_from_its_flat_copy(tmp_path):
 def test_an_indexed_table_is_searched_with_probes_and_refinement(tmp_path, ann_index, default_refine):
     matrix = _clustered(3000, 32)
     ids = [f"r{i:04d}" for i in range(3000)]
-    write_vectors(tmp_path, "entity_description", ids, [""] * 3000, matrix, ann_index_rows=1000,
-                  ann_index=ann_index)
+    write_vectors(tmp_path, "entity_description", ids, [""] * 3000, matrix, ann_index_rows=1000, ann_index=ann_index)
     assert open_searchable(tmp_path, "entity_description").refine_factor == default_refine  # by the table's index
     search = open_searchable(tmp_path, "entity_description", nprobes=32, refine_factor=10)
     assert isinstance(search, LanceVectors) and not (tmp_path / f"entity_description{FLAT_SUFFIX}").exists()
@@ -60,8 +59,10 @@ def test_a_table_indexed_for_another_metric_is_ranked_by_cosine_exactly(tmp_path
     rng = np.random.default_rng(3)
     matrix = (rng.normal(size=(400, 16)) * rng.uniform(0.1, 10, size=(400, 1))).astype(np.float32)  # unnormalised
     ids = [f"m{i:03d}" for i in range(400)]
-    table = lancedb.connect(str(tmp_path)).create_table("entity_description", data=pa.table({
-        "id": ids, "vector": pa.FixedSizeListArray.from_arrays(pa.array(matrix.ravel()), 16)}))
+    table = lancedb.connect(str(tmp_path)).create_table(
+        "entity_description",
+        data=pa.table({"id": ids, "vector": pa.FixedSizeListArray.from_arrays(pa.array(matrix.ravel()), 16)}),
+    )
     table.create_index(metric="l2", vector_column_name="vector", index_type="IVF_FLAT", num_partitions=4)
     search = open_searchable(tmp_path, "entity_description")
     assert isinstance(search, LanceVectors) and search.exact

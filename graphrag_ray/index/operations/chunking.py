@@ -33,10 +33,16 @@ def windows(tokens: list[int], size: int, overlap: int) -> list[tuple[int, int]]
 
 def documents_to_cut(documents: pl.DataFrame, skip: set[str] = frozenset()) -> list[dict]:
     """What cutting a document needs, per document of the table (but those in `skip`), in the table's order."""
-    return [{"item_id": row["id"], "text": row["text"], "order": row["human_readable_id"],
-             "source": document_source(row["raw_data"])}
-            for row in documents.select("id", "text", "human_readable_id", "raw_data").iter_rows(named=True)
-            if row["id"] not in skip]
+    return [
+        {
+            "item_id": row["id"],
+            "text": row["text"],
+            "order": row["human_readable_id"],
+            "source": document_source(row["raw_data"]),
+        }
+        for row in documents.select("id", "text", "human_readable_id", "raw_data").iter_rows(named=True)
+        if row["id"] not in skip
+    ]
 
 
 def text_units_of(ctx: StepContext, document: dict) -> list[dict]:
@@ -49,7 +55,14 @@ def text_units_of(ctx: StepContext, document: dict) -> list[dict]:
         text = enc.decode_bytes(tokens[start:end]).decode("utf-8", errors="ignore").strip()
         if not text:
             continue
-        units.append({"id": content_id("text_unit", document["source"], index, text), "text": text,
-                      "n_tokens": end - start, "document_id": document["item_id"], "doc_order": document["order"],
-                      "chunk_index": index})
+        units.append(
+            {
+                "id": content_id("text_unit", document["source"], index, text),
+                "text": text,
+                "n_tokens": end - start,
+                "document_id": document["item_id"],
+                "doc_order": document["order"],
+                "chunk_index": index,
+            }
+        )
     return units

@@ -15,16 +15,20 @@ from graphrag_ray.storage.tables import read_table
 SUMMARY_ROWS = {"id": pl.String, "description": pl.String, "sources": pl.List(pl.String)}
 
 
-def with_summaries(entities: pl.DataFrame, relationships: pl.DataFrame,
-                   summaries: pl.DataFrame | None = None) -> dict[str, pl.DataFrame]:
+def with_summaries(
+    entities: pl.DataFrame, relationships: pl.DataFrame, summaries: pl.DataFrame | None = None
+) -> dict[str, pl.DataFrame]:
     """`entities_summarized` and `relationships_summarized`: each row's `description` is its summary (by id) or,
     with none, its `descriptions` joined by newlines."""
     summaries = pl.DataFrame(schema=SUMMARY_ROWS) if summaries is None else summaries
 
     def resolve(df: pl.DataFrame) -> pl.DataFrame:
         single = pl.col("descriptions").list.join("\n")
-        return (df.join(summaries.select("id", pl.col("description").alias("summary")), on="id", how="left")
-                .with_columns(pl.coalesce("summary", single).alias("description")).drop("summary"))
+        return (
+            df.join(summaries.select("id", pl.col("description").alias("summary")), on="id", how="left")
+            .with_columns(pl.coalesce("summary", single).alias("description"))
+            .drop("summary")
+        )
 
     return {"entities_summarized": resolve(entities), "relationships_summarized": resolve(relationships)}
 
@@ -60,8 +64,10 @@ def add_revisions(ctx, items: list[dict], text_units: pl.DataFrame, shared_call_
         return 0
     least = REVISE_MIN_DESCRIPTIONS_BATCHED if batched else REVISE_MIN_DESCRIPTIONS
     wanted = {item["item_id"] for item in items if len(item["descriptions"]) >= least}
-    before = {r["id"]: (r["description"], set(r["sources"] or ()))
-              for r in summaries.filter(pl.col("id").is_in(list(wanted))).iter_rows(named=True)}
+    before = {
+        r["id"]: (r["description"], set(r["sources"] or ()))
+        for r in summaries.filter(pl.col("id").is_in(list(wanted))).iter_rows(named=True)
+    }
     if not before:
         return 0
     gone = _removed_descriptions(previous, text_units)
@@ -98,8 +104,9 @@ def _removed_descriptions(previous, text_units: pl.DataFrame) -> dict[str, set[s
     if extracted is None:
         return {}
     out: dict[str, set[str]] = {}
-    for title, description in extracted.filter(pl.col("text_unit_id").is_in(list(removed))).select(
-            "title", "description").iter_rows():
+    for title, description in (
+        extracted.filter(pl.col("text_unit_id").is_in(list(removed))).select("title", "description").iter_rows()
+    ):
         key = normalize_name(title)
         if key and description:
             out.setdefault(content_id("entity", key), set()).add(description)

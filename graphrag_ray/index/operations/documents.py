@@ -28,8 +28,9 @@ def load_documents(ctx: StepContext) -> tuple[pl.DataFrame, pl.DataFrame]:
         except InputError:
             raise
         except (UnicodeDecodeError, ValueError, OSError, pl.exceptions.PolarsError) as exc:
-            failures.append(_failure(file, f"unreadable {kind_of(ctx.settings, file)} file: "
-                                           f"{type(exc).__name__}: {str(exc)[:200]}"))
+            failures.append(
+                _failure(file, f"unreadable {kind_of(ctx.settings, file)} file: {type(exc).__name__}: {str(exc)[:200]}")
+            )
             continue
         created = dt.datetime.fromtimestamp(file.mtime_s or 0, dt.timezone.utc).isoformat()
         for row_index, row in enumerate(rows):
@@ -50,23 +51,51 @@ def _finish(docs: list[dict], failures: list[dict], ctx: StepContext) -> pl.Data
         label = str(doc.get("given_id") or f"{doc['source']}#{doc['row']}")
         text = doc.get("text")
         if text is None or not str(text).strip():
-            failures.append({"step": "load_documents", "item_id": label, "source": doc["source"],
-                             "reason": "document has no text"})
+            failures.append(
+                {"step": "load_documents", "item_id": label, "source": doc["source"], "reason": "document has no text"}
+            )
             continue
         given = doc.get("given_id")
         key = f"id:{given}" if given not in (None, "") else f"src:{doc['source']}#{doc['row']}"
         if key in seen:
-            failures.append({"step": "load_documents", "item_id": label, "source": doc["source"],
-                             "reason": f"duplicate document id '{given}' (first seen in {seen[key]}); skipped"})
+            failures.append(
+                {
+                    "step": "load_documents",
+                    "item_id": label,
+                    "source": doc["source"],
+                    "reason": f"duplicate document id '{given}' (first seen in {seen[key]}); skipped",
+                }
+            )
             continue
         seen[key] = doc["source"]
-        out.append({"id": content_id("document", key, doc["title"], text), "human_readable_id": len(out),
-                    "title": doc["title"], "text": str(text), "text_unit_ids": [],
-                    "creation_date": doc["creation_date"],
-                    "raw_data": json.dumps({**doc["meta"], "source": doc["source"],
-                                            **({"input_id": given} if given not in (None, "") else
-                                               {"row": doc["row"]})},
-                                           ensure_ascii=False, default=str)})
-    return pl.DataFrame(out, schema={"id": pl.String, "human_readable_id": pl.Int64, "title": pl.String,
-                                     "text": pl.String, "text_unit_ids": pl.List(pl.String),
-                                     "creation_date": pl.String, "raw_data": pl.String})
+        out.append(
+            {
+                "id": content_id("document", key, doc["title"], text),
+                "human_readable_id": len(out),
+                "title": doc["title"],
+                "text": str(text),
+                "text_unit_ids": [],
+                "creation_date": doc["creation_date"],
+                "raw_data": json.dumps(
+                    {
+                        **doc["meta"],
+                        "source": doc["source"],
+                        **({"input_id": given} if given not in (None, "") else {"row": doc["row"]}),
+                    },
+                    ensure_ascii=False,
+                    default=str,
+                ),
+            }
+        )
+    return pl.DataFrame(
+        out,
+        schema={
+            "id": pl.String,
+            "human_readable_id": pl.Int64,
+            "title": pl.String,
+            "text": pl.String,
+            "text_unit_ids": pl.List(pl.String),
+            "creation_date": pl.String,
+            "raw_data": pl.String,
+        },
+    )

@@ -51,16 +51,19 @@ class EmbeddingPlan(ItemPlan):
         schema = {"id": pl.String, "target": pl.String, "text": pl.String, "vector": pl.Binary}
         if ctx.previous is None or not ctx.settings.embed_text.enabled:
             return pl.DataFrame(schema=schema)
-        rows = pl.DataFrame(self.step.rows(tables),
-                            schema={"item_id": pl.String, "target": pl.String, "text": pl.String})
+        rows = pl.DataFrame(
+            self.step.rows(tables), schema={"item_id": pl.String, "target": pl.String, "text": pl.String}
+        )
         found = []
         for (target,), wanted in rows.partition_by("target", as_dict=True).items():
             stored = stored_vectors(ctx.previous.child("lancedb"), target)
             if stored is None:
                 continue
-            found.append(wanted.unique(["text"], keep="first", maintain_order=True)
-                         .join(stored.unique("text"), on="text", how="inner", maintain_order="left")
-                         .select(pl.col("item_id").alias("id"), "target", "text", "vector"))
+            found.append(
+                wanted.unique(["text"], keep="first", maintain_order=True)
+                .join(stored.unique("text"), on="text", how="inner", maintain_order="left")
+                .select(pl.col("item_id").alias("id"), "target", "text", "vector")
+            )
         return pl.concat(found) if found else pl.DataFrame(schema=schema)
 
     def with_carried(self, ctx: StepContext, tables: Tables, vectors: SpilledRows) -> SpilledRows:
@@ -101,22 +104,31 @@ class EmbeddingStep(ItemStep):
         """Every row that gets a vector, and where that vector is: the item embedded for its text (the first row
         with that text, as in items()) and the partition file holding it. A text whose embedding failed has a
         failures row and no vector, so no manifest row."""
-        rows = pl.DataFrame(self.rows(tables), schema={"item_id": pl.String, "target": pl.String,
-                                                       "text": pl.String})
+        rows = pl.DataFrame(self.rows(tables), schema={"item_id": pl.String, "target": pl.String, "text": pl.String})
         rows = rows.with_columns(pl.col("item_id").first().over(["target", "text"]).alias("holder"))
         where = [vectors.read(path, ["id"]).with_columns(pl.lit(path).alias("file")) for path in vectors.paths]
         found = pl.concat(where) if where else pl.DataFrame(schema={"id": pl.String, "file": pl.String})
-        return (rows.join(found.rename({"id": "holder"}), on="holder", how="inner")
-                .select(pl.col("item_id").alias("id"), "target", pl.col("holder").alias("item_id"), "file")
-                .cast(RUN_SCHEMAS["embeddings"]))
+        return (
+            rows.join(found.rename({"id": "holder"}), on="holder", how="inner")
+            .select(pl.col("item_id").alias("id"), "target", pl.col("holder").alias("item_id"), "file")
+            .cast(RUN_SCHEMAS["embeddings"])
+        )
 
     async def process_batch(self, ctx: StepContext, items: list[dict], models) -> Rows:
         # a batch whose embedding cannot be had is a failures row per item (worker.py): those texts get no vector
         embedder = models.embedding(ctx.settings.embed_text.model_id)
         vectors = await embedder.embed([it["text"] for it in items], stage=STAGE)
-        return {"embeddings": [{"id": it["item_id"], "target": it["target"], "text": it["text"],
-                                "vector": np.asarray(vec, dtype=np.float32).tobytes()}
-                               for it, vec in zip(items, vectors)]}
+        return {
+            "embeddings": [
+                {
+                    "id": it["item_id"],
+                    "target": it["target"],
+                    "text": it["text"],
+                    "vector": np.asarray(vec, dtype=np.float32).tobytes(),
+                }
+                for it, vec in zip(items, vectors)
+            ]
+        }
 
 
 def vector_batches(run: Store, manifest: pl.DataFrame):

@@ -9,6 +9,11 @@ from graphrag_ray.parsing.llm_output import COMPLETION_DELIMITER, RECORD_DELIMIT
 
 def extraction_prompt(ctx: StepContext, text: str) -> str:
     cfg = ctx.settings.extract_graph
-    return fill(ctx.prompt(cfg.prompt), entity_types=",".join(t.upper() for t in cfg.entity_types),
-                input_text=text, tuple_delimiter=TUPLE_DELIMITER, record_delimiter=RECORD_DELIMITER,
-                completion_delimiter=COMPLETION_DELIMITER)
+    return fill(
+        ctx.prompt(cfg.prompt),
+        entity_types=",".join(t.upper() for t in cfg.entity_types),
+        input_text=text,
+        tuple_delimiter=TUPLE_DELIMITER,
+        record_delimiter=RECORD_DELIMITER,
+        completion_delimiter=COMPLETION_DELIMITER,
+    )

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 
 def valid_report(data: dict | None) -> bool:
-    return bool(data) and isinstance(data.get("title"), str) and isinstance(data.get("summary"), str) \
+    return (
+        bool(data)
+        and isinstance(data.get("title"), str)
+        and isinstance(data.get("summary"), str)
         and isinstance(data.get("findings"), list)
+    )
 
 
 def render_markdown(report: dict) -> str:

@@ -27,12 +27,16 @@ class Chunk(ItemStep):
         previous = ctx.previous_table("text_units")
         if previous is None:
             return pl.DataFrame(schema={**Chunk.yields["text_units"]})
-        order = tables["documents"].select(pl.col("id").alias("document_id"), pl.col("human_readable_id")
-                                           .alias("doc_order"))
-        return (previous.join(order, on="document_id")
-                .with_columns(pl.col("human_readable_id").rank("ordinal").over("document_id").cast(pl.Int64)
-                              .alias("chunk_index"))
-                .select(list(Chunk.yields["text_units"])))
+        order = tables["documents"].select(
+            pl.col("id").alias("document_id"), pl.col("human_readable_id").alias("doc_order")
+        )
+        return (
+            previous.join(order, on="document_id")
+            .with_columns(
+                pl.col("human_readable_id").rank("ordinal").over("document_id").cast(pl.Int64).alias("chunk_index")
+            )
+            .select(list(Chunk.yields["text_units"]))
+        )
 
     async def process(self, ctx: StepContext, item: dict, models) -> Rows:
         return {"text_units": text_units_of(ctx, item)}

@@ -28,8 +28,9 @@ if TYPE_CHECKING:
     import igraph
 
 
-def leiden(graph: igraph.Graph, seed: int, start: dict[str, object] | None = None,
-           settled: set[str] | None = None) -> list[list[int]]:
+def leiden(
+    graph: igraph.Graph, seed: int, start: dict[str, object] | None = None, settled: set[str] | None = None
+) -> list[list[int]]:
     """Modularity-optimising Leiden; returns vertex index groups. `start` (vertex name -> a previous community)
     seeds the search with the previous partition (vertices it does not name start alone); vertices in `settled`
     (the change did not reach them: same neighbours, same weights) keep their previous community and only the
@@ -37,8 +38,9 @@ def leiden(graph: igraph.Graph, seed: int, start: dict[str, object] | None = Non
     import leidenalg  # with igraph, imported by the step that clusters: no other process needs them
 
     if not start:
-        partition = leidenalg.find_partition(graph, leidenalg.ModularityVertexPartition, weights="weight",
-                                             seed=seed, n_iterations=2)
+        partition = leidenalg.find_partition(
+            graph, leidenalg.ModularityVertexPartition, weights="weight", seed=seed, n_iterations=2
+        )
         return [list(c) for c in partition if c]
     labels: dict[object, int] = {}
     names = graph.vs["name"]
@@ -51,15 +53,21 @@ def leiden(graph: igraph.Graph, seed: int, start: dict[str, object] | None = Non
     return [list(c) for c in partition if c]
 
 
-def hierarchical_leiden(graph: igraph.Graph, max_size: int, seed: int, max_levels: int,
-                        previous: dict[int, dict[str, int]] | None = None,
-                        settled: set[str] | None = None) -> list[dict]:
+def hierarchical_leiden(
+    graph: igraph.Graph,
+    max_size: int,
+    seed: int,
+    max_levels: int,
+    previous: dict[int, dict[str, int]] | None = None,
+    settled: set[str] | None = None,
+) -> list[dict]:
     """[{level, parent (the parent's dict or None), members: [sorted vertex names]}]. `previous` (level -> vertex
     name -> community) seeds each level's search with the previous version's partition, in which the `settled`
     vertices stay."""
     result: list[dict] = []
     frontier: list[tuple[dict | None, igraph.Graph]] = [
-        (None, graph.induced_subgraph(sorted(component))) for component in graph.connected_components()]
+        (None, graph.induced_subgraph(sorted(component))) for component in graph.connected_components()
+    ]
     for level in range(max_levels):
         next_frontier = []
         start = (previous or {}).get(level)
@@ -75,25 +83,28 @@ def hierarchical_leiden(graph: igraph.Graph, max_size: int, seed: int, max_level
                 node = {"level": level, "parent": parent, "members": members}
                 result.append(node)
                 if len(members) > max_size:
-                    next_frontier.append((node, graph.induced_subgraph(
-                        [graph.vs.find(name=n).index for n in members])))
+                    next_frontier.append((node, graph.induced_subgraph([graph.vs.find(name=n).index for n in members])))
         if not next_frontier:
             break
         frontier = next_frontier
     return result
 
 
-def settled_vertices(previous_rels: pl.DataFrame | None, previous_ents: pl.DataFrame | None,
-                     pairs: pl.DataFrame, ents: pl.DataFrame) -> set[str]:
+def settled_vertices(
+    previous_rels: pl.DataFrame | None, previous_ents: pl.DataFrame | None, pairs: pl.DataFrame, ents: pl.DataFrame
+) -> set[str]:
     """The entity keys the change did not reach: in the previous version, with exactly the same weighted edges."""
     if previous_rels is None or previous_ents is None:
         return set()
     key_of = dict(zip(ents["id"].to_list(), ents["key"].to_list()))
-    old_key = {title: key_of.get(entity_id) for title, entity_id in
-               zip(previous_ents["title"].to_list(), previous_ents["id"].to_list())}
+    old_key = {
+        title: key_of.get(entity_id)
+        for title, entity_id in zip(previous_ents["title"].to_list(), previous_ents["id"].to_list())
+    }
     before: dict[tuple, float] = {}
-    for s, t, w in zip(previous_rels["source"].to_list(), previous_rels["target"].to_list(),
-                       previous_rels["weight"].to_list()):
+    for s, t, w in zip(
+        previous_rels["source"].to_list(), previous_rels["target"].to_list(), previous_rels["weight"].to_list()
+    ):
         a, b = old_key.get(s) or ("gone", s), old_key.get(t) or ("gone", t)
         pair = (min(a, b, key=str), max(a, b, key=str))
         before[pair] = before.get(pair, 0.0) + w
@@ -131,9 +142,14 @@ class Communities(BatchStep):
         cfg = ctx.settings.cluster_graph
         ents = tables["resolved_entities"]
         rels = tables["resolved_relationships"]
-        pairs = (rels.select(pl.min_horizontal("skey", "tkey").alias("a"), pl.max_horizontal("skey", "tkey").alias("b"),
-                             "weight")
-                 .group_by("a", "b").agg(pl.col("weight").sum()).sort("a", "b"))
+        pairs = (
+            rels.select(
+                pl.min_horizontal("skey", "tkey").alias("a"), pl.max_horizontal("skey", "tkey").alias("b"), "weight"
+            )
+            .group_by("a", "b")
+            .agg(pl.col("weight").sum())
+            .sort("a", "b")
+        )
         names = sorted(set(pairs["a"].to_list()) | set(pairs["b"].to_list()))
         import igraph
 
@@ -142,22 +158,32 @@ class Communities(BatchStep):
         graph.add_edges(list(zip(pairs["a"].to_list(), pairs["b"].to_list())))
         graph.es["weight"] = [max(1e-6, float(w)) for w in pairs["weight"].to_list()]
         previous = ctx.previous_table("communities")
-        settled = settled_vertices(ctx.previous_table("relationships"), ctx.previous_table("entities"), pairs, ents) \
-            if previous is not None else set()
-        tree = hierarchical_leiden(graph, cfg.max_cluster_size, cfg.seed, cfg.max_levels,
-                                   previous_partition(previous, ents), settled) if names else []
+        settled = (
+            settled_vertices(ctx.previous_table("relationships"), ctx.previous_table("entities"), pairs, ents)
+            if previous is not None
+            else set()
+        )
+        tree = (
+            hierarchical_leiden(
+                graph, cfg.max_cluster_size, cfg.seed, cfg.max_levels, previous_partition(previous, ents), settled
+            )
+            if names
+            else []
+        )
         tree.sort(key=lambda c: (c["level"], c["members"][0]))
         return {"communities": self._table(tree, ents, rels, tables["documents"], previous)}
 
     def _table(self, tree, ents, rels, docs, previous: pl.DataFrame | None) -> pl.DataFrame:
         ids = [content_id("community", c["level"], *sorted(c["members"])) for c in tree]
         key_to_id = dict(zip(ents["key"].to_list(), ents["id"].to_list()))
-        numbers = carried_community_numbers(ids, [c["level"] for c in tree],
-                                            [[key_to_id[m] for m in c["members"]] for c in tree], previous)
+        numbers = carried_community_numbers(
+            ids, [c["level"] for c in tree], [[key_to_id[m] for m in c["members"]] for c in tree], previous
+        )
         number_of = {id(c): n for c, n in zip(tree, numbers)}
         key_units = dict(zip(ents["key"].to_list(), ents["text_unit_ids"].to_list()))
-        rel_rows = list(zip(rels["skey"].to_list(), rels["tkey"].to_list(), rels["id"].to_list(),
-                            rels["text_unit_ids"].to_list()))
+        rel_rows = list(
+            zip(rels["skey"].to_list(), rels["tkey"].to_list(), rels["id"].to_list(), rels["text_unit_ids"].to_list())
+        )
         period = (docs["creation_date"].max() or "")[:10] if docs.height else ""
         # the relationships inside each community: an entity is in one community per level, so one pass over the
         # relationships per level finds them all (testing every relationship against every community was
@@ -177,21 +203,40 @@ class Communities(BatchStep):
             members = community["members"]
             inside = inside_of.get(i, [])
             units = sorted({u for _, us in inside for u in us} or {u for m in members for u in key_units[m]})
-            rows.append({
-                "id": community_id,
-                "human_readable_id": number, "community": number, "level": community["level"],
-                "parent": number_of[id(community["parent"])] if community["parent"] else -1, "children": [],
-                "title": f"Community {number}", "entity_ids": sorted(key_to_id[m] for m in members),
-                "relationship_ids": sorted(rid for rid, _ in inside), "text_unit_ids": units,
-                "period": period, "size": len(members)})
+            rows.append(
+                {
+                    "id": community_id,
+                    "human_readable_id": number,
+                    "community": number,
+                    "level": community["level"],
+                    "parent": number_of[id(community["parent"])] if community["parent"] else -1,
+                    "children": [],
+                    "title": f"Community {number}",
+                    "entity_ids": sorted(key_to_id[m] for m in members),
+                    "relationship_ids": sorted(rid for rid, _ in inside),
+                    "text_unit_ids": units,
+                    "period": period,
+                    "size": len(members),
+                }
+            )
         by_number = {r["community"]: r for r in rows}
         for r in rows:
             if r["parent"] >= 0:
                 by_number[r["parent"]]["children"].append(r["community"])
-        schema = {"id": pl.String, "human_readable_id": pl.Int64, "community": pl.Int64, "level": pl.Int64,
-                  "parent": pl.Int64, "children": pl.List(pl.Int64), "title": pl.String,
-                  "entity_ids": pl.List(pl.String), "relationship_ids": pl.List(pl.String),
-                  "text_unit_ids": pl.List(pl.String), "period": pl.String, "size": pl.Int64}
+        schema = {
+            "id": pl.String,
+            "human_readable_id": pl.Int64,
+            "community": pl.Int64,
+            "level": pl.Int64,
+            "parent": pl.Int64,
+            "children": pl.List(pl.Int64),
+            "title": pl.String,
+            "entity_ids": pl.List(pl.String),
+            "relationship_ids": pl.List(pl.String),
+            "text_unit_ids": pl.List(pl.String),
+            "period": pl.String,
+            "size": pl.Int64,
+        }
         return pl.DataFrame(rows, schema=schema).sort("community")
 
 

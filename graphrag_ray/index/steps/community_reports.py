@@ -24,18 +24,23 @@ small changes add up to a revision that is told all of them, and changes.json co
 
 from __future__ import annotations
 
-import csv
-import hashlib
-import io
 import json
 
 import polars as pl
 
 from graphrag_ray.ids import content_id
 from graphrag_ray.parsing.llm_output import parse_json_object
-from graphrag_ray.exec.carried import KEY_COLUMN
 from graphrag_ray.exec.step import ItemPlan, ItemStep, Rows, StepContext, Tables, written_counts
 from graphrag_ray.config.prompts import fill
+from graphrag_ray.index.operations.report_context import (
+    PreviousReports,
+    changes_context,
+    csv_table,
+    descendants,
+    fits_by,
+    local_context,
+    rows_fit,
+)
 from graphrag_ray.index.operations.reports import render_markdown, valid_report
 from graphrag_ray.llm.tokens import fits, tokenizer_for
 
@@ -43,158 +48,40 @@ STAGE = "community_reports"
 REPORT_SCHEMA = {
     "type": "object",
     "properties": {
-        "title": {"type": "string"}, "summary": {"type": "string"}, "rating": {"type": "number"},
+        "title": {"type": "string"},
+        "summary": {"type": "string"},
+        "rating": {"type": "number"},
         "rating_explanation": {"type": "string"},
-        "findings": {"type": "array", "items": {"type": "object", "properties": {
-            "summary": {"type": "string"}, "explanation": {"type": "string"}},
-            "required": ["summary", "explanation"], "additionalProperties": False}},
+        "findings": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"summary": {"type": "string"}, "explanation": {"type": "string"}},
+                "required": ["summary", "explanation"],
+                "additionalProperties": False,
+            },
+        },
     },
     "required": ["title", "summary", "rating", "rating_explanation", "findings"],
     "additionalProperties": False,
 }
-RESPONSE_FORMAT = {"type": "json_schema", "json_schema": {"name": "community_report", "schema": REPORT_SCHEMA,
-                                                          "strict": True}}
-REPORT_ROW_SCHEMA = {"id": pl.String, "community": pl.Int64, "title": pl.String, "summary": pl.String,
-                     "full_content": pl.String, "rank": pl.Float64, "rating_explanation": pl.String,
-                     "findings_json": pl.String, "full_content_json": pl.String,
-                     # its rows whose descriptions changed since it was written (kept, not revised: see above)
-                     "changed_rows": pl.List(pl.String)}
-
-
-def csv_table(name: str, header: list[str], rows: list[list]) -> str:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
-    return f"-----{name}-----\n{buf.getvalue()}"
-
-
-def local_context(entities: list[dict], relationships: list[dict]) -> str:
-    """A community's own rows, as the report prompt shows them."""
-    return "\n".join([
-        csv_table("Entities", ["id", "title", "description", "degree"],
-                  [[e["human_readable_id"], e["title"], e["description"], e["degree"]] for e in entities]),
-        csv_table("Relationships", ["id", "source", "target", "description", "combined_degree"],
-                  [[r["human_readable_id"], r["source"], r["target"], r["description"], r["combined_degree"]]
-                   for r in relationships])])
-
-
-def descendants(row: dict, by_number: dict[int, dict]) -> str:
-    """A digest of (number, members) of every community below `row`: what its sub-reports were written from (a
-    digest, not the lists: an item travels to a worker, and a root community's would hold every entity per level)."""
-    found, stack = [], list(row["children"])
-    while stack:
-        child = by_number[stack.pop()]
-        found.append((child["community"], sorted(child["entity_ids"])))
-        stack += child["children"]
-    return hashlib.blake2b(json.dumps(sorted(found)).encode(), digest_size=16).hexdigest() if found else ""
-
-
-def rows_fit(entities: list[dict], relationships: list[dict], budget: int, count=None) -> bool:
-    """Whether a community's own rows fit `budget` tokens: by the UTF-8 bytes bound, or with `count` by counting
-    rows of up to 8 characters a token - without writing the CSV of a large community, whose descriptions'
-    characters alone exceed that first."""
-    chars, most = 0, budget * (8 if count is not None else 1)
-    for row in (*entities, *relationships):
-        chars += len(row["description"] or "")
-        if chars > most:
-            return False
-    return fits_by(local_context(entities, relationships), budget, count)
-
-
-def fits_by(text: str, budget: int, count=None) -> bool:
-    """`fits` with `count`, or by the UTF-8 bytes bound alone when there is none (the driver of a full build)."""
-    return fits(text, budget, count or (lambda _: budget + 1))
-
-
-def changes_context(revision: dict) -> str:
-    """The rows a revision is told about, as tables like a report's context (ids as the report cites them); a
-    kind of change with no rows is left out."""
-    tables = [
-        ("Entities", ["id", "title", "description", "degree"],
-         [[e["human_readable_id"], e["title"], e["description"], e["degree"]] for e in revision["entities"]]),
-        ("Relationships", ["id", "source", "target", "description", "combined_degree"],
-         [[r["human_readable_id"], r["source"], r["target"], r["description"], r["combined_degree"]]
-          for r in revision["relationships"]]),
-        ("Removed entities", ["id", "title"], revision["removed_entities"]),
-        ("Removed relationships", ["id", "source", "target"], revision["removed_relationships"])]
-    return "\n".join(csv_table(name, header, rows) for name, header, rows in tables if rows)
-
-
-class PreviousReports:
-    """What an update's revisions start from: the version being updated - its communities' members, its rows'
-    descriptions, its reports."""
-
-    def __init__(self, ctx: StepContext):
-        self.min_changed_share = ctx.settings.community_reports.revise_min_changed_share
-
-        def table(name: str, *columns: str) -> pl.DataFrame:
-            found = ctx.previous_table(name)
-            return found.select(columns) if found is not None and set(columns) <= set(found.columns) \
-                else pl.DataFrame(schema={c: pl.String for c in columns})
-        self.communities = {r["community"]: r for r in table(
-            "communities", "community", "level", "entity_ids", "relationship_ids").iter_rows(named=True)}
-        self.community_of = {(r["level"], e): r["community"]
-                             for r in self.communities.values() for e in r["entity_ids"]}
-        self.reports = dict(table("community_reports", "community", "full_content").iter_rows())
-        carried = ctx.previous_carried("community_reports", "reports")
-        self.rows = {r["community"]: r for r in carried.drop(KEY_COLUMN).iter_rows(named=True)} \
-            if carried is not None and "changed_rows" in carried.columns else {}
-        self.entities = {r["id"]: r for r in table(
-            "entities", "id", "human_readable_id", "title", "description").iter_rows(named=True)}
-        self.relationships = {r["id"]: r for r in table(
-            "relationships", "id", "human_readable_id", "source", "target", "description").iter_rows(named=True)}
-
-    def predecessor(self, item: dict, level: int) -> int | None:
-        """The community this one was: the same number (the same community, or one that gained or lost a few
-        members: carry.py), else the previous community of its level holding most of its members (a new number: it
-        split off, or merged what were several)."""
-        if item["community"] in self.communities:
-            return item["community"]
-        overlap: dict[int, int] = {}
-        for e in item["entities"]:
-            found = self.community_of.get((level, e["id"]))
-            if found is not None:
-                overlap[found] = overlap.get(found, 0) + 1
-        return max(overlap, key=lambda c: (overlap[c], -c)) if overlap else None
-
-    def revision(self, item: dict, level: int) -> dict | None:
-        """The previous report and the rows changed since, for a community that had one and changed in part."""
-        number = self.predecessor(item, level)
-        before, report = self.communities.get(number), self.reports.get(number)
-        if before is None or report is None:
-            return None
-        old_entities, old_relationships = set(before["entity_ids"]), set(before["relationship_ids"])
-        written = self.rows.get(number)
-        unsaid = set(written["changed_rows"] or ()) if written is not None else set()
-
-        def changed(rows, old: set, previous: dict) -> list[dict]:  # since the report was written
-            return [r for r in rows if r["id"] not in old or r["id"] in unsaid
-                    or previous.get(r["id"], {}).get("description") != r["description"]]
-        entities = changed(item["entities"], old_entities, self.entities)
-        relationships = changed(item["relationships"], old_relationships, self.relationships)
-        rows = len(item["entities"]) + len(item["relationships"])
-        if written is not None and number == item["community"] and old_entities == {
-                e["id"] for e in item["entities"]} and old_relationships == {r["id"] for r in item["relationships"]}:
-            described = {r["id"] for r in entities + relationships}
-            if described and len(described) < self.min_changed_share * rows:
-                return {"keep": {**written, "changed_rows": sorted(described)}}
-        gone_entities = sorted(old_entities - {e["id"] for e in item["entities"]})
-        gone_titles = {self.entities[i]["title"] for i in gone_entities if i in self.entities}
-        all_gone_relationships = old_relationships - {r["id"] for r in item["relationships"]}
-        gone_relationships = sorted(  # those of a removed entity go with it (the prompt says so)
-            i for i in all_gone_relationships
-            if i not in self.relationships or not {self.relationships[i]["source"],
-                                                   self.relationships[i]["target"]} & gone_titles)
-        n_changed = len(entities) + len(relationships) + len(gone_entities) + len(all_gone_relationships)
-        if n_changed == 0 or 2 * n_changed > rows:
-            return None  # unchanged rows and a moved edge only, or mostly new: a fresh report
-        return {"report": report, "entities": entities, "relationships": relationships,
-                "removed_entities": [[self.entities[i]["human_readable_id"], self.entities[i]["title"]]
-                                     for i in gone_entities if i in self.entities],
-                "removed_relationships": [[self.relationships[i]["human_readable_id"], self.relationships[i]["source"],
-                                           self.relationships[i]["target"]]
-                                          for i in gone_relationships if i in self.relationships]}
+RESPONSE_FORMAT = {
+    "type": "json_schema",
+    "json_schema": {"name": "community_report", "schema": REPORT_SCHEMA, "strict": True},
+}
+REPORT_ROW_SCHEMA = {
+    "id": pl.String,
+    "community": pl.Int64,
+    "title": pl.String,
+    "summary": pl.String,
+    "full_content": pl.String,
+    "rank": pl.Float64,
+    "rating_explanation": pl.String,
+    "findings_json": pl.String,
+    "full_content_json": pl.String,
+    # its rows whose descriptions changed since it was written (kept, not revised: see above)
+    "changed_rows": pl.List(pl.String),
+}
 
 
 class ReportPlan(ItemPlan):
@@ -224,15 +111,21 @@ class ReportPlan(ItemPlan):
         if round_index == 0:
             items = first
         else:
-            sub_reports = {r["community"]: r for r in earlier["reports"].iter_rows(named=True)} \
-                if "reports" in earlier else {}
+            sub_reports = (
+                {r["community"]: r for r in earlier["reports"].iter_rows(named=True)} if "reports" in earlier else {}
+            )
             items = waiting.pop(deepest - round_index + 1, [])
             for item in items:
                 row = by_number[item["community"]]
                 for child in sorted(row["children"], key=lambda c: -by_number[c]["size"]):
                     if child in sub_reports:
-                        item["children"].append({"entity_ids": by_number[child]["entity_ids"],
-                                                 "size": by_number[child]["size"], "report": sub_reports[child]})
+                        item["children"].append(
+                            {
+                                "entity_ids": by_number[child]["entity_ids"],
+                                "size": by_number[child]["size"],
+                                "report": sub_reports[child],
+                            }
+                        )
         if round_index == deepest + 1:  # the last round: hold nothing of this run (or of the previous version)
             self.previous = self.waiting = None
         return items
@@ -241,8 +134,9 @@ class ReportPlan(ItemPlan):
         """(communities by number, the first round's items, the others' items by level)."""
         communities = tables["communities"]
         ents = tables["entities_summarized"].select("id", "human_readable_id", "title", "description", "degree")
-        rels = tables["relationships_summarized"].select("id", "human_readable_id", "source", "target",
-                                                         "description", "combined_degree")
+        rels = tables["relationships_summarized"].select(
+            "id", "human_readable_id", "source", "target", "description", "combined_degree"
+        )
         ent_by_id = {r["id"]: r for r in ents.iter_rows(named=True)}
         rel_by_id = {r["id"]: r for r in rels.iter_rows(named=True)}
         by_number = {r["community"]: r for r in communities.iter_rows(named=True)}
@@ -255,12 +149,19 @@ class ReportPlan(ItemPlan):
             count = tokenizer_for(model.model, model.encoding).count
         first, waiting = [], {}
         for row in sorted(by_number.values(), key=lambda r: r["community"]):
-            item = {"item_id": row["id"], "community": row["community"],
-                    "entities": sorted((ent_by_id[e] for e in row["entity_ids"]),
-                                       key=lambda e: (-e["degree"], e["human_readable_id"])),
-                    "relationships": sorted((rel_by_id[r] for r in row["relationship_ids"]),
-                                            key=lambda r: (-r["combined_degree"], r["human_readable_id"])),
-                    "descendants": descendants(row, by_number), "children": []}
+            item = {
+                "item_id": row["id"],
+                "community": row["community"],
+                "entities": sorted(
+                    (ent_by_id[e] for e in row["entity_ids"]), key=lambda e: (-e["degree"], e["human_readable_id"])
+                ),
+                "relationships": sorted(
+                    (rel_by_id[r] for r in row["relationship_ids"]),
+                    key=lambda r: (-r["combined_degree"], r["human_readable_id"]),
+                ),
+                "descendants": descendants(row, by_number),
+                "children": [],
+            }
             revision = previous.revision(item, row["level"]) if previous is not None else None
             if revision is not None and "keep" in revision:  # a few descriptions changed: the report stays
                 item["_keep"] = revision["keep"]
@@ -275,9 +176,13 @@ class ReportPlan(ItemPlan):
             # bytes bound - where the round needs it or the tokens are counted: a hint the worker trusts when true
             # (it does not count them again); a leaf of a full build is left to the worker's own bytes bound
             item["_rows_fit"] = (bool(row["children"]) or changed) and rows_fit(
-                item["entities"], item["relationships"], budget, counted)
-            item["_first_round"] = not row["children"] or item["_rows_fit"] or (
-                revision is not None and fits_by(changes_context(revision), budget, counted))
+                item["entities"], item["relationships"], budget, counted
+            )
+            item["_first_round"] = (
+                not row["children"]
+                or item["_rows_fit"]
+                or (revision is not None and fits_by(changes_context(revision), budget, counted))
+            )
             if item["_first_round"]:
                 first.append(item)
             else:
@@ -305,7 +210,8 @@ class ReportPlan(ItemPlan):
         reports = reports.with_columns(pl.col("findings_json").str.json_decode(finding_type).alias("findings"))
         meta = tables["communities"].select("community", "level", "parent", "children", "period", "size")
         reports = reports.join(meta, on="community", how="left").with_columns(
-            pl.col("community").alias("human_readable_id"))
+            pl.col("community").alias("human_readable_id")
+        )
         # by number: the same table whichever round wrote a report (an update revises in the first round)
         return {"community_reports": reports.drop("findings_json", "changed_rows").sort("community")}
 
@@ -333,19 +239,26 @@ class CommunityReports(ItemStep):
         report is about, so it is not a reason for a new call. Ids stay: reports cite them. Its sub-communities'
         reports are what they are because of their members, which are its own, and their own sub-communities: the
         members of every community below it stand for them (an item written in the first round has none yet)."""
-        return (item["item_id"], item["community"],
-                sorted((e["id"], e["human_readable_id"], e["title"], e["description"]) for e in item["entities"]),
-                sorted((r["id"], r["human_readable_id"], r["source"], r["target"], r["description"])
-                       for r in item["relationships"]),
-                item.get("descendants", ""))
+        return (
+            item["item_id"],
+            item["community"],
+            sorted((e["id"], e["human_readable_id"], e["title"], e["description"]) for e in item["entities"]),
+            sorted(
+                (r["id"], r["human_readable_id"], r["source"], r["target"], r["description"])
+                for r in item["relationships"]
+            ),
+            item.get("descendants", ""),
+        )
 
     def context(self, item: dict, budget: int, count) -> str:
         local = local_context
 
         def reports(children) -> str:
-            return csv_table("Reports", ["id", "title", "content"],
-                             [[c["report"]["community"], c["report"]["title"], c["report"]["full_content"]]
-                              for c in children])
+            return csv_table(
+                "Reports",
+                ["id", "title", "content"],
+                [[c["report"]["community"], c["report"]["title"], c["report"]["full_content"]] for c in children],
+            )
 
         def uncovered(children):
             covered = {e for child in children for e in child["entity_ids"]}
@@ -397,11 +310,21 @@ class CommunityReports(ItemStep):
         if revision is not None:
             changes = changes_context(revision)
             if fits(changes, budget, chat.tokenizer.count):
-                revised = fill(ctx.prompt(cfg.update_prompt), previous_report=revision["report"],
-                               input_text=changes, max_report_length=cfg.max_length)
-        if revised is not None and item.get("_first_round") and item.get("descendants") and not (
-                item.get("_rows_fit") or fits(local_context(item["entities"], item["relationships"]), budget,
-                                              chat.tokenizer.count)):
+                revised = fill(
+                    ctx.prompt(cfg.update_prompt),
+                    previous_report=revision["report"],
+                    input_text=changes,
+                    max_report_length=cfg.max_length,
+                )
+        if (
+            revised is not None
+            and item.get("_first_round")
+            and item.get("descendants")
+            and not (
+                item.get("_rows_fit")
+                or fits(local_context(item["entities"], item["relationships"]), budget, chat.tokenizer.count)
+            )
+        ):
             prompt = revised  # written afresh, it would need the sub-reports it did not wait for
         else:
             text = self.context(item, budget, chat.tokenizer.count)
@@ -412,23 +335,37 @@ class CommunityReports(ItemStep):
                 prompt = revised
         if prompt is revised:
             self.stat_update("revised")
-        answer = await chat.chat([{"role": "user", "content": prompt}], stage=STAGE, response_format=RESPONSE_FORMAT,
-                                 validate=lambda content: valid_report(parse_json_object(content)))
+        answer = await chat.chat(
+            [{"role": "user", "content": prompt}],
+            stage=STAGE,
+            response_format=RESPONSE_FORMAT,
+            validate=lambda content: valid_report(parse_json_object(content)),
+        )
         report = parse_json_object(answer.content) or {}
-        findings = [f if isinstance(f, dict) else {"summary": str(f), "explanation": ""}
-                    for f in report.get("findings") or []]
+        findings = [
+            f if isinstance(f, dict) else {"summary": str(f), "explanation": ""} for f in report.get("findings") or []
+        ]
         try:
             rating = float(report.get("rating", 0.0))
         except (TypeError, ValueError):
             rating = 0.0
         report = {**report, "findings": findings, "rating": rating}
-        return {"reports": [{
-            "id": content_id("community_report", item["item_id"]), "community": item["community"],
-            "title": report["title"],
-            "summary": report["summary"], "full_content": render_markdown(report), "rank": rating,
-            "rating_explanation": str(report.get("rating_explanation", "")),
-            "findings_json": json.dumps(findings, ensure_ascii=False),
-            "full_content_json": json.dumps(report, ensure_ascii=False), "changed_rows": []}]}
+        return {
+            "reports": [
+                {
+                    "id": content_id("community_report", item["item_id"]),
+                    "community": item["community"],
+                    "title": report["title"],
+                    "summary": report["summary"],
+                    "full_content": render_markdown(report),
+                    "rank": rating,
+                    "rating_explanation": str(report.get("rating_explanation", "")),
+                    "findings_json": json.dumps(findings, ensure_ascii=False),
+                    "full_content_json": json.dumps(report, ensure_ascii=False),
+                    "changed_rows": [],
+                }
+            ]
+        }
 
 
 STEP = CommunityReports()

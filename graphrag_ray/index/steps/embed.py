@@ -22,8 +22,9 @@ class Embed(EmbeddingStep):
     def rows(self, tables: Tables) -> list[dict]:
         rows = []
         for r in tables["entities_summarized"].select("id", "title", "description").iter_rows(named=True):
-            rows.append({"item_id": r["id"], "target": "entity_description",
-                         "text": f"{r['title']}:{r['description']}"})
+            rows.append(
+                {"item_id": r["id"], "target": "entity_description", "text": f"{r['title']}:{r['description']}"}
+            )
         for r in tables["community_reports"].select("id", "full_content").iter_rows(named=True):
             rows.append({"item_id": r["id"], "target": "community_full_content", "text": r["full_content"]})
         return rows
@@ -37,8 +38,14 @@ class Embed(EmbeddingStep):
         for target in VECTOR_TABLES:
             part = embeddings.filter(embeddings["target"] == target)
             if part.height:
-                write_vector_batches(folder / "lancedb", target, vector_batches(run, part), part.height,
-                                     ctx.settings.embed_text.ann_index_rows, ctx.settings.embed_text.ann_index)
+                write_vector_batches(
+                    folder / "lancedb",
+                    target,
+                    vector_batches(run, part),
+                    part.height,
+                    ctx.settings.embed_text.ann_index_rows,
+                    ctx.settings.embed_text.ann_index,
+                )
 
     def finish_with(self, ctx: StepContext, tables: Tables, vectors: SpilledRows) -> Tables:
         mine = self.manifest(tables, vectors)

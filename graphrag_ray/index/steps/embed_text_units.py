@@ -15,8 +15,10 @@ class EmbedTextUnits(EmbeddingStep):
     writes = ("text_unit_embeddings",)
 
     def rows(self, tables: Tables) -> list[dict]:
-        return [{"item_id": r["id"], "target": "text_unit_text", "text": r["text"]}
-                for r in tables["text_units"].select("id", "text").iter_rows(named=True)]
+        return [
+            {"item_id": r["id"], "target": "text_unit_text", "text": r["text"]}
+            for r in tables["text_units"].select("id", "text").iter_rows(named=True)
+        ]
 
     def finish_with(self, ctx: StepContext, tables: Tables, vectors: SpilledRows) -> Tables:
         return {"text_unit_embeddings": self.manifest(tables, vectors).sort("id")}

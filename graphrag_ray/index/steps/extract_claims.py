@@ -12,18 +12,33 @@ import polars as pl
 
 from graphrag_ray.errors import UnusableAnswerError
 from graphrag_ray.ids import content_id
-from graphrag_ray.parsing.llm_output import (COMPLETION_DELIMITER, RECORD_DELIMITER, TUPLE_DELIMITER, claim_records,
-                                             claims_say_none)
+from graphrag_ray.parsing.llm_output import (
+    COMPLETION_DELIMITER,
+    RECORD_DELIMITER,
+    TUPLE_DELIMITER,
+    claim_records,
+    claims_say_none,
+)
 from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
 from graphrag_ray.config.prompts import fill
 
 log = logging.getLogger(__name__)
 STAGE = "extract_claims"
 CLAIM_FIELDS = ("subject_id", "object_id", "type", "status", "start_date", "end_date", "description", "source_text")
-CLAIM_SCHEMAS = {"claims": {"subject_id": pl.String, "object_id": pl.String, "type": pl.String,
-                            "status": pl.String, "start_date": pl.String, "end_date": pl.String,
-                            "description": pl.String, "source_text": pl.String, "text_unit_id": pl.String,
-                            "order": pl.Int64}}
+CLAIM_SCHEMAS = {
+    "claims": {
+        "subject_id": pl.String,
+        "object_id": pl.String,
+        "type": pl.String,
+        "status": pl.String,
+        "start_date": pl.String,
+        "end_date": pl.String,
+        "description": pl.String,
+        "source_text": pl.String,
+        "text_unit_id": pl.String,
+        "order": pl.Int64,
+    }
+}
 
 
 def parse_claims(output: str) -> tuple[list[dict], int]:
@@ -55,21 +70,34 @@ class ExtractClaims(ItemStep):
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
         if not ctx.settings.extract_claims.enabled:
             return []
-        return [{"item_id": r["id"], "text": r["text"], "document_id": r["document_id"]}
-                for r in tables["text_units"].select("id", "text", "document_id").iter_rows(named=True)]
+        return [
+            {"item_id": r["id"], "text": r["text"], "document_id": r["document_id"]}
+            for r in tables["text_units"].select("id", "text", "document_id").iter_rows(named=True)
+        ]
 
     async def process(self, ctx: StepContext, item: dict, models) -> Rows:
         cfg = ctx.settings.extract_claims
         chat = models.chat(cfg.model_id)
-        prompt = fill(ctx.prompt(cfg.prompt), entity_specs=", ".join(ctx.settings.extract_graph.entity_types),
-                      claim_description=cfg.description, input_text=item["text"], tuple_delimiter=TUPLE_DELIMITER,
-                      record_delimiter=RECORD_DELIMITER, completion_delimiter=COMPLETION_DELIMITER)
+        prompt = fill(
+            ctx.prompt(cfg.prompt),
+            entity_specs=", ".join(ctx.settings.extract_graph.entity_types),
+            claim_description=cfg.description,
+            input_text=item["text"],
+            tuple_delimiter=TUPLE_DELIMITER,
+            record_delimiter=RECORD_DELIMITER,
+            completion_delimiter=COMPLETION_DELIMITER,
+        )
         first = [{"role": "user", "content": prompt}]
         answer = await chat.chat(first, stage=STAGE, validate=usable_claims, partial_ok=True)
         claims, unparsed = parse_claims(answer.content)
         for _ in range(cfg.max_gleanings):
-            more = [{"role": "user", "content": "MANY claims were missed in the last extraction. Add only the "
-                     f"missed ones below using the same format, then {COMPLETION_DELIMITER}."}]
+            more = [
+                {
+                    "role": "user",
+                    "content": "MANY claims were missed in the last extraction. Add only the "
+                    f"missed ones below using the same format, then {COMPLETION_DELIMITER}.",
+                }
+            ]
             try:
                 glean = await chat.chat(first + more, stage=STAGE, validate=usable_claims, partial_ok=True)
             except UnusableAnswerError:  # gleaning ends; the claims found so far stand
@@ -86,18 +114,34 @@ class ExtractClaims(ItemStep):
         return {"claims": [{**c, "text_unit_id": item["item_id"], "order": i} for i, c in enumerate(claims)]}
 
     def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
-        claims = yielded["claims"].unique(subset=["text_unit_id", "subject_id", "object_id", "type", "description"],
-                                          keep="first", maintain_order=True)
+        claims = yielded["claims"].unique(
+            subset=["text_unit_id", "subject_id", "object_id", "type", "description"], keep="first", maintain_order=True
+        )
         order = tables["text_units"].select(pl.col("id").alias("text_unit_id"), pl.col("human_readable_id").alias("u"))
         claims = claims.join(order, on="text_unit_id").sort("u", "order").drop("u", "order")
         claims = claims.with_columns(
-            pl.struct("text_unit_id", "subject_id", "object_id", "type", "description").map_elements(
-                lambda s: content_id("claim", *s.values()), return_dtype=pl.String).alias("id"),
+            pl.struct("text_unit_id", "subject_id", "object_id", "type", "description")
+            .map_elements(lambda s: content_id("claim", *s.values()), return_dtype=pl.String)
+            .alias("id"),
             pl.int_range(pl.len()).cast(pl.Int64).alias("human_readable_id"),
-            pl.lit("claim").alias("covariate_type"))
-        return {"covariates": claims.select("id", "human_readable_id", "covariate_type", "type", "description",
-                                            "subject_id", "object_id", "status", "start_date", "end_date",
-                                            "source_text", "text_unit_id")}
+            pl.lit("claim").alias("covariate_type"),
+        )
+        return {
+            "covariates": claims.select(
+                "id",
+                "human_readable_id",
+                "covariate_type",
+                "type",
+                "description",
+                "subject_id",
+                "object_id",
+                "status",
+                "start_date",
+                "end_date",
+                "source_text",
+                "text_unit_id",
+            )
+        }
 
 
 STEP = ExtractClaims()

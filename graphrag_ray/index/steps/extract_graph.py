@@ -14,15 +14,23 @@ from graphrag_ray.errors import UnusableAnswerError
 from graphrag_ray.config.prompts import fill
 from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
 from graphrag_ray.index.operations.extraction import extraction_prompt
-from graphrag_ray.parsing.llm_output import (COMPLETION_DELIMITER, Extraction, example_names, parse_tuples, says_none,
-                                             without_copies)
+from graphrag_ray.parsing.llm_output import (
+    COMPLETION_DELIMITER,
+    Extraction,
+    example_names,
+    parse_tuples,
+    says_none,
+    without_copies,
+)
 from graphrag_ray.storage.schemas import RUN_SCHEMAS
 
 log = logging.getLogger(__name__)
 STAGE = "extract_graph"
-LOOP_PROMPT = ("It appears some entities and relationships may have still been missed. Answer Y if there are "
-               "still entities or relationships that need to be added, or N if there are none. Please answer "
-               "with a single letter Y or N.\n")
+LOOP_PROMPT = (
+    "It appears some entities and relationships may have still been missed. Answer Y if there are "
+    "still entities or relationships that need to be added, or N if there are none. Please answer "
+    "with a single letter Y or N.\n"
+)
 
 
 class ExtractGraph(ItemStep):
@@ -35,8 +43,10 @@ class ExtractGraph(ItemStep):
     carries_results = True  # an update takes unchanged items' rows from the version it updates
 
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
-        return [{"item_id": r["id"], "text": r["text"], "document_id": r["document_id"]}
-                for r in tables["text_units"].select("id", "text", "document_id").iter_rows(named=True)]
+        return [
+            {"item_id": r["id"], "text": r["text"], "document_id": r["document_id"]}
+            for r in tables["text_units"].select("id", "text", "document_id").iter_rows(named=True)
+        ]
 
     async def process(self, ctx: StepContext, item: dict, models) -> Rows:
         cfg = ctx.settings.extract_graph
@@ -51,8 +61,7 @@ class ExtractGraph(ItemStep):
             return kept
 
         def usable(content: str) -> bool:  # an answer that only re-prints the example is unusable
-            return bool(without_copies(parse_tuples(content), examples, item["text"])[0].records) or \
-                says_none(content)
+            return bool(without_copies(parse_tuples(content), examples, item["text"])[0].records) or says_none(content)
 
         # an answer cut at max_tokens keeps its complete records (gleaning asks for the rest)
         answer = await chat.chat(first, stage=STAGE, validate=usable, partial_ok=True)
@@ -73,9 +82,16 @@ class ExtractGraph(ItemStep):
         cfg = ctx.settings.extract_graph
         for round_index in range(cfg.max_gleanings):
             names = sorted({e["title"] for e in found.entities})
-            more = [{"role": "user", "content": fill(ctx.prompt(cfg.continue_prompt),
-                                                     extracted_names=", ".join(names) or "(none)",
-                                                     completion_delimiter=COMPLETION_DELIMITER)}]
+            more = [
+                {
+                    "role": "user",
+                    "content": fill(
+                        ctx.prompt(cfg.continue_prompt),
+                        extracted_names=", ".join(names) or "(none)",
+                        completion_delimiter=COMPLETION_DELIMITER,
+                    ),
+                }
+            ]
             glean = await chat.chat(first + more, stage=STAGE, validate=usable, partial_ok=True)
             self.stat_update("cut_answers", int(glean.cut))
             self.stat_update("gleaning_rounds")
@@ -83,9 +99,13 @@ class ExtractGraph(ItemStep):
             found.add(extra)
             if not (extra.entities or extra.relationships) or round_index == cfg.max_gleanings - 1:
                 return
-            check = await chat.chat(first + more + [{"role": "assistant", "content": glean.content},
-                                                    {"role": "user", "content": LOOP_PROMPT}],
-                                    stage=STAGE, max_tokens=1)
+            check = await chat.chat(
+                first
+                + more
+                + [{"role": "assistant", "content": glean.content}, {"role": "user", "content": LOOP_PROMPT}],
+                stage=STAGE,
+                max_tokens=1,
+            )
             if not check.content.strip().upper().startswith("Y"):
                 return
 
@@ -93,11 +113,16 @@ class ExtractGraph(ItemStep):
         rows: Rows = {"extracted_entities": [], "extracted_relationships": [], "failures": []}
         if found.unparsed:
             self.stat_update("unparsed_records", found.unparsed)
-            log.info("text unit %s: %d unparseable extraction records (e.g. %r)", item["item_id"], found.unparsed,
-                     found.unparsed_samples[:1])
+            log.info(
+                "text unit %s: %d unparseable extraction records (e.g. %r)",
+                item["item_id"],
+                found.unparsed,
+                found.unparsed_samples[:1],
+            )
         if found.unparsed and not (found.entities or found.relationships):
-            rows["failures"].append(self.failure_row(
-                item, f"no parseable records in the answer ({found.unparsed} unparseable)"))
+            rows["failures"].append(
+                self.failure_row(item, f"no parseable records in the answer ({found.unparsed} unparseable)")
+            )
             return rows
         self.stat_update("entity_mentions", len(found.entities))
         self.stat_update("relationship_mentions", len(found.relationships))
@@ -108,8 +133,10 @@ class ExtractGraph(ItemStep):
         return rows
 
     def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
-        return {"extracted_entities": yielded["extracted_entities"],
-                "extracted_relationships": yielded["extracted_relationships"]}
+        return {
+            "extracted_entities": yielded["extracted_entities"],
+            "extracted_relationships": yielded["extracted_relationships"],
+        }
 
 
 STEP = ExtractGraph()

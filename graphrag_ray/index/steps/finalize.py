@@ -11,11 +11,16 @@ from graphrag_ray.storage.schemas import conform, empty
 
 class Finalize(BatchStep):
     name = "finalize"
-    reads = ("documents", "text_units", "entities_summarized", "relationships_summarized", "communities",
-             "community_reports")
+    reads = (
+        "documents",
+        "text_units",
+        "entities_summarized",
+        "relationships_summarized",
+        "communities",
+        "community_reports",
+    )
     optional_reads = ("covariates",)
-    writes = ("documents", "text_units", "entities", "relationships", "communities", "community_reports",
-              "covariates")
+    writes = ("documents", "text_units", "entities", "relationships", "communities", "community_reports", "covariates")
 
     def run(self, ctx: StepContext, tables: Tables) -> Tables:
         units = tables["text_units"].drop("entity_ids", "relationship_ids", "covariate_ids", strict=False)
@@ -23,23 +28,41 @@ class Finalize(BatchStep):
         rels = tables["relationships_summarized"]
 
         def ids_per_unit(df: pl.DataFrame, column: str) -> pl.DataFrame:
-            return (df.select("id", "text_unit_ids").explode("text_unit_ids")
-                    .group_by("text_unit_ids").agg(pl.col("id").sort().alias(column))
-                    .rename({"text_unit_ids": "unit"}))
+            return (
+                df.select("id", "text_unit_ids")
+                .explode("text_unit_ids")
+                .group_by("text_unit_ids")
+                .agg(pl.col("id").sort().alias(column))
+                .rename({"text_unit_ids": "unit"})
+            )
 
         claims = tables.get("covariates", empty("covariates"))
-        claims_per_unit = (claims.group_by("text_unit_id").agg(pl.col("id").sort().alias("covariate_ids"))
-                           .rename({"text_unit_id": "unit"}))
-        units = (units.join(ids_per_unit(ents, "entity_ids"), left_on="id", right_on="unit", how="left")
-                 .join(ids_per_unit(rels, "relationship_ids"), left_on="id", right_on="unit", how="left")
-                 .join(claims_per_unit, left_on="id", right_on="unit", how="left")
-                 .with_columns(pl.col("entity_ids").fill_null([]), pl.col("relationship_ids").fill_null([]),
-                               pl.col("covariate_ids").fill_null([])))
-        doc_units = (units.sort("human_readable_id").group_by("document_id", maintain_order=True)
-                     .agg(pl.col("id").alias("unit_ids")))
-        docs = (tables["documents"].drop("text_unit_ids")
-                .join(doc_units, left_on="id", right_on="document_id", how="left")
-                .with_columns(pl.col("unit_ids").fill_null([]).alias("text_unit_ids")))
+        claims_per_unit = (
+            claims.group_by("text_unit_id")
+            .agg(pl.col("id").sort().alias("covariate_ids"))
+            .rename({"text_unit_id": "unit"})
+        )
+        units = (
+            units.join(ids_per_unit(ents, "entity_ids"), left_on="id", right_on="unit", how="left")
+            .join(ids_per_unit(rels, "relationship_ids"), left_on="id", right_on="unit", how="left")
+            .join(claims_per_unit, left_on="id", right_on="unit", how="left")
+            .with_columns(
+                pl.col("entity_ids").fill_null([]),
+                pl.col("relationship_ids").fill_null([]),
+                pl.col("covariate_ids").fill_null([]),
+            )
+        )
+        doc_units = (
+            units.sort("human_readable_id")
+            .group_by("document_id", maintain_order=True)
+            .agg(pl.col("id").alias("unit_ids"))
+        )
+        docs = (
+            tables["documents"]
+            .drop("text_unit_ids")
+            .join(doc_units, left_on="id", right_on="document_id", how="left")
+            .with_columns(pl.col("unit_ids").fill_null([]).alias("text_unit_ids"))
+        )
         return {
             "documents": conform(docs, "documents"),
             "text_units": conform(units, "text_units"),

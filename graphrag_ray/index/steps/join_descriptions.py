@@ -17,8 +17,10 @@ class JoinDescriptions(BatchStep):
     def run(self, ctx: StepContext, tables: Tables) -> Tables:
         keep = ctx.settings.fast.max_description_sentences
         # the fast method has no resolution step: its merged tables are what the standard method resolves
-        trimmed = {f"resolved_{kind}": tables[f"merged_{kind}"].with_columns(pl.col("descriptions").list.head(keep))
-                   for kind in ("entities", "relationships")}
+        trimmed = {
+            f"resolved_{kind}": tables[f"merged_{kind}"].with_columns(pl.col("descriptions").list.head(keep))
+            for kind in ("entities", "relationships")
+        }
         return {**with_summaries(trimmed["resolved_entities"], trimmed["resolved_relationships"]), **trimmed}
 
 

@@ -22,8 +22,9 @@ class MergeGraph(BatchStep):
     writes = ("merged_entities", "merged_relationships")
 
     def run(self, ctx: StepContext, tables: Tables) -> Tables:
-        order = tables["text_units"].select(pl.col("id").alias("text_unit_id"),
-                                            pl.col("human_readable_id").alias("unit_order"))
+        order = tables["text_units"].select(
+            pl.col("id").alias("text_unit_id"), pl.col("human_readable_id").alias("unit_order")
+        )
         ents = tables["extracted_entities"].join(order, on="text_unit_id", how="left")
         rels = tables["extracted_relationships"].join(order, on="text_unit_id", how="left")
         norm = lambda col: pl.col(col).map_elements(normalize_name, return_dtype=pl.String)  # noqa: E731
@@ -34,43 +35,91 @@ class MergeGraph(BatchStep):
 
         # endpoints never extracted as entities become entities described by their relationships
         known = ents.select("key").unique()
-        implied = pl.concat([
-            rels.select(pl.col("skey").alias("key"), pl.col("source").alias("title"), "description",
-                        "text_unit_id", "unit_order", "order"),
-            rels.select(pl.col("tkey").alias("key"), pl.col("target").alias("title"), "description",
-                        "text_unit_id", "unit_order", "order"),
-        ]).join(known, on="key", how="anti").with_columns(pl.lit("").alias("type"))
-        ents = pl.concat([ents.select("key", "title", "type", "description", "text_unit_id", "unit_order", "order"),
-                          implied.select("key", "title", "type", "description", "text_unit_id", "unit_order",
-                                         "order")])
+        implied = (
+            pl.concat(
+                [
+                    rels.select(
+                        pl.col("skey").alias("key"),
+                        pl.col("source").alias("title"),
+                        "description",
+                        "text_unit_id",
+                        "unit_order",
+                        "order",
+                    ),
+                    rels.select(
+                        pl.col("tkey").alias("key"),
+                        pl.col("target").alias("title"),
+                        "description",
+                        "text_unit_id",
+                        "unit_order",
+                        "order",
+                    ),
+                ]
+            )
+            .join(known, on="key", how="anti")
+            .with_columns(pl.lit("").alias("type"))
+        )
+        ents = pl.concat(
+            [
+                ents.select("key", "title", "type", "description", "text_unit_id", "unit_order", "order"),
+                implied.select("key", "title", "type", "description", "text_unit_id", "unit_order", "order"),
+            ]
+        )
         ents = ents.sort("unit_order", "order", "key")
         typed = ents.filter(pl.col("type") != "")
-        types = (typed.group_by("key", "type").len().sort(["key", "len", "type"], descending=[False, True, False])
-                 .group_by("key", maintain_order=True).first().select("key", "type"))
-        titles = (ents.group_by("key", "title").len().sort(["key", "len", "title"], descending=[False, True, False])
-                  .group_by("key", maintain_order=True).first().select("key", "title"))
+        types = (
+            typed.group_by("key", "type")
+            .len()
+            .sort(["key", "len", "type"], descending=[False, True, False])
+            .group_by("key", maintain_order=True)
+            .first()
+            .select("key", "type")
+        )
+        titles = (
+            ents.group_by("key", "title")
+            .len()
+            .sort(["key", "len", "title"], descending=[False, True, False])
+            .group_by("key", maintain_order=True)
+            .first()
+            .select("key", "title")
+        )
         merged_entities = (
             ents.group_by("key", maintain_order=True)
-            .agg(pl.col("description").filter(pl.col("description") != "").unique(maintain_order=True)
-                 .alias("descriptions"),
-                 pl.col("text_unit_id").unique(maintain_order=True).alias("text_unit_ids"),
-                 # every type a mention gave it: entity resolution compares these, not just the majority
-                 pl.col("type").filter(pl.col("type") != "").unique().sort().alias("types"))
-            .join(titles, on="key").join(types, on="key", how="left")
-            .with_columns(pl.col("type").fill_null(""), pl.col("text_unit_ids").list.len().alias("frequency"),
-                          pl.col("key").map_elements(lambda k: content_id("entity", k), return_dtype=pl.String)
-                          .alias("id"))
+            .agg(
+                pl.col("description")
+                .filter(pl.col("description") != "")
+                .unique(maintain_order=True)
+                .alias("descriptions"),
+                pl.col("text_unit_id").unique(maintain_order=True).alias("text_unit_ids"),
+                # every type a mention gave it: entity resolution compares these, not just the majority
+                pl.col("type").filter(pl.col("type") != "").unique().sort().alias("types"),
+            )
+            .join(titles, on="key")
+            .join(types, on="key", how="left")
+            .with_columns(
+                pl.col("type").fill_null(""),
+                pl.col("text_unit_ids").list.len().alias("frequency"),
+                pl.col("key").map_elements(lambda k: content_id("entity", k), return_dtype=pl.String).alias("id"),
+            )
         )
         # a relationship's weight adds up over text units; within one unit it counts once (the gleaning round
         # re-emits what the first pass found: 5 + 5 would be 10), its descriptions all kept
-        weights = (rels.group_by("skey", "tkey", "text_unit_id").agg(pl.col("weight").max())
-                   .group_by("skey", "tkey").agg(pl.col("weight").sum()))
+        weights = (
+            rels.group_by("skey", "tkey", "text_unit_id")
+            .agg(pl.col("weight").max())
+            .group_by("skey", "tkey")
+            .agg(pl.col("weight").sum())
+        )
         merged_relationships = (
             rels.sort("unit_order", "order")
             .group_by("skey", "tkey", maintain_order=True)
-            .agg(pl.col("description").filter(pl.col("description") != "").unique(maintain_order=True)
-                 .alias("descriptions"),
-                 pl.col("text_unit_id").unique(maintain_order=True).alias("text_unit_ids"))
+            .agg(
+                pl.col("description")
+                .filter(pl.col("description") != "")
+                .unique(maintain_order=True)
+                .alias("descriptions"),
+                pl.col("text_unit_id").unique(maintain_order=True).alias("text_unit_ids"),
+            )
             .join(weights, on=["skey", "tkey"], how="left", maintain_order="left")
         )
         merged_entities, merged_relationships = linked_graph(merged_entities, merged_relationships, ctx)

@@ -21,7 +21,7 @@ from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
 from graphrag_ray.nlp.entities import mentions, sentences, sentences_naming
 from graphrag_ray.storage.schemas import RUN_SCHEMAS
 
-MAX_PER_UNIT = 40   # most frequent mentions of a unit kept as nodes (co-occurrence grows with the square)
+MAX_PER_UNIT = 40  # most frequent mentions of a unit kept as nodes (co-occurrence grows with the square)
 
 
 class NlpGraph(ItemStep):
@@ -33,8 +33,10 @@ class NlpGraph(ItemStep):
     partition_size = 64
 
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
-        return [{"item_id": r["id"], "text": r["text"]} for r in tables["text_units"].select("id", "text").iter_rows(
-            named=True)]
+        return [
+            {"item_id": r["id"], "text": r["text"]}
+            for r in tables["text_units"].select("id", "text").iter_rows(named=True)
+        ]
 
     async def process(self, ctx: StepContext, item: dict, models) -> Rows:
         cfg = ctx.settings.fast
@@ -49,31 +51,45 @@ class NlpGraph(ItemStep):
         spans = [s for _, s in sentences(item["text"])]
         naming = sentences_naming(spans, names)
         described = {name: spans[naming[name][0]][:300] if naming[name] else "" for name in names}
-        entities = [{"title": n, "type": kinds[n], "description": described[n], "text_unit_id": item["item_id"],
-                     "order": i} for i, n in enumerate(names)]
+        entities = [
+            {"title": n, "type": kinds[n], "description": described[n], "text_unit_id": item["item_id"], "order": i}
+            for i, n in enumerate(names)
+        ]
         relationships = []
         for i, a in enumerate(names):
-            for b in names[i + 1:]:
+            for b in names[i + 1 :]:
                 both = set(naming[a]).intersection(naming[b])
                 together = spans[min(both)] if both else ""
-                relationships.append({"source": a, "target": b, "weight": 1.0, "text_unit_id": item["item_id"],
-                                      "description": together[:300] or f"{a} and {b} appear in the same passage",
-                                      "order": len(relationships)})
+                relationships.append(
+                    {
+                        "source": a,
+                        "target": b,
+                        "weight": 1.0,
+                        "text_unit_id": item["item_id"],
+                        "description": together[:300] or f"{a} and {b} appear in the same passage",
+                        "order": len(relationships),
+                    }
+                )
         return {"extracted_entities": entities, "extracted_relationships": relationships}
 
     def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
         cfg = ctx.settings.fast
         ents, rels = yielded["extracted_entities"], yielded["extracted_relationships"]
-        freq = ents.group_by("title").agg(pl.col("text_unit_id").n_unique().alias("n"),
-                                          (pl.col("type") == "CONCEPT").all().alias("concept"),
-                                          (pl.col("type") == "OTHER").all().alias("untyped"))
+        freq = ents.group_by("title").agg(
+            pl.col("text_unit_id").n_unique().alias("n"),
+            (pl.col("type") == "CONCEPT").all().alias("concept"),
+            (pl.col("type") == "OTHER").all().alias("untyped"),
+        )
         n_units = max(1, tables["text_units"].height)
         # a common noun found in too many text units says nothing about any of them (IDF's idea)
         # and so does a one-word English name of no known kind in as many (AMERICAN, BRITISH: adjectives the
         # capitalised-phrase rule takes, which would link every passage to every other)
         plain_word = pl.col("untyped") & pl.col("title").str.contains(r"^[A-Z0-9'’-]+$")
-        generic = ((pl.col("concept") | plain_word) & (pl.col("n") > cfg.max_concept_share * n_units)) \
-            if n_units >= 10 else pl.lit(False)
+        generic = (
+            ((pl.col("concept") | plain_word) & (pl.col("n") > cfg.max_concept_share * n_units))
+            if n_units >= 10
+            else pl.lit(False)
+        )
         self.stat_update("generic_concepts_dropped", freq.filter(generic).height)
         keep = freq.filter((pl.col("n") >= cfg.min_node_frequency) & ~generic)["title"]
         dropped_nodes = freq.height - keep.len()
@@ -82,9 +98,14 @@ class NlpGraph(ItemStep):
         pairs = rels.group_by("source", "target").agg(pl.len().alias("count"))
         if cfg.edge_weight == "pmi" and pairs.height:
             f = dict(zip(freq["title"].to_list(), freq["n"].to_list()))
-            pairs = pairs.with_columns(pl.struct("source", "target", "count").map_elements(
-                lambda s: max(0.01, math.log(s["count"] * n_units / (f[s["source"]] * f[s["target"]]))),
-                return_dtype=pl.Float64).alias("score"))
+            pairs = pairs.with_columns(
+                pl.struct("source", "target", "count")
+                .map_elements(
+                    lambda s: max(0.01, math.log(s["count"] * n_units / (f[s["source"]] * f[s["target"]]))),
+                    return_dtype=pl.Float64,
+                )
+                .alias("score")
+            )
         else:
             pairs = pairs.with_columns(pl.col("count").cast(pl.Float64).alias("score"))
         if cfg.edge_percentile > 0 and pairs.height:
@@ -96,8 +117,11 @@ class NlpGraph(ItemStep):
         self.stat_update("entities_pruned", dropped_nodes)
         self.stat_update("pairs_pruned", pairs.height - strong.height)
         # each co-occurrence contributes its share of the pair's score, so merge_graph's sum is the score
-        rels = (rels.join(strong.select("source", "target", "score", "count"), on=["source", "target"])
-                .with_columns((pl.col("score") / pl.col("count")).alias("weight")).drop("score", "count"))
+        rels = (
+            rels.join(strong.select("source", "target", "score", "count"), on=["source", "target"])
+            .with_columns((pl.col("score") / pl.col("count")).alias("weight"))
+            .drop("score", "count")
+        )
         return {"extracted_entities": ents, "extracted_relationships": rels}
 
 
@@ -105,14 +129,16 @@ def _strongest_per_entity(pairs: pl.DataFrame, k: int, spread: pl.DataFrame) -> 
     """The pairs among the k strongest of either end: a word that co-occurs with everything keeps only its
     strongest links. Ties - within one passage most pairs tie - go to the rarer other end (fewer text units): a
     film keeps its director before AMERICAN, which links to anything; then by name, for determinism."""
-    ends = pl.concat([pairs.select(pl.col("source").alias("end"), pl.col("target").alias("other"), "source",
-                                   "target", "score"),
-                      pairs.select(pl.col("target").alias("end"), pl.col("source").alias("other"), "source",
-                                   "target", "score")])
+    ends = pl.concat(
+        [
+            pairs.select(pl.col("source").alias("end"), pl.col("target").alias("other"), "source", "target", "score"),
+            pairs.select(pl.col("target").alias("end"), pl.col("source").alias("other"), "source", "target", "score"),
+        ]
+    )
     ends = ends.join(spread.rename({"title": "other", "n": "other_units"}), on="other", how="left")
-    ranked = ends.sort(["end", "score", "other_units", "source", "target"],
-                       descending=[False, True, False, False, False]) \
-        .with_columns(pl.int_range(pl.len()).over("end").alias("rank"))
+    ranked = ends.sort(
+        ["end", "score", "other_units", "source", "target"], descending=[False, True, False, False, False]
+    ).with_columns(pl.int_range(pl.len()).over("end").alias("rank"))
     kept = ranked.filter(pl.col("rank") < k).select("source", "target").unique()
     return pairs.join(kept, on=["source", "target"], how="semi")
 

@@ -28,8 +28,14 @@ from graphrag_ray.storage.vectors import vector_matrix
 
 STAGE = "resolve_entities"
 NAMES_STAGE = "resolve_entities_names"  # the names' embeddings, counted apart from the confirmations
-MERGE_SCHEMA = {"entity_id": pl.String, "entity": pl.String, "merged_id": pl.String, "merged": pl.String,
-                "rule": pl.String, "reason": pl.String}
+MERGE_SCHEMA = {
+    "entity_id": pl.String,
+    "entity": pl.String,
+    "merged_id": pl.String,
+    "merged": pl.String,
+    "rule": pl.String,
+    "reason": pl.String,
+}
 SIMILAR = "similar name embeddings"
 
 
@@ -92,9 +98,16 @@ class ResolveEntities(ItemStep):
     reads = ("merged_entities", "merged_relationships")
     writes = ("resolved_entities", "resolved_relationships", "entity_merges")
     publishes = ("entity_merges",)  # which names were merged, and why
-    yields = {"name_vectors": {"key": pl.String, "vector": pl.Binary},  # float32 bytes
-              "merges": {"group": pl.String, "canonical": pl.String, "merged": pl.String, "rule": pl.String,
-                         "reason": pl.String}}
+    yields = {
+        "name_vectors": {"key": pl.String, "vector": pl.Binary},  # float32 bytes
+        "merges": {
+            "group": pl.String,
+            "canonical": pl.String,
+            "merged": pl.String,
+            "rule": pl.String,
+            "reason": pl.String,
+        },
+    }
     partition_size = 256  # names embedded 256 at a time (the model's batch_size splits them); groups asked at once
 
     def model_ids(self, settings) -> list[str]:
@@ -114,27 +127,47 @@ class ResolveEntities(ItemStep):
         if round_index == 0:
             if cfg.similarity > 1:
                 return []
-            return [{"item_id": r["key"], "text": r["title"]} for r in entities.select("key", "title").iter_rows(
-                named=True)]
-        rows = {r["key"]: r for r in entities.select("key", "title", "type", "types", "descriptions", "frequency")
-                .iter_rows(named=True)}
+            return [
+                {"item_id": r["key"], "text": r["title"]} for r in entities.select("key", "title").iter_rows(named=True)
+            ]
+        rows = {
+            r["key"]: r
+            for r in entities.select("key", "title", "type", "types", "descriptions", "frequency").iter_rows(named=True)
+        }
         forms = [name_form(k, r["title"]) for k, r in rows.items()]
-        pairs = {(a, b): rule for a, b, rule in rule_pairs(forms, cfg.max_candidates_per_name)
-                 if self._same_kind(rows[a]["types"], rows[b]["types"])
-                 and rule_fits(rule, self._kinds(rows[a]["types"], rows[b]["types"]))}
+        pairs = {
+            (a, b): rule
+            for a, b, rule in rule_pairs(forms, cfg.max_candidates_per_name)
+            if self._same_kind(rows[a]["types"], rows[b]["types"])
+            and rule_fits(rule, self._kinds(rows[a]["types"], rows[b]["types"]))
+        }
         for a, b in self._similar(earlier.get("name_vectors"), rows, forms, cfg):
             pairs.setdefault((a, b), SIMILAR)
         items = []
-        chunks = [c for g in _union_groups(sorted((a, b, rule) for (a, b), rule in pairs.items()))
-                  for c in _chunks(g, cfg.max_group)]
+        chunks = [
+            c
+            for g in _union_groups(sorted((a, b, rule) for (a, b), rule in pairs.items()))
+            for c in _chunks(g, cfg.max_group)
+        ]
         for chunk in _packed(chunks, cfg.max_group):
             keys = sorted({k for a, b, _ in chunk for k in (a, b)})
-            evidence = [{"key": k, "title": rows[k]["title"], "type": rows[k]["type"] or "unknown",
-                         "mentions": rows[k]["frequency"],
-                         "description": " | ".join(rows[k]["descriptions"] or [])[:cfg.description_chars]}
-                        for k in keys]
-            items.append({"item_id": content_id("resolve", json.dumps([evidence, chunk], ensure_ascii=False)),
-                          "entities": evidence, "pairs": [list(p) for p in chunk]})
+            evidence = [
+                {
+                    "key": k,
+                    "title": rows[k]["title"],
+                    "type": rows[k]["type"] or "unknown",
+                    "mentions": rows[k]["frequency"],
+                    "description": " | ".join(rows[k]["descriptions"] or [])[: cfg.description_chars],
+                }
+                for k in keys
+            ]
+            items.append(
+                {
+                    "item_id": content_id("resolve", json.dumps([evidence, chunk], ensure_ascii=False)),
+                    "entities": evidence,
+                    "pairs": [list(p) for p in chunk],
+                }
+            )
         return items
 
     @staticmethod
@@ -161,10 +194,10 @@ class ResolveEntities(ItemStep):
         matrix = matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
         found = set()
         for start in range(0, len(keys), 256):  # 256 rows against all: a few hundred MB at 100k names
-            sims = matrix[start:start + 256] @ matrix.T
+            sims = matrix[start : start + 256] @ matrix.T
             for i, row in enumerate(sims, start):
                 close = np.nonzero(row >= cfg.similarity)[0]
-                close = close[np.argsort(-row[close], kind="stable")][:cfg.max_candidates_per_name + 1]
+                close = close[np.argsort(-row[close], kind="stable")][: cfg.max_candidates_per_name + 1]
                 for j in close:
                     if j != i and ResolveEntities._same_kind(rows[keys[i]]["types"], rows[keys[j]]["types"]):
                         found.add((min(keys[i], keys[j]), max(keys[i], keys[j])))
@@ -181,26 +214,37 @@ class ResolveEntities(ItemStep):
         try:
             vectors = await embedder.embed([it["text"] for it in items], stage=NAMES_STAGE)
         except LLMUnavailableError as exc:  # without vectors the name rules still find candidates
-            return {"failures": [{**self.failure_row(it, f"name embedding: {exc}"), "source": it["text"]}
-                                 for it in items]}
-        return {"name_vectors": [{"key": it["item_id"], "vector": np.asarray(v, dtype=np.float32).tobytes()}
-                                 for it, v in zip(items, vectors)]}
+            return {
+                "failures": [{**self.failure_row(it, f"name embedding: {exc}"), "source": it["text"]} for it in items]
+            }
+        return {
+            "name_vectors": [
+                {"key": it["item_id"], "vector": np.asarray(v, dtype=np.float32).tobytes()}
+                for it, v in zip(items, vectors)
+            ]
+        }
 
     async def process(self, ctx: StepContext, item: dict, models) -> Rows:
         cfg = ctx.settings.resolve_entities
         by_title = {e["title"]: e["key"] for e in item["entities"]}
         title_of = {e["key"]: e["title"] for e in item["entities"]}
         rule_of = {frozenset((a, b)): rule for a, b, rule in item["pairs"]}
-        prompt = fill(ctx.prompt(cfg.prompt),
-                      candidates="\n".join(f"- {e['title']} [{e['type']}]: {e['description']}"
-                                           for e in item["entities"]),
-                      pairs="\n".join(f"- {title_of[a]} ~ {title_of[b]} ({rule})" for a, b, rule in item["pairs"]))
+        prompt = fill(
+            ctx.prompt(cfg.prompt),
+            candidates="\n".join(f"- {e['title']} [{e['type']}]: {e['description']}" for e in item["entities"]),
+            pairs="\n".join(f"- {title_of[a]} ~ {title_of[b]} ({rule})" for a, b, rule in item["pairs"]),
+        )
         try:
             answer = await models.chat(cfg.model_id).chat(
-                [{"role": "user", "content": prompt}], stage=STAGE, json_mode=True,
-                validate=lambda content: isinstance((parse_json_object(content) or {}).get("merges"), list))
+                [{"role": "user", "content": prompt}],
+                stage=STAGE,
+                json_mode=True,
+                validate=lambda content: isinstance((parse_json_object(content) or {}).get("merges"), list),
+            )
         except LLMUnavailableError as exc:
-            return {"failures": [{**self.failure_row(item, exc, "nothing merged"), "source": ", ".join(sorted(by_title))}]}
+            return {
+                "failures": [{**self.failure_row(item, exc, "nothing merged"), "source": ", ".join(sorted(by_title))}]
+            }
         shorts = {a for a, _, _ in item["pairs"]}
         mentions = {e["key"]: e["mentions"] for e in item["entities"]}
         merges = []
@@ -208,46 +252,77 @@ class ResolveEntities(ItemStep):
             if not isinstance(group, dict) or not isinstance(group.get("names"), list):
                 self.stat_update("unreadable_merge_groups")  # a malformed entry merges nothing
                 continue
-            keys = list(dict.fromkeys(by_title[n] for n in (group.get("names") or [])
-                                      if isinstance(n, str) and n in by_title))
+            keys = list(
+                dict.fromkeys(by_title[n] for n in (group.get("names") or []) if isinstance(n, str) and n in by_title)
+            )
             if len(keys) < 2:
                 continue
             # the name kept is the most complete one (never a short form of another), then the most mentioned
-            canonical = min(keys, key=lambda k: (any(frozenset((k, o)) in rule_of for o in keys if o != k)
-                                                 and k in shorts, -mentions[k], -len(title_of[k]), k))
+            canonical = min(
+                keys,
+                key=lambda k: (
+                    any(frozenset((k, o)) in rule_of for o in keys if o != k) and k in shorts,
+                    -mentions[k],
+                    -len(title_of[k]),
+                    k,
+                ),
+            )
             for key in keys:
                 # a merge no asked pair supports (an answer naming two unrelated candidates) is not taken on trust
                 rules = [rule_of[frozenset((key, o))] for o in keys if o != key and frozenset((key, o)) in rule_of]
                 if key != canonical and rules:
-                    merges.append({"group": item["item_id"], "canonical": canonical, "merged": key, "rule": rules[0],
-                                   "reason": str(group.get("reason") or "")[:500]})
+                    merges.append(
+                        {
+                            "group": item["item_id"],
+                            "canonical": canonical,
+                            "merged": key,
+                            "rule": rules[0],
+                            "reason": str(group.get("reason") or "")[:500],
+                        }
+                    )
         return {"merges": merges}
 
     def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
         entities, relationships = tables["merged_entities"], tables["merged_relationships"]
         into = self._targets(yielded["merges"])
         if not into:
-            return {"resolved_entities": entities, "resolved_relationships": relationships,
-                    "entity_merges": pl.DataFrame(schema=MERGE_SCHEMA)}
+            return {
+                "resolved_entities": entities,
+                "resolved_relationships": relationships,
+                "entity_merges": pl.DataFrame(schema=MERGE_SCHEMA),
+            }
         target = pl.col("key").replace(into)
-        merged = (entities.with_columns(target.alias("into"), (pl.col("key") == target).alias("is_target"))
-                  .sort("is_target", "key", descending=[True, False])
-                  .group_by("into", maintain_order=True)
-                  .agg(_every("descriptions"), _every("text_unit_ids"),
-                       pl.col("title").first(), pl.col("id").first(),
-                       pl.col("type").filter(pl.col("type") != "").first())
-                  .rename({"into": "key"})
-                  .with_columns(pl.col("type").fill_null(""), pl.col("text_unit_ids").list.len().alias("frequency")))
+        merged = (
+            entities.with_columns(target.alias("into"), (pl.col("key") == target).alias("is_target"))
+            .sort("is_target", "key", descending=[True, False])
+            .group_by("into", maintain_order=True)
+            .agg(
+                _every("descriptions"),
+                _every("text_unit_ids"),
+                pl.col("title").first(),
+                pl.col("id").first(),
+                pl.col("type").filter(pl.col("type") != "").first(),
+            )
+            .rename({"into": "key"})
+            .with_columns(pl.col("type").fill_null(""), pl.col("text_unit_ids").list.len().alias("frequency"))
+        )
         rels = relationships.with_columns(pl.col("skey").replace(into), pl.col("tkey").replace(into))
         self.stat_update("loops_dropped", rels.filter(pl.col("skey") == pl.col("tkey")).height)
-        rels = (rels.filter(pl.col("skey") != pl.col("tkey")).sort("skey", "tkey", "id")
-                .group_by("skey", "tkey", maintain_order=True)
-                .agg(_every("descriptions"), _every("text_unit_ids"), pl.col("weight").sum()))
+        rels = (
+            rels.filter(pl.col("skey") != pl.col("tkey"))
+            .sort("skey", "tkey", "id")
+            .group_by("skey", "tkey", maintain_order=True)
+            .agg(_every("descriptions"), _every("text_unit_ids"), pl.col("weight").sum())
+        )
         self.stat_update("entities_merged", len(into))
         resolved_entities, resolved_relationships = linked_graph(
-            merged.select("key", "title", "type", "descriptions", "text_unit_ids", "frequency", "id"), rels, ctx)
-        return {"resolved_entities": resolved_entities, "resolved_relationships": resolved_relationships,
-                "entity_merges": self._record(yielded["merges"], into, entities)}
+            merged.select("key", "title", "type", "descriptions", "text_unit_ids", "frequency", "id"), rels, ctx
+        )
+        return {
+            "resolved_entities": resolved_entities,
+            "resolved_relationships": resolved_relationships,
+            "entity_merges": self._record(yielded["merges"], into, entities),
+        }
 
     @staticmethod
     def _targets(merges: pl.DataFrame) -> dict[str, str]:
@@ -271,8 +346,17 @@ class ResolveEntities(ItemStep):
         names = dict(zip(entities["key"].to_list(), entities["title"].to_list()))
         ids = dict(zip(entities["key"].to_list(), entities["id"].to_list()))
         why = {r["merged"]: r for r in merges.iter_rows(named=True)}
-        rows = [{"entity_id": ids[target], "entity": names[target], "merged_id": ids[key], "merged": names[key],
-                 "rule": why[key]["rule"], "reason": why[key]["reason"]} for key, target in sorted(into.items())]
+        rows = [
+            {
+                "entity_id": ids[target],
+                "entity": names[target],
+                "merged_id": ids[key],
+                "merged": names[key],
+                "rule": why[key]["rule"],
+                "reason": why[key]["reason"],
+            }
+            for key, target in sorted(into.items())
+        ]
         return pl.DataFrame(rows, schema=MERGE_SCHEMA).sort("entity", "merged")
 
 

@@ -20,15 +20,14 @@ import polars as pl
 from graphrag_ray.errors import LLMUnavailableError
 from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables, written_counts
 from graphrag_ray.config.prompts import fill
-from graphrag_ray.index.operations.descriptions import (SUMMARY_ROWS, add_revisions, description_digest,
-                                                        with_summaries)
+from graphrag_ray.index.operations.descriptions import SUMMARY_ROWS, add_revisions, description_digest, with_summaries
 from graphrag_ray.llm.tokens import at_most_tokens
 from graphrag_ray.parsing.llm_output import parse_json_object
 
 STAGE = "summarize_descriptions"
-ANSWER_SHARE = 0.8     # of the chat model's max_tokens a shared answer is planned to fill (JSON keys, rewording)
+ANSWER_SHARE = 0.8  # of the chat model's max_tokens a shared answer is planned to fill (JSON keys, rewording)
 TOKENS_PER_WORD = 1.4  # an English word in tokens, for max_length (words) as an answer's length
-ENTRY_OVERHEAD = 8     # an answer entry's key, quotes and comma
+ENTRY_OVERHEAD = 8  # an answer entry's key, quotes and comma
 
 
 class SummarizeDescriptions(ItemStep):
@@ -42,14 +41,26 @@ class SummarizeDescriptions(ItemStep):
 
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
         items = []
-        for row in tables["resolved_entities"].filter(pl.col("descriptions").list.len() > 1).select(
-                "id", "title", "descriptions").iter_rows(named=True):
+        for row in (
+            tables["resolved_entities"]
+            .filter(pl.col("descriptions").list.len() > 1)
+            .select("id", "title", "descriptions")
+            .iter_rows(named=True)
+        ):
             items.append({"item_id": row["id"], "names": row["title"], "descriptions": row["descriptions"]})
-        for row in tables["resolved_relationships"].filter(pl.col("descriptions").list.len() > 1).select(
-                "id", "source", "target", "descriptions").iter_rows(named=True):
-            items.append({"item_id": row["id"], "names": json.dumps([row["source"], row["target"]],
-                                                                    ensure_ascii=False),
-                          "descriptions": row["descriptions"]})
+        for row in (
+            tables["resolved_relationships"]
+            .filter(pl.col("descriptions").list.len() > 1)
+            .select("id", "source", "target", "descriptions")
+            .iter_rows(named=True)
+        ):
+            items.append(
+                {
+                    "item_id": row["id"],
+                    "names": json.dumps([row["source"], row["target"]], ensure_ascii=False),
+                    "descriptions": row["descriptions"],
+                }
+            )
         cfg = ctx.settings.summarize_descriptions
         if ctx.previous is not None and cfg.revise_on_update:
             add_revisions(ctx, items, tables["text_units"], self._shared_call_saving(ctx))
@@ -64,8 +75,11 @@ class SummarizeDescriptions(ItemStep):
         if cfg.revisions_per_call < 2:
             return None
         keys = json.dumps(_revision_entry(0, {"names": "", "revision": {"summary": "", "added": [], "removed": []}}))
-        return (len(ctx.prompt(cfg.prompt).encode()) - len(ctx.prompt(cfg.update_batch_prompt).encode())
-                // cfg.revisions_per_call - len(keys))
+        return (
+            len(ctx.prompt(cfg.prompt).encode())
+            - len(ctx.prompt(cfg.update_batch_prompt).encode()) // cfg.revisions_per_call
+            - len(keys)
+        )
 
     def carry_identity(self, item: dict):
         """What the summary is of: the names and descriptions (a revision is how it is written, not what of)."""
@@ -111,8 +125,12 @@ class SummarizeDescriptions(ItemStep):
                 while pending and (used + pending[0][1] <= budget or len(batch) < 2):
                     used += pending[0][1]
                     batch.append(pending.pop(0)[0])
-                prompt = fill(template, entity_name=item["names"], max_length=cfg.max_length,
-                              description_list=json.dumps(batch, ensure_ascii=False))
+                prompt = fill(
+                    template,
+                    entity_name=item["names"],
+                    max_length=cfg.max_length,
+                    description_list=json.dumps(batch, ensure_ascii=False),
+                )
                 answer = await chat.chat([{"role": "user", "content": prompt}], stage=STAGE)
                 summary = answer.content.strip() or summary
         except LLMUnavailableError as exc:
@@ -136,10 +154,12 @@ class SummarizeDescriptions(ItemStep):
         for item in revisions:
             size = chat.tokenizer.count(json.dumps(_revision_entry(0, item), ensure_ascii=False, indent=1))
             revision = item["revision"]
-            answer = ENTRY_OVERHEAD + min(longest, chat.tokenizer.count(" ".join([revision["summary"],
-                                                                                 *revision["added"]])))
-            if groups[-1] and (len(groups[-1]) >= cfg.revisions_per_call or used + size > budget
-                               or answered + answer > answer_budget):
+            answer = ENTRY_OVERHEAD + min(
+                longest, chat.tokenizer.count(" ".join([revision["summary"], *revision["added"]]))
+            )
+            if groups[-1] and (
+                len(groups[-1]) >= cfg.revisions_per_call or used + size > budget or answered + answer > answer_budget
+            ):
                 groups.append([])
                 used = answered = 0
             groups[-1].append(item)
@@ -151,13 +171,20 @@ class SummarizeDescriptions(ItemStep):
         """One call for a group of revisions; an item the answer leaves out (or gives empty) is revised alone."""
         cfg = ctx.settings.summarize_descriptions
         entries = [_revision_entry(n, item) for n, item in enumerate(group, 1)]
-        prompt = fill(ctx.prompt(cfg.update_batch_prompt), max_length=cfg.max_length,
-                      items=json.dumps(entries, ensure_ascii=False, indent=1))
+        prompt = fill(
+            ctx.prompt(cfg.update_batch_prompt),
+            max_length=cfg.max_length,
+            items=json.dumps(entries, ensure_ascii=False, indent=1),
+        )
         for item in group:
             self.stat_update("revised" if item["revision"]["summary"] else "written_in_shared_call")
         try:
-            answer = await chat.chat([{"role": "user", "content": prompt}], stage=STAGE, json_mode=True,
-                                     validate=lambda content: parse_json_object(content) is not None)
+            answer = await chat.chat(
+                [{"role": "user", "content": prompt}],
+                stage=STAGE,
+                json_mode=True,
+                validate=lambda content: parse_json_object(content) is not None,
+            )
         except LLMUnavailableError as exc:
             return {id(item): self._joined(item, exc) for item in group}
         written = parse_json_object(answer.content) or {}
@@ -176,10 +203,14 @@ class SummarizeDescriptions(ItemStep):
 
     async def _revise(self, ctx: StepContext, item: dict, chat) -> Rows:
         cfg, revision = ctx.settings.summarize_descriptions, item["revision"]
-        prompt = fill(ctx.prompt(cfg.update_prompt), entity_name=item["names"], max_length=cfg.max_length,
-                      previous_summary=revision["summary"],
-                      added_descriptions=json.dumps(revision["added"], ensure_ascii=False),
-                      removed_descriptions=json.dumps(revision["removed"], ensure_ascii=False))
+        prompt = fill(
+            ctx.prompt(cfg.update_prompt),
+            entity_name=item["names"],
+            max_length=cfg.max_length,
+            previous_summary=revision["summary"],
+            added_descriptions=json.dumps(revision["added"], ensure_ascii=False),
+            removed_descriptions=json.dumps(revision["removed"], ensure_ascii=False),
+        )
         try:
             answer = await chat.chat([{"role": "user", "content": prompt}], stage=STAGE)
         except LLMUnavailableError as exc:
@@ -188,8 +219,10 @@ class SummarizeDescriptions(ItemStep):
 
     def _joined(self, item: dict, exc: LLMUnavailableError) -> Rows:
         """No summary could be had: the descriptions joined stand for it, and a failures row says so."""
-        return {"failures": [self.failure_row(item, exc, "kept the descriptions joined")],
-                **_summary_rows(item, "\n".join(item["descriptions"]))}
+        return {
+            "failures": [self.failure_row(item, exc, "kept the descriptions joined")],
+            **_summary_rows(item, "\n".join(item["descriptions"])),
+        }
 
     def failure_source(self, item: dict) -> str:
         return item["names"]
@@ -217,8 +250,13 @@ def _summary_rows(item: dict, description: str) -> Rows:
 
 def _revision_entry(number: int, item: dict) -> dict:
     revision = item["revision"]
-    return {"item": str(number), "entities": item["names"], "current_description": revision["summary"],
-            "new_descriptions": revision["added"], "descriptions_no_longer_true": revision["removed"]}
+    return {
+        "item": str(number),
+        "entities": item["names"],
+        "current_description": revision["summary"],
+        "new_descriptions": revision["added"],
+        "descriptions_no_longer_true": revision["removed"],
+    }
 
 
 STEP = SummarizeDescriptions()

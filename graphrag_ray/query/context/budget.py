@@ -14,8 +14,9 @@ def table_header(name: str, columns: list[str]) -> str:
     return f"-----{name}-----\n" + "|".join(columns) + "\n"
 
 
-def pack_table(name: str, columns: list[str], rows: list[list[Any]], count: Callable[[str], int],
-               budget: int) -> tuple[str, int]:
+def pack_table(
+    name: str, columns: list[str], rows: list[list[Any]], count: Callable[[str], int], budget: int
+) -> tuple[str, int]:
     """Rows in order until the budget is spent; returns (text, rows kept). Nothing when not even the header fits."""
     text = table_header(name, columns)
     used = count(text)

@@ -16,7 +16,7 @@ from functools import cached_property
 from graphrag_ray.nlp.lexical import CJK_RUN, english_stop_words
 
 _WORD = re.compile(r"[^\W_]+")
-GENERIC_SHARE = 0.5   # in more than this share of the text units: generic (with at least MIN_UNITS of them)
+GENERIC_SHARE = 0.5  # in more than this share of the text units: generic (with at least MIN_UNITS of them)
 MIN_UNITS = 10
 
 
@@ -53,7 +53,7 @@ class EntityMatcher:
             for length in self._chinese_lengths:
                 if i + length > len(query):
                     break
-                spans += [(i, i + length, e) for e in self.chinese.get(query[i:i + length], ())]
+                spans += [(i, i + length, e) for e in self.chinese.get(query[i : i + length], ())]
         return spans
 
     def generic(self, entity_id: str) -> bool:
@@ -88,17 +88,19 @@ class EntityMatcher:
             for length in self.lengths:
                 if i + length > len(said):
                     break
-                found = self.by_phrase.get(tuple(said[i:i + length]))
-                if not found or (cased and not any(w[:1].isupper() or w[:1].isdigit()
-                                                   for w in written[i:i + length])):
+                found = self.by_phrase.get(tuple(said[i : i + length]))
+                if not found or (
+                    cased and not any(w[:1].isupper() or w[:1].isdigit() for w in written[i : i + length])
+                ):
                     continue
                 spans += [(i, i + length, entity_id) for entity_id in found]
         longest = _maximal(spans)
         if self.chinese and CJK_RUN.search(query):
             longest += _maximal(self._chinese_spans(query.casefold()))
         found = [e for e in dict.fromkeys(longest) if not self.generic(e)]
-        return tuple(sorted(((e, self.rarity(e)) for e in found),
-                            key=lambda p: (-p[1], -len(self.rows[p[0]]["title"]))))
+        return tuple(
+            sorted(((e, self.rarity(e)) for e in found), key=lambda p: (-p[1], -len(self.rows[p[0]]["title"])))
+        )
 
 
 def _maximal(spans: list[tuple[int, int, str]]) -> list[str]:

@@ -15,9 +15,9 @@ import numpy as np
 
 # 0.6 of the walk follows edges (HippoRAG's 0.5 restarted more), so mass stays within a few hops of the question
 DAMPING = 0.6
-HOPS = 3            # the walk runs on the seeds' neighbourhood: entity -> its passage -> a name in it -> that
-MAX_NODES = 5_000   # name's passage; mass further out is negligible at this damping, and a query must not pay
-HUB_DEGREE = 500    # for the whole graph. A hub is reached, not walked through
+HOPS = 3  # the walk runs on the seeds' neighbourhood: entity -> its passage -> a name in it -> that
+MAX_NODES = 5_000  # name's passage; mass further out is negligible at this damping, and a query must not pay
+HUB_DEGREE = 500  # for the whole graph. A hub is reached, not walked through
 MEMBERSHIP = 5.0  # weight of an entity - text unit edge, against a relationship's (scaled to a mean of 1):
 # the walk is after passages, and in the fast method's graph a relationship only repeats that two share one
 ITERATIONS, TOLERANCE = 100, 1e-10
@@ -41,9 +41,11 @@ class GraphWalk:
         by_title = dict(zip(self._entities["title"].to_list(), range(len(self.entity_ids))))
         entities, units = self._positions
         a, b, w = [], [], []
-        for source, target, weight in zip(self._relationships["source"].to_list(),
-                                          self._relationships["target"].to_list(),
-                                          self._relationships["weight"].to_list()):
+        for source, target, weight in zip(
+            self._relationships["source"].to_list(),
+            self._relationships["target"].to_list(),
+            self._relationships["weight"].to_list(),
+        ):
             i, j = by_title.get(source), by_title.get(target)
             if i is not None and j is not None and i != j:
                 a.append(i)
@@ -69,16 +71,20 @@ class GraphWalk:
     @cached_property
     def _positions(self) -> tuple[dict[str, int], dict[str, int]]:
         """The node of each entity id, and of each text unit id (after the entities)."""
-        return ({e: i for i, e in enumerate(self.entity_ids)},
-                {u: len(self.entity_ids) + i for i, u in enumerate(self.unit_ids)})
+        return (
+            {e: i for i, e in enumerate(self.entity_ids)},
+            {u: len(self.entity_ids) + i for i, u in enumerate(self.unit_ids)},
+        )
 
     def scores(self, entity_seeds: dict[str, float], unit_seeds: dict[str, float]) -> list[tuple[str, float]]:
         """(text unit id, PageRank) from the seeds, best first (ties: table order); none without seeds."""
         offset = len(self.entity_ids)
         entities, units = self._positions
         seeds: dict[int, float] = {}
-        for node, weight in [*((entities.get(e), w) for e, w in entity_seeds.items()),
-                             *((units.get(u), w) for u, w in unit_seeds.items())]:
+        for node, weight in [
+            *((entities.get(e), w) for e, w in entity_seeds.items()),
+            *((units.get(u), w) for u, w in unit_seeds.items()),
+        ]:
             if node is not None and weight > 0:
                 seeds[node] = seeds.get(node, 0.0) + weight
         if not seeds:
@@ -95,8 +101,10 @@ class GraphWalk:
             degree = (indptr[nodes + 1] - indptr[nodes]).astype(np.float64)
             scores = scores / np.maximum(degree, 1.0) ** UNIT_DEGREE_POWER
         order = np.lexsort((nodes, -scores))  # best first; ties: table order
-        return [(self.unit_ids[node - offset], score)
-                for node, score in zip((nodes[order]).tolist(), scores[order].tolist())]
+        return [
+            (self.unit_ids[node - offset], score)
+            for node, score in zip((nodes[order]).tolist(), scores[order].tolist())
+        ]
 
     def _pagerank(self, nodes: np.ndarray, reset: np.ndarray) -> np.ndarray:
         """Personalised PageRank on the subgraph of `nodes` (sorted): the walk moves along an edge in proportion

@@ -16,9 +16,18 @@ from graphrag_ray.query.context.history import ConversationHistory
 from graphrag_ray.query.index_data import IndexData
 
 # the IndexData lookups this context reads (an engine using it builds them when it is set up)
-LOCAL_CONTEXT_LOOKUPS = ("entity_rows", "entity_by_title", "relationships_by_title", "text_unit_rows",
-                         "report_by_community", "community_rows", "communities_of_entity", "claims_by_subject",
-                         "entity_matcher", "graph_walk")
+LOCAL_CONTEXT_LOOKUPS = (
+    "entity_rows",
+    "entity_by_title",
+    "relationships_by_title",
+    "text_unit_rows",
+    "report_by_community",
+    "community_rows",
+    "communities_of_entity",
+    "claims_by_subject",
+    "entity_matcher",
+    "graph_walk",
+)
 log = logging.getLogger(__name__)
 CLAIM_COLUMNS = ("object_id", "type", "status", "start_date", "end_date", "description")
 UNIT_SEEDS = 10  # text units BM25 finds for a question naming no entity, where the graph walk restarts
@@ -33,15 +42,16 @@ LEXICAL_WEIGHT = 2.0
 class LocalContext:
     text: str
     records: dict[str, list[dict]] = field(default_factory=dict)
-    selected: list[dict] = field(default_factory=list)   # matched entities, best first
+    selected: list[dict] = field(default_factory=list)  # matched entities, best first
     # the rows sent, per table, best first: {key: (title, columns, rows)} - what a question asking several
     # indexes merges (query/multi.py)
     tables: dict[str, tuple[str, list[str], list[list]]] = field(default_factory=dict)
     named: int = 0  # how many of the selected entities the question names (a strength several indexes compare)
 
 
-async def map_query_to_entities(query: str, data: IndexData, embed: Callable | None, k: int, oversample: int,
-                                exclude: set[str] | None = None) -> list[dict]:
+async def map_query_to_entities(
+    query: str, data: IndexData, embed: Callable | None, k: int, oversample: int, exclude: set[str] | None = None
+) -> list[dict]:
     """Entities for a query: those it names (whole words, rarest first: query/context/entity_match.py), then the
     best BM25 matches of their names and descriptions, then the nearest descriptions in LanceDB. Generic entities
     (stop words, in most text units) never take a slot."""
@@ -52,8 +62,13 @@ async def map_query_to_entities(query: str, data: IndexData, embed: Callable | N
 
     def take(entity_id: str) -> None:
         row = data.entity_rows.get(entity_id)
-        if row and row["id"] not in seen and row["title"].casefold() not in exclude and len(picked) < k \
-                and not matcher.generic(entity_id):
+        if (
+            row
+            and row["id"] not in seen
+            and row["title"].casefold() not in exclude
+            and len(picked) < k
+            and not matcher.generic(entity_id)
+        ):
             seen.add(row["id"])
             picked.append(row)
 
@@ -72,8 +87,9 @@ async def map_query_to_entities(query: str, data: IndexData, embed: Callable | N
     return picked
 
 
-def ranked_units(data: IndexData, query: str, selected: list[dict], cfg: LocalSearchConfig,
-                 chosen_relationships: set[str]) -> list[dict]:
+def ranked_units(
+    data: IndexData, query: str, selected: list[dict], cfg: LocalSearchConfig, chosen_relationships: set[str]
+) -> list[dict]:
     """The Sources in order. ppr: personalised PageRank from the entities the question names (by rarity);
     graphrag: Microsoft GraphRAG's order (the selected entities' own text units, by entity, then by how many chosen
     relationships they hold)."""
@@ -109,9 +125,16 @@ def ranked_units(data: IndexData, query: str, selected: list[dict], cfg: LocalSe
     return [u for *_, u in units]
 
 
-def build_local_context(data: IndexData, selected: list[dict], cfg: LocalSearchConfig, count: Callable[[str], int],
-                        history: ConversationHistory | None = None, max_tokens: int | None = None,
-                        community_level: int | None = None, query: str = "") -> LocalContext:
+def build_local_context(
+    data: IndexData,
+    selected: list[dict],
+    cfg: LocalSearchConfig,
+    count: Callable[[str], int],
+    history: ConversationHistory | None = None,
+    max_tokens: int | None = None,
+    community_level: int | None = None,
+    query: str = "",
+) -> LocalContext:
     budget = max_tokens or cfg.max_context_tokens
     parts: list[str] = []
     records: dict[str, list[dict]] = {}
@@ -127,8 +150,13 @@ def build_local_context(data: IndexData, selected: list[dict], cfg: LocalSearchC
 
     if history and cfg.conversation_history_max_turns:
         turns = history.recent(cfg.conversation_history_max_turns)
-        text, kept = table("history", "Conversation History", ["role", "content"],
-                           [[t.role.value, t.content] for t in turns], budget // 4)
+        text, kept = table(
+            "history",
+            "Conversation History",
+            ["role", "content"],
+            [[t.role.value, t.content] for t in turns],
+            budget // 4,
+        )
         if kept:
             used += count(text)
             records["history"] = [{"role": t.role.value, "content": t.content} for t in turns[:kept]]
@@ -145,40 +173,76 @@ def build_local_context(data: IndexData, selected: list[dict], cfg: LocalSearchC
                 matches[community] = matches.get(community, 0) + 1
     reports = [data.report_by_community[c] for c in matches if c in data.report_by_community]
     reports.sort(key=lambda r: (-matches[r["community"]], -(r["rank"] or 0), r["community"]))
-    text, kept = table("reports", "Reports", ["id", "title", "content"],
-                       [[r["human_readable_id"], r["title"], r["full_content"]] for r in reports], community_budget)
+    text, kept = table(
+        "reports",
+        "Reports",
+        ["id", "title", "content"],
+        [[r["human_readable_id"], r["title"], r["full_content"]] for r in reports],
+        community_budget,
+    )
     if kept:
         records["reports"] = [{"id": r["human_readable_id"], "title": r["title"]} for r in reports[:kept]]
 
     # entities, then relationships: in-network first, then out-of-network by links and combined degree
     titles = {e["title"] for e in selected}
-    text_e, kept_e = table("entities", "Entities", ["id", "entity", "description", "number of relationships"],
-                           [[e["human_readable_id"], e["title"], e["description"], e["degree"]] for e in selected],
-                           local_budget)
+    text_e, kept_e = table(
+        "entities",
+        "Entities",
+        ["id", "entity", "description", "number of relationships"],
+        [[e["human_readable_id"], e["title"], e["description"], e["degree"]] for e in selected],
+        local_budget,
+    )
     if kept_e:
         records["entities"] = [{"id": e["human_readable_id"], "entity": e["title"]} for e in selected[:kept_e]]
     rels = _ranked_relationships(data, selected, titles, cfg.top_k_relationships)
-    text_r, kept_r = table("relationships", "Relationships",
-                           ["id", "source", "target", "description", "weight", "rank", "links"],
-                           [[r["human_readable_id"], r["source"], r["target"], r["description"], r["weight"],
-                             r["combined_degree"], links] for r, links in rels], max(0, local_budget - count(text_e)))
+    text_r, kept_r = table(
+        "relationships",
+        "Relationships",
+        ["id", "source", "target", "description", "weight", "rank", "links"],
+        [
+            [
+                r["human_readable_id"],
+                r["source"],
+                r["target"],
+                r["description"],
+                r["weight"],
+                r["combined_degree"],
+                links,
+            ]
+            for r, links in rels
+        ],
+        max(0, local_budget - count(text_e)),
+    )
     if kept_r:
-        records["relationships"] = [{"id": r["human_readable_id"], "source": r["source"], "target": r["target"]}
-                                    for r, _ in rels[:kept_r]]
+        records["relationships"] = [
+            {"id": r["human_readable_id"], "source": r["source"], "target": r["target"]} for r, _ in rels[:kept_r]
+        ]
 
     # claims about the selected entities (Microsoft GraphRAG's "Claims" table), from what the local budget left
     claims = [c for e in selected for c in data.claims_by_subject.get(e["title"], [])]
-    text_c, kept_c = table("claims", "Claims", ["id", "entity", *CLAIM_COLUMNS],
-                           [[c["human_readable_id"], c["subject_id"], *(c[k] for k in CLAIM_COLUMNS)] for c in claims],
-                           max(0, local_budget - count(text_e) - (count(text_r) if kept_r else 0)))
+    text_c, kept_c = table(
+        "claims",
+        "Claims",
+        ["id", "entity", *CLAIM_COLUMNS],
+        [[c["human_readable_id"], c["subject_id"], *(c[k] for k in CLAIM_COLUMNS)] for c in claims],
+        max(0, local_budget - count(text_e) - (count(text_r) if kept_r else 0)),
+    )
     if kept_c:
-        records["claims"] = [{"id": c["human_readable_id"], "entity": c["subject_id"], "type": c["type"],
-                              "description": c["description"]} for c in claims[:kept_c]]
+        records["claims"] = [
+            {
+                "id": c["human_readable_id"],
+                "entity": c["subject_id"],
+                "type": c["type"],
+                "description": c["description"],
+            }
+            for c in claims[:kept_c]
+        ]
 
     # text units: by personalised PageRank from the question (or Microsoft GraphRAG's entity order)
     units = ranked_units(data, query, selected, cfg, {r["id"] for r, _ in rels[:kept_r]})
-    _, kept_u = table("sources", "Sources", ["id", "text"], [[u["human_readable_id"], u["text"]] for u in units],
-                      unit_budget)
+    _, kept_u = table(
+        "sources", "Sources", ["id", "text"], [[u["human_readable_id"], u["text"]] for u in units], unit_budget
+    )
     if kept_u:
         records["sources"] = [{"id": u["human_readable_id"], "text": u["text"]} for u in units[:kept_u]]
     named = dict(data.entity_matcher.named(query)) if query else {}
@@ -199,15 +263,28 @@ def _ranked_relationships(data: IndexData, selected: list[dict], titles: set[str
         other = rel["target"] if rel["source"] in titles else rel["source"]
         links[other] = links.get(other, 0) + 1
     ranked_in = sorted(in_network.values(), key=lambda r: (-r["combined_degree"], -r["weight"], r["human_readable_id"]))
-    ranked_out = sorted(out_network.values(), key=lambda r: (
-        -links[r["target"] if r["source"] in titles else r["source"]], -r["combined_degree"], r["human_readable_id"]))
+    ranked_out = sorted(
+        out_network.values(),
+        key=lambda r: (
+            -links[r["target"] if r["source"] in titles else r["source"]],
+            -r["combined_degree"],
+            r["human_readable_id"],
+        ),
+    )
     out = [(r, 2) for r in ranked_in]
-    out += [(r, links[r["target"] if r["source"] in titles else r["source"]])
-            for r in ranked_out[: top_k * max(1, len(selected))]]
+    out += [
+        (r, links[r["target"] if r["source"] in titles else r["source"]])
+        for r in ranked_out[: top_k * max(1, len(selected))]
+    ]
     return out
 
 
 def _reweighted(scored: list[tuple[str, float]], lexical: list[float]) -> list[tuple[str, float]]:
     best_walk, best_lexical = scored[0][1], max(lexical) or 1.0
-    return sorted(((unit, walk / best_walk * (1 + LEXICAL_WEIGHT * words / best_lexical))
-                   for (unit, walk), words in zip(scored, lexical)), key=lambda p: -p[1])  # stable: ties as walked
+    return sorted(
+        (
+            (unit, walk / best_walk * (1 + LEXICAL_WEIGHT * words / best_lexical))
+            for (unit, walk), words in zip(scored, lexical)
+        ),
+        key=lambda p: -p[1],
+    )  # stable: ties as walked
