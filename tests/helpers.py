@@ -102,9 +102,10 @@ class CliRun:
         self.returncode, self.stdout, self.stderr = code, stdout, stderr
 
 
-def cli_in_process(*args: str) -> CliRun:
-    """`graphrag-ray ARGS` run by `main()` in this interpreter (no fresh Python to start); the same error
-    handling and exit codes as the installed command. Use a subprocess where a signal or a real exit matters."""
+def cli_in_process(*args: str, root: Path | None = None) -> CliRun:
+    """`graphrag-ray ARGS [--root ROOT]` run by `main()` in this interpreter (no fresh Python to start); the same
+    error handling and exit codes as the installed command, and the same `returncode`, `stdout` and `stderr` as
+    `cli`'s. Use a subprocess where a signal, a real exit or the environment matters."""
     import contextlib
     import io
 
@@ -114,7 +115,7 @@ def cli_in_process(*args: str) -> CliRun:
     code = 0
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            main([str(a) for a in args])
+            main([str(a) for a in args] + (["--root", str(root)] if root is not None else []))
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
     return CliRun(code, out.getvalue(), err.getvalue())

@@ -19,7 +19,7 @@ import pytest
 
 from graphrag_ray import api
 from graphrag_ray.storage.tables import current_index, read_table
-from tests.helpers import cli
+from tests.helpers import cli_in_process, cli
 
 from .test_fast import example_root
 
@@ -75,7 +75,7 @@ def read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
 
 def test_neo4j_files_follow_the_import_tools_header_format_and_link_up(coffee, tmp_path):
     root, tables = coffee
-    done = cli("export", "--root", str(root), "--format", "neo4j", "--out", str(tmp_path / "neo"))
+    done = cli_in_process("export", "--root", str(root), "--format", "neo4j", "--out", str(tmp_path / "neo"))
     assert done.returncode == 0, done.stderr
     out = tmp_path / "neo"
     header, entity_rows = read_csv(out / "entities.csv")
@@ -163,7 +163,7 @@ def test_a_large_graph_draws_its_top_entities_and_keeps_the_rest_searchable(coff
 
 def test_the_report_has_counts_charts_and_failures(coffee, tmp_path):
     root, tables = coffee
-    done = cli("report", "--root", str(root), "--out", str(tmp_path / "rep"))
+    done = cli_in_process("report", "--root", str(root), "--out", str(tmp_path / "rep"))
     assert done.returncode == 0, done.stderr
     text = (tmp_path / "rep" / "report.md").read_text(encoding="utf-8")
     assert f"| entities | {tables['entities'].height:,} |" in text
@@ -184,15 +184,15 @@ def test_mistakes_print_one_line(coffee, tmp_path):
         (("view", "--max-nodes", "0"), 2, "--max-nodes"),
         (("report", "--data", str(tmp_path / "nothing")), 1, "nothing: no such folder"),
     ):
-        done = cli(args[0], "--root", str(root), *args[1:])
+        done = cli_in_process(args[0], "--root", str(root), *args[1:])
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         assert done.returncode == code and len(lines) == 1 and words in lines[0], (args, done.stderr)
     # a level deeper than the deepest is the deepest, as for `query --community-level` (one rule)
-    done = cli("view", "--root", str(root), "--level", "7", "--out", str(tmp_path / "deep.html"))
+    done = cli_in_process("view", "--root", str(root), "--level", "7", "--out", str(tmp_path / "deep.html"))
     assert done.returncode == 0 and "deeper than the index's deepest level" in done.stderr, done.stderr
     empty = tmp_path / "empty"
     api.init_project(empty)  # a project that was never indexed
-    done = cli("view", "--root", str(empty))
+    done = cli_in_process("view", "--root", str(empty))
     assert done.returncode == 1 and "no index at" in done.stderr and "Traceback" not in done.stderr
 
 

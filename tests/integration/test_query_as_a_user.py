@@ -17,7 +17,7 @@ import yaml
 
 from graphrag_ray import api
 from graphrag_ray.simulate.process import SimulatorProcess
-from tests.helpers import cli, published_index
+from tests.helpers import cli_in_process, cli, published_index
 from tests.integration.test_index import coffee_root
 from tests.integration.test_query import synthetic_tree
 
@@ -78,9 +78,9 @@ def test_a_level_deeper_than_the_index_uses_the_deepest(root, method):
 
 
 def test_a_negative_level_is_an_error_and_verbose_says_which_level_is_used(root):
-    out = cli("query", "李明", "--community-level", "-1", root=root)
+    out = cli_in_process("query", "李明", "--community-level", "-1", root=root)
     assert out.returncode == 2 and "--community-level -1" in one_line(out)
-    out = cli("-v", "query", "李明", "--community-level", "2", "--context-only", root=root)
+    out = cli_in_process("-v", "query", "李明", "--community-level", "2", "--context-only", root=root)
     assert out.returncode == 0 and "deeper than the index's deepest level (0): using 0" in out.stderr
 
 
@@ -198,7 +198,7 @@ def test_leaving_a_stream_early_is_quiet(root, stalling):
 def test_missing_vector_tables_are_an_error_and_nothing_is_written(root, tmp_path):
     copy = copy_of_index(root, tmp_path / "no_vectors")
     shutil.rmtree(copy / "lancedb")
-    out = cli("query", "李明", "--data", str(copy), root=root)
+    out = cli_in_process("query", "李明", "--data", str(copy), root=root)
     assert out.returncode == 1 and "vector table 'entity_description' is missing" in one_line(out)
     assert not (copy / "lancedb").exists(), "a query never writes into an index"
 
@@ -224,18 +224,18 @@ def test_damaged_tables_are_named(root, tmp_path):
     truncated = copy_of_index(root, tmp_path / "truncated")
     data = (truncated / "entities.parquet").read_bytes()
     (truncated / "entities.parquet").write_bytes(data[: len(data) // 2])
-    out = cli("query", "李明", "--data", str(truncated), root=root)
+    out = cli_in_process("query", "李明", "--data", str(truncated), root=root)
     assert out.returncode == 1 and f"{truncated}/entities.parquet cannot be read" in one_line(out)
 
     retyped = copy_of_index(root, tmp_path / "retyped")
     entities = pl.read_parquet(retyped / "entities.parquet")
     entities.with_columns(pl.col("degree").cast(pl.String) + "x").write_parquet(retyped / "entities.parquet")
-    out = cli("query", "李明", "--data", str(retyped), root=root)
+    out = cli_in_process("query", "李明", "--data", str(retyped), root=root)
     assert out.returncode == 1 and "entities.parquet: column 'degree' is String, Int64 expected" in one_line(out)
 
     damaged = copy_of_index(root, tmp_path / "damaged_vectors")
     (damaged / "lancedb" / "entity_description.flat.arrow").write_bytes(b"not arrow")
-    out = cli("query", "李明", "--data", str(damaged), root=root)
+    out = cli_in_process("query", "李明", "--data", str(damaged), root=root)
     assert out.returncode == 1 and "entity_description.flat.arrow cannot be read" in one_line(out)
 
 
@@ -243,7 +243,7 @@ def test_damaged_tables_are_named(root, tmp_path):
 def test_question_size_is_bounded_and_long_questions_come_from_a_file_or_stdin(root, tmp_path):
     long = tmp_path / "long.txt"
     long.write_text("咖啡" * 50_000, encoding="utf-8")
-    out = cli("query", "--query-file", str(long), "--method", "drift", root=root)
+    out = cli_in_process("query", "--query-file", str(long), "--method", "drift", root=root)
     assert out.returncode == 1 and "over query.max_question_chars (4,000)" in one_line(out)
     question = tmp_path / "question.txt"
     question.write_text("李明\n", encoding="utf-8")
@@ -263,7 +263,7 @@ def test_question_size_is_bounded_and_long_questions_come_from_a_file_or_stdin(r
     ],
 )
 def test_usage_mistakes_exit_2_naming_the_flag(root, args, message):
-    out = cli(*args, root=root)
+    out = cli_in_process(*args, root=root)
     assert out.returncode == 2 and message in one_line(out)
 
 
@@ -272,7 +272,7 @@ def test_usage_mistakes_exit_2_naming_the_flag(root, args, message):
     "args, message", [(["query", " "], "empty query"), (["query", "x", "--method", "magic"], "unknown method")]
 )
 def test_questions_are_checked_before_the_index_is_looked_for(args, message, tmp_path):
-    out = cli(*args, "--data", str(tmp_path / "no_index_here"), root=tmp_path)
+    out = cli_in_process(*args, "--data", str(tmp_path / "no_index_here"), root=tmp_path)
     assert out.returncode == 2 and message in one_line(out)  # not "no index at ..."
 
 
@@ -298,7 +298,7 @@ def test_context_only_shows_what_dynamic_selection_selected(root):
 
 
 def test_drift_context_only_labels_its_sections(root):
-    out = cli("query", "李明", "--method", "drift", "--context-only", root=root)
+    out = cli_in_process("query", "李明", "--method", "drift", "--context-only", root=root)
     assert out.returncode == 0
     assert out.stdout.count("-----Reports-----") == 1 and "-----Primer Reports-----" in out.stdout
     assert "=== primer:" in out.stdout and "=== local context of the question" in out.stdout
@@ -306,7 +306,7 @@ def test_drift_context_only_labels_its_sections(root):
 
 # 13 -------------------------------------------------------------------------------------------------------------
 def test_contextual_is_the_routed_mode(root):
-    out = cli("query", "李明开了什么店？", "--method", "contextual", root=root)
+    out = cli_in_process("query", "李明开了什么店？", "--method", "contextual", root=root)
     assert out.returncode == 0 and out.stdout.startswith("route: local (rule: names 李明)"), out.stderr
 
 

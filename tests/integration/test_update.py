@@ -14,7 +14,15 @@ import yaml
 from graphrag_ray import api
 from graphrag_ray.simulate.process import SimulatorProcess
 from graphrag_ray.storage.tables import read_table
-from tests.helpers import check_communities, write_input as write, cli, make_root, published_index, published_version
+from tests.helpers import (
+    cli_in_process,
+    check_communities,
+    write_input as write,
+    cli,
+    make_root,
+    published_index,
+    published_version,
+)
 
 # three topics that share no name: a change in one must not touch the others
 TOPICS = {
@@ -201,7 +209,7 @@ def test_add_edit_delete_equals_a_full_index_of_the_final_corpus_and_versions_ar
 
     versions = api.list_versions(root)
     assert len(versions) == 3 and versions[0]["current"] and versions[0]["kind"] == "update"
-    done = cli("versions", "--root", str(root))
+    done = cli_in_process("versions", "--root", str(root))
     assert done.returncode == 0 and versions[0]["version"] in done.stdout
     older = versions[1]["path"]
     answer = cli("query", "--root", str(root), "--data", older, "--method", "local", "--context-only", "Hana Sato")

@@ -2,7 +2,7 @@
 
 import pytest
 
-import graphrag_ray.llm.model as model_module
+import graphrag_ray.llm.call_path as call_path
 from graphrag_ray.config.settings import ModelConfig, RateLimitConfig
 from graphrag_ray.llm.cache import open_cache
 from graphrag_ray.llm.ledger import UsageLedger
@@ -25,13 +25,13 @@ def _model(**config) -> EmbeddingModel:
 def counted(monkeypatch):
     """Calls that needed the tokenizer."""
     calls = []
-    real = model_module.tokenizer_for
+    real = call_path.tokenizer_for
 
     def spy(*args):
         calls.append(args)
         return real(*args)
 
-    monkeypatch.setattr(model_module, "tokenizer_for", spy)
+    monkeypatch.setattr(call_path, "tokenizer_for", spy)
     return calls
 
 
