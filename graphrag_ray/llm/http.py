@@ -1,8 +1,9 @@
 """The HTTP under the LLM client: one keep-alive session per client, JSON in and out, server-sent events for streams.
 
 An OpenAI-compatible endpoint is spoken to directly on aiohttp (or httpx2, `http_client: httpx`), not through the
-openai SDK: importing the SDK costs 1.4 s of CPU in every process that makes a call (a query's whole start-up
-budget, and again in each Ray worker), and its request machinery costs more CPU per call than the post itself.
+openai SDK: importing the SDK costs more CPU than a query's whole start-up budget (jobs/bench_query_command.py),
+in every process that makes a call and again in each Ray worker, and its request machinery costs more CPU per call
+than the post itself.
 Azure OpenAI still goes through the SDK (client.py), which knows its URLs and auth.
 
 Both sessions answer the same way: `request` returns a `Reply` for any HTTP status; `stream` yields the lines of

@@ -242,7 +242,7 @@ class FoundFile:
 
     def read_bytes(self) -> bytes:
         local = self.store.local_path(self.name)
-        if local is not None:  # a plain read: a filesystem stream costs ~1 ms per file (a corpus of many files)
+        if local is not None:  # a plain read: opening a filesystem stream per file adds up over a corpus of many
             try:
                 return local.read_bytes()
             except FileNotFoundError:
