@@ -126,8 +126,8 @@ def main() -> None:
     unrevised = reports["events"].get("kept_small_change", 0)
     print(
         f"update reports: {reports['items'] - unrevised} written ({revised} revised from the previous report and the "
-        f"changed rows), {reports['carried_items']} carried, {unrevised} kept with a few rows' descriptions changed "
-        f"(community_reports.revise_min_changed_share)"
+        f"changed rows), {reports['carried_items']} carried, {unrevised} kept through a few added, removed or "
+        f"changed rows (community_reports.revise_min_changed_share)"
     )
     summaries = updated.stats["steps"]["summarize_descriptions"]
     print(

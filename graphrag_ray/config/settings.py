@@ -231,8 +231,8 @@ class CommunityReportsConfig(Section):
     )
     revise_min_changed_share: float = doc(
         0.2,
-        "update: a community with the same members and relationships keeps its report until this share of its "
-        "rows' descriptions changed since the report was written (0: revise on any change)",
+        "update: a community keeps its report until this share of its rows were added, removed or had their "
+        "description changed since the report was written (0: revise on any change)",
         ge=0,
         le=1,
     )

@@ -49,11 +49,13 @@ def test_a_report_revision_lists_only_what_changed_and_finds_the_community_a_new
     }
 
     class Ctx:
-        def __init__(self, min_share=0.0, unsaid=()):
+        def __init__(self, min_share=0.0, unsaid=(), removed=(), relationship_ids=None):
             self.settings = SimpleNamespace(community_reports=SimpleNamespace(revise_min_changed_share=min_share))
-            self.unsaid = list(unsaid)
+            self.unsaid, self.removed, self.relationship_ids = list(unsaid), list(removed), relationship_ids
 
         def previous_table(self, name):
+            if name == "communities" and self.relationship_ids is not None:  # as the update that kept it left it
+                return previous[name].with_columns(pl.Series("relationship_ids", [self.relationship_ids]))
             return previous[name]
 
         def previous_carried(self, step, table):
@@ -63,6 +65,7 @@ def test_a_report_revision_lists_only_what_changed_and_finds_the_community_a_new
                     "community": [5],
                     "full_content": ["# E1 and E2\n\nthe old report"],
                     "changed_rows": [self.unsaid],
+                    "removed_rows": [self.removed],
                     "_item_key": ["k"],
                 }
             )
@@ -122,13 +125,36 @@ def test_a_report_revision_lists_only_what_changed_and_finds_the_community_a_new
     keeping = PreviousReports(Ctx(min_share=0.2, unsaid=["e3"]))  # 11 rows: kept while at most 2 changed
     kept = keeping.revision(edited, 0)
     assert kept == {
-        "keep": {"community": 5, "full_content": "# E1 and E2\n\nthe old report", "changed_rows": ["e2", "e3"]}
+        "keep": {
+            "community": 5,
+            "full_content": "# E1 and E2\n\nthe old report",
+            "changed_rows": ["e2", "e3"],
+            "removed_rows": [],
+        }
     }, kept
-    assert PreviousReports(Ctx(min_share=0.2)).revision(moved, 0)["report"], "members moved: revised"
+    assert PreviousReports(Ctx(min_share=0.2)).revision(moved, 0)["report"], "4 of 11 rows moved: revised"
     adding_up = PreviousReports(Ctx(min_share=0.2, unsaid=["e3", "r1"])).revision(edited, 0)
     assert [e["id"] for e in adding_up["entities"]] == ["e2", "e3"] and [
         r["id"] for r in adding_up["relationships"]
     ] == ["r1"], adding_up
+    # a member that joins (with its edge) or leaves is a few rows too: kept, the leaver remembered as it is told
+    joined = {
+        **same,
+        "entities": same["entities"] + [entity(7)],
+        "relationships": same["relationships"] + [relationship("r6")],
+    }
+    kept = PreviousReports(Ctx(min_share=0.2)).revision(joined, 0)["keep"]
+    assert kept["changed_rows"] == ["e7", "r6"] and kept["removed_rows"] == [], kept
+    left = {**same, "relationships": [relationship(r) for r in ("r1", "r2", "r3", "r4")]}  # r5 (E5-E6) left
+    kept = PreviousReports(Ctx(min_share=0.2)).revision(left, 0)["keep"]
+    assert kept["changed_rows"] == [] and kept["removed_rows"] == ['["relationship", "r5", 4, "E5", "E6"]'], kept
+    # the next change that adds up is revised, told of the row that left in the update that kept the report
+    remembered = PreviousReports(
+        Ctx(min_share=0.2, unsaid=["e3"], removed=kept["removed_rows"], relationship_ids=["r1", "r2", "r3", "r4"])
+    )
+    revision = remembered.revision({**left, "entities": edited["entities"]}, 0)
+    assert [e["id"] for e in revision["entities"]] == ["e2", "e3"], revision
+    assert revision["removed_relationships"] == [[4, "E5", "E6"]] and revision["removed_entities"] == [], revision
 
 
 def test_a_reports_carry_key_follows_its_members_and_descriptions_not_their_degrees():

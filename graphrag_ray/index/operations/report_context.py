@@ -171,43 +171,41 @@ class PreviousReports:
         entities = changed(item["entities"], old_entities, self.entities)
         relationships = changed(item["relationships"], old_relationships, self.relationships)
         rows = len(item["entities"]) + len(item["relationships"])
-        if (
-            written is not None
-            and number == item["community"]
-            and old_entities == {e["id"] for e in item["entities"]}
-            and old_relationships == {r["id"] for r in item["relationships"]}
-        ):
-            described = {r["id"] for r in entities + relationships}
-            if described and len(described) < self.min_changed_share * rows:
-                return {"keep": {**written, "changed_rows": sorted(described)}}
-        gone_entities = sorted(old_entities - {e["id"] for e in item["entities"]})
+        present = {r["id"] for r in item["entities"]} | {r["id"] for r in item["relationships"]}
+        gone_entities = old_entities - present
+        gone_relationships = old_relationships - present
         gone_titles = {self.entities[i]["title"] for i in gone_entities if i in self.entities}
-        all_gone_relationships = old_relationships - {r["id"] for r in item["relationships"]}
-        gone_relationships = sorted(  # those of a removed entity go with it (the prompt says so)
-            i
-            for i in all_gone_relationships
-            if i not in self.relationships
-            or not {self.relationships[i]["source"], self.relationships[i]["target"]} & gone_titles
+        # rows that left in the updates that kept the report (remembered, as a removed row is told: by id)
+        remembered = [
+            entry
+            for entry in map(json.loads, (written or {}).get("removed_rows") or ())
+            if entry[1] not in present and entry[1] not in gone_entities | gone_relationships
+        ]
+        removed = (
+            remembered
+            + [
+                ["entity", i, self.entities[i]["human_readable_id"], self.entities[i]["title"]]
+                for i in sorted(gone_entities)
+                if i in self.entities
+            ]
+            + [
+                ["relationship", i, r["human_readable_id"], r["source"], r["target"]]
+                for i, r in ((i, self.relationships.get(i)) for i in sorted(gone_relationships))
+                if r is not None and not {r["source"], r["target"]} & gone_titles  # those go with their entity
+            ]
         )
-        n_changed = len(entities) + len(relationships) + len(gone_entities) + len(all_gone_relationships)
+        said = {r["id"] for r in entities + relationships}
+        n_changed = len(said) + len(gone_entities) + len(gone_relationships) + len(remembered)
+        if written is not None and number == item["community"] and 0 < n_changed < self.min_changed_share * rows:
+            # a few rows added, removed or changed since it was written: the report stays and remembers them
+            kept = sorted(json.dumps(entry, ensure_ascii=False) for entry in removed)
+            return {"keep": {**written, "changed_rows": sorted(said), "removed_rows": kept}}
         if n_changed == 0 or 2 * n_changed > rows:
             return None  # unchanged rows and a moved edge only, or mostly new: a fresh report
         return {
             "report": report,
             "entities": entities,
             "relationships": relationships,
-            "removed_entities": [
-                [self.entities[i]["human_readable_id"], self.entities[i]["title"]]
-                for i in gone_entities
-                if i in self.entities
-            ],
-            "removed_relationships": [
-                [
-                    self.relationships[i]["human_readable_id"],
-                    self.relationships[i]["source"],
-                    self.relationships[i]["target"],
-                ]
-                for i in gone_relationships
-                if i in self.relationships
-            ],
+            "removed_entities": sorted(entry[2:] for entry in removed if entry[0] == "entity"),
+            "removed_relationships": sorted(entry[2:] for entry in removed if entry[0] == "relationship"),
         }

@@ -15,11 +15,12 @@ In an update, a community whose members, their descriptions and its sub-communit
 (`revise_on_update`): the previous report and only the rows added, changed or removed since, so the cost follows
 the change, not the community's size (a 200-member root community changed by three entities costs a few hundred
 tokens, not its 8,000-token context). When most of a community changed, or the changes alone do not fit the input
-budget, it is written afresh. A community with the same members and relationships, of which only a few rows'
-descriptions changed (an entity mentioned once more in a document elsewhere: around a hub, most changed
-communities are such), keeps its report until those rows, counted since the report was written, are
-`revise_min_changed_share` of its rows; the kept report remembers them (`changed_rows`, in the carried rows), so
-small changes add up to a revision that is told all of them, and changes.json counts the reports kept so.
+budget, it is written afresh. A community of which only a few rows were added, removed or had their description
+changed (an entity mentioned once more in a document elsewhere, or one that joined or left: around a hub, most
+changed communities are such) keeps its report until those rows, counted since the report was written, are
+`revise_min_changed_share` of its rows; the kept report remembers them (`changed_rows`, `removed_rows`, in the
+carried rows), so small changes add up to a revision that is told all of them, and changes.json counts the reports
+kept so.
 """
 
 from __future__ import annotations
@@ -79,8 +80,11 @@ REPORT_ROW_SCHEMA = {
     "rating_explanation": pl.String,
     "findings_json": pl.String,
     "full_content_json": pl.String,
-    # its rows whose descriptions changed since it was written (kept, not revised: see above)
+    # its rows added or whose descriptions changed since it was written (kept, not revised: see above)
     "changed_rows": pl.List(pl.String),
+    # and the rows that left since (JSON: ["entity", id, human id, title] / ["relationship", id, human id, source,
+    # target]), told to the revision that follows
+    "removed_rows": pl.List(pl.String),
 }
 
 
@@ -213,7 +217,7 @@ class ReportPlan(ItemPlan):
             pl.col("community").alias("human_readable_id")
         )
         # by number: the same table whichever round wrote a report (an update revises in the first round)
-        return {"community_reports": reports.drop("findings_json", "changed_rows").sort("community")}
+        return {"community_reports": reports.drop("findings_json", "changed_rows", "removed_rows").sort("community")}
 
 
 class CommunityReports(ItemStep):
@@ -363,6 +367,7 @@ class CommunityReports(ItemStep):
                     "findings_json": json.dumps(findings, ensure_ascii=False),
                     "full_content_json": json.dumps(report, ensure_ascii=False),
                     "changed_rows": [],
+                    "removed_rows": [],
                 }
             ]
         }
