@@ -12,6 +12,7 @@ import json
 import re
 from functools import cached_property, lru_cache
 from pathlib import Path
+from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -62,15 +63,20 @@ class LexicalIndex:
         self.vocab = retriever.vocab_dict
 
     @classmethod
-    def build(cls, ids: list[str], texts: list[str]) -> "LexicalIndex":
+    def build(cls, ids: list[str], texts: Iterable[str]) -> "LexicalIndex":
+        """BM25 over `texts` (one per id, read once, in order). Each text's words become an int32 array of word
+        ids as it is read: bm25s given the words themselves holds every word of the corpus as a Python string, twice
+        (the words, then their ids) - at 100M tokens, gigabytes in the process publishing the index."""
         import bm25s
 
+        vocab: dict[str, int] = {}
+        corpus = _WordIds()
+        for text in texts:
+            corpus.append(np.fromiter((vocab.setdefault(w, len(vocab)) for w in tokens(text)), dtype=np.int32))
+        if not vocab and corpus:  # an empty document still takes its row (bm25s needs at least one word)
+            corpus[0] = np.asarray([vocab.setdefault("\x00", 0)], dtype=np.int32)
         retriever = bm25s.BM25()
-        # an empty document still takes its row (bm25s needs at least one token in the corpus)
-        corpus = [tokens(t) for t in texts]
-        if not any(corpus):
-            corpus[0:1] = [["\x00"]] if corpus else []
-        retriever.index(corpus, show_progress=False)
+        retriever.index((corpus, vocab), show_progress=False)
         return cls(list(ids), retriever)
 
     def save(self, folder: Path) -> None:
@@ -112,6 +118,14 @@ class LexicalIndex:
         return [(self.ids[i], float(scores[i])) for i in order]
 
 
+class _WordIds(list):
+    """Each document's word ids as an int32 array, handed to bm25s one at a time as the list of ints it reads: it
+    walks the corpus a few times, and only the document in hand is ever a list of Python ints."""
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return (ids.tolist() for ids in list.__iter__(self))
+
+
 def write_lexical(folder: Path, tables: dict) -> None:
     """Every lexical table of a new index version, from its published tables."""
     for name, columns in LEXICAL_TABLES.items():
@@ -121,9 +135,11 @@ def write_lexical(folder: Path, tables: dict) -> None:
         LexicalIndex.build(table["id"].to_list(), joined(table, columns)).save(Path(folder) / LEXICAL_DIR / name)
 
 
-def joined(table, columns: tuple[str, ...]) -> list[str]:
-    parts = [table[c].fill_null("").cast(str).to_list() for c in columns]
-    return [": ".join(p for p in row if p) for row in zip(*parts)]
+def joined(table, columns: tuple[str, ...], rows_at_once: int = 10_000) -> Iterator[str]:
+    """Each row's `columns` joined by ": ", read a slice of rows at a time (not a list of every text at once)."""
+    for start in range(0, table.height, rows_at_once):
+        part = table.slice(start, rows_at_once)
+        yield from (": ".join(p for p in row if p) for row in zip(*(part[c].fill_null("").cast(str) for c in columns)))
 
 
 def reciprocal_rank_fusion(rankings: list[list[str]], k: int = 60) -> list[str]:

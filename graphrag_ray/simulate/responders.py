@@ -149,6 +149,7 @@ def graph_of(text: str, types: list[str]) -> tuple[dict[str, tuple[str, str]], d
 
     entities: dict[str, tuple[str, str]] = {}
     pair_sentences: dict[tuple[str, str], list[str]] = {}
+    subject = None  # the first name of the last sentence that named one: what a following "It ..." refers to
     for _, sentence in sentences(text):
         names = []
         for m in _in_sentence(text, sentence):
@@ -160,14 +161,23 @@ def graph_of(text: str, types: list[str]) -> tuple[dict[str, tuple[str, str]], d
                 entities[name] = (kind, _clean(sentence))
             if name not in names:
                 names.append(name)
+        # a model resolves a pronoun to the subject named before it and relates what the sentence names to that
+        # subject
+        # (Microsoft GraphRAG's extraction prompt relates SAMUEL NAMARA to FIRUZABAD, named sentences apart)
+        if subject is not None and subject not in names and _PRONOUN.search(sentence):
+            names = [subject, *names]
         for i, a in enumerate(names[:6]):
             for b in names[i + 1 : 6]:
                 pair_sentences.setdefault((a, b), []).append(_clean(sentence))
+        if names and not _PRONOUN_START.match(sentence):
+            subject = names[0]
     relationships = {pair: (sents[0], min(10, 2 + 2 * len(sents))) for pair, sents in pair_sentences.items()}
     return entities, relationships
 
 
 _MENTION_CACHE: dict[str, list] = {}
+_PRONOUN_START = re.compile(r"(?:It|He|She|They|Its|His|Her|Their)\b")
+_PRONOUN = re.compile(r"\b(?:[Ii]ts?|[Hh]e|[Ss]he|[Tt]hey|[Hh]is|[Hh]er|[Tt]heir)\b")
 
 
 def _in_sentence(text: str, sentence: str):
