@@ -310,7 +310,9 @@ def test_a_small_update_runs_in_this_process_when_the_whole_corpus_would_go_to_r
         now = json.loads((published_index(root).local_path() / "inputs.json").read_text())
         assert changed_input_bytes(now, manifest) == len("Kevin Moore met Alice Martin in Lyon.".encode())
         assert changed_input_bytes(manifest, now) == 0, "a file that left reads nothing anew"
-        monkeypatch.setattr("graphrag_ray.exec.runtime.ray_running", lambda: True)  # a cluster to join
+        # a cluster to join, as a submitted job sees it (not by patching ray_running: the in-process workers would
+        # then ask Ray for their node, which starts Ray in this process and leaves it dead after the test)
+        monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:9")
         assert choose_backend("auto", corpus, 0.001) == "ray", "a full index joins the cluster"
         write(root, "a10.txt", "Alice Martin left Lyon for Oslo.")
         again = api.update_index(root=root)
