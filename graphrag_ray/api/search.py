@@ -89,24 +89,19 @@ async def _multi_engine(
     return MultiIndexSearch(method, parts, answerer), {}
 
 
-async def _engine(
-    query: str,
-    method: str,
-    root,
-    config_file,
-    data,
-    community_level,
-    dynamic_community_selection,
-    response_type,
-    settings,
-    no_llm,
-    opened: list[Models],
-):
+async def _engine(asked: dict, opened: list[Models]):
     """Open the index, check the query, route `auto`, build the engine: (engine, details to add); the Models it
-    made are added to `opened` (the caller closes them). `root` a list of several roots: one question asked of
-    each (global or local search)."""
+    made are added to `opened` (the caller closes them). `asked`: the arguments search() or search_streaming()
+    was called with. `root` a list of several roots: one question asked of each (global or local search)."""
     from graphrag_ray.query.factory import engine_for
     from graphrag_ray.query.methods import check_method
+
+    query, method, root, config_file, data, settings = (
+        asked[k] for k in ("query", "method", "root", "config_file", "data", "settings")
+    )
+    community_level, dynamic_community_selection, response_type, no_llm = (
+        asked[k] for k in ("community_level", "dynamic_community_selection", "response_type", "no_llm")
+    )
 
     if isinstance(root, (list, tuple)):
         if len(root) > 1:
@@ -165,20 +160,9 @@ async def search(
     no_llm: bool = False,
 ):
     """Any method, `auto` included; returns a SearchResult (its details say the route taken)."""
+    asked = dict(locals())
     async with _closing() as opened:
-        engine, details = await _engine(
-            query,
-            method,
-            root,
-            config_file,
-            data,
-            community_level,
-            dynamic_community_selection,
-            response_type,
-            settings,
-            no_llm,
-            opened,
-        )
+        engine, details = await _engine(asked, opened)
         result = await (
             engine.context_only(query, conversation_history)
             if context_only
@@ -204,20 +188,9 @@ async def search_streaming(
 ):
     """Yield the answer's pieces as they arrive, for any method (`auto` routes first); `on_result(SearchResult)`
     is called at the end with the whole result."""
+    asked = dict(locals())
     async with _closing() as opened:
-        engine, details = await _engine(
-            query,
-            method,
-            root,
-            config_file,
-            data,
-            community_level,
-            dynamic_community_selection,
-            response_type,
-            settings,
-            no_llm,
-            opened,
-        )
+        engine, details = await _engine(asked, opened)
         async with contextlib.aclosing(engine.stream_search(query, conversation_history)) as chunks:
             async for chunk in chunks:  # left early: the stream is closed here, before the clients are
                 yield chunk
@@ -242,17 +215,33 @@ def basic_search_streaming(query: str, root: str | Path = ".", **kwargs):
     return search_streaming(query, "basic", root, **kwargs)
 
 
-def _frames_engine(method: str, config, root, community_level, response_type, dynamic=False, **frames):
+_FRAMES = ("entities", "communities", "community_reports", "text_units", "relationships", "covariates")
+
+
+async def _frames_search(method: str, given: dict, history=None, dynamic: bool = False):
+    """Microsoft GraphRAG's query API: an engine over the tables `given` holds (a function's own arguments, its
+    frames among them), asked once; (response, context_data)."""
     from graphrag_ray.query.factory import make_engine
     from graphrag_ray.query.index_data import IndexData
 
-    settings = config or load_settings(root)
+    root, frames = given["root"], {name: given[name] for name in _FRAMES if name in given}
+    settings = given["config"] or load_settings(root)
     published = current_index(resolve(root, settings.output.base_dir)) if root else None
     index = IndexData.from_frames(vectors_dir=published.child("lancedb") if published else None, **frames)
     models = Models.create(settings, root, check_first=True)
-    return make_engine(
-        method, index, models, settings, Path(root) if root else None, response_type, community_level, dynamic
-    ), models
+    engine = make_engine(
+        method,
+        index,
+        models,
+        settings,
+        Path(root) if root else None,
+        given["response_type"],
+        given.get("community_level"),
+        dynamic,
+    )
+    async with _closing(models):
+        result = await engine.search(given["query"], history)
+    return result.response, result.context_data
 
 
 async def local_search(
@@ -270,22 +259,7 @@ async def local_search(
     root: str | Path | None = None,
 ):
     """Microsoft GraphRAG's signature: returns (response, context_data)."""
-    engine, models = _frames_engine(
-        "local",
-        config,
-        root,
-        community_level,
-        response_type,
-        entities=entities,
-        communities=communities,
-        community_reports=community_reports,
-        text_units=text_units,
-        relationships=relationships,
-        covariates=covariates,
-    )
-    async with _closing(models):
-        result = await engine.search(query, conversation_history)
-    return result.response, result.context_data
+    return await _frames_search("local", locals(), conversation_history)
 
 
 async def global_search(
@@ -299,20 +273,7 @@ async def global_search(
     query: str = "",
     root: str | Path | None = None,
 ):
-    engine, models = _frames_engine(
-        "global",
-        config,
-        root,
-        community_level,
-        response_type,
-        dynamic_community_selection,
-        entities=entities,
-        communities=communities,
-        community_reports=community_reports,
-    )
-    async with _closing(models):
-        result = await engine.search(query)
-    return result.response, result.context_data
+    return await _frames_search("global", locals(), dynamic=dynamic_community_selection)
 
 
 async def drift_search(
@@ -327,21 +288,7 @@ async def drift_search(
     query: str = "",
     root: str | Path | None = None,
 ):
-    engine, models = _frames_engine(
-        "drift",
-        config,
-        root,
-        community_level,
-        response_type,
-        entities=entities,
-        communities=communities,
-        community_reports=community_reports,
-        text_units=text_units,
-        relationships=relationships,
-    )
-    async with _closing(models):
-        result = await engine.search(query)
-    return result.response, result.context_data
+    return await _frames_search("drift", locals())
 
 
 async def basic_search(
@@ -351,10 +298,7 @@ async def basic_search(
     response_type: str = "Multiple Paragraphs",
     root: str | Path | None = None,
 ):
-    engine, models = _frames_engine("basic", config, root, None, response_type, text_units=text_units)
-    async with _closing(models):
-        result = await engine.search(query)
-    return result.response, result.context_data
+    return await _frames_search("basic", locals())
 
 
 def chat(

@@ -131,24 +131,15 @@ def query(
 
     method = api.check_question(text, method, community_level)  # before the index loads
     root = roots if len(roots) > 1 else roots[0]
+    # what both ways of asking are given first (api.search and api.search_streaming's order)
+    asked = (text, method, root, config, data, community_level, dynamic_community_selection, response_type)
     if streaming and not context_only:
         finished = []
 
         async def stream():
             shown = False
             try:
-                async for piece in api.search_streaming(
-                    text,
-                    method,
-                    root,
-                    config,
-                    data,
-                    community_level,
-                    dynamic_community_selection,
-                    response_type,
-                    no_llm=no_llm,
-                    on_result=finished.append,
-                ):
+                async for piece in api.search_streaming(*asked, no_llm=no_llm, on_result=finished.append):
                     sys.stdout.write(piece)
                     sys.stdout.flush()
                     shown = shown or bool(piece)
@@ -162,20 +153,7 @@ def query(
         if "route" in result.details:
             sys.stderr.write(f"route: {result.details['route']} ({result.details['route_reason']})\n")
     else:
-        result = asyncio.run(
-            api.search(
-                text,
-                method,
-                root,
-                config,
-                data,
-                community_level,
-                dynamic_community_selection,
-                response_type,
-                context_only=context_only,
-                no_llm=no_llm,
-            )
-        )
+        result = asyncio.run(api.search(*asked, context_only=context_only, no_llm=no_llm))
         if "route" in result.details:
             typer.echo(f"route: {result.details['route']} ({result.details['route_reason']})")
         typer.echo(result.context_text if context_only else result.response)

@@ -56,7 +56,11 @@ class LocalSearch(QueryEngine):
         )
 
     async def prepare(self, query: str, history: ConversationHistory | None) -> Prepared:
-        context = await self.build_context(query, history)
+        return self.answer_request(await self.build_context(query, history), query)
+
+    def answer_request(self, context, query: str) -> Prepared:
+        """The answer's request from a local context (this index's, or several merged: query/multi.py): the system
+        prompt over its tables, and the entities it matched."""
         system = fill(self.prompt(self.cfg.prompt), context_data=context.text, response_type=self.response_type)
         result = SearchResult(
             "",

@@ -13,12 +13,11 @@ import asyncio
 from dataclasses import dataclass
 from typing import Protocol
 
-from graphrag_ray.config.prompts import fill
 from graphrag_ray.errors import UsageError
 from graphrag_ray.query.context.budget import pack_table
 from graphrag_ray.query.context.history import ConversationHistory
 from graphrag_ray.query.context.local_context import LocalContext
-from graphrag_ray.query.engine import Prepared, QueryEngine, system_and_user
+from graphrag_ray.query.engine import Prepared, QueryEngine
 from graphrag_ray.query.global_search import GlobalSearch, MapPoints
 from graphrag_ray.query.local import LocalSearch
 from graphrag_ray.query.result import SearchResult
@@ -170,15 +169,7 @@ class MultiIndexSearch(QueryEngine):
             cfg.text_unit_prop,
             count,
         )
-        system = fill(self.prompt(cfg.prompt), context_data=context.text, response_type=self.response_type)
-        result = SearchResult(
-            "",
-            context.records,
-            context.text,
-            method=self.method,
-            details={"entities_matched": [e["title"] for e in context.selected]},
-        )
-        return Prepared(result, system_and_user(system, query), cfg.chat_model_id, cfg.max_tokens)
+        return self.answerer.answer_request(context, query)
 
     async def context_only(self, query: str, conversation_history: ConversationHistory | None = None) -> SearchResult:
         if self.method == "global":  # the reports every index would map over (no map call)

@@ -139,6 +139,17 @@ def make_app(
             **({"answered_by": payload["method"], **payload["usage"]} if payload else {}),
         }
 
+    def stream_ended(request: Request, target: Target, payload: dict | None, started: float) -> None:
+        """A streamed answer's journal line, written when its last byte is (the middleware saw only its start)."""
+        remember(request, target, payload)
+        journal.write(
+            path=request.url.path,
+            status=200,
+            stream=True,
+            **request.state.logged,
+            latency_s=round(time.monotonic() - started, 4),
+        )
+
     async def first_of(pieces: AsyncIterator[dict]) -> dict:
         """The first piece of a stream before any byte is sent: a refusal (busy, bad question) is still a status."""
         return await pieces.__anext__()
@@ -203,14 +214,7 @@ def make_app(
             status, code = status_of(original(exc))
             yield protocol.sse(protocol.openai_error(str(original(exc)), status, code))
         yield protocol.sse("[DONE]")
-        remember(request, target, payload)
-        journal.write(
-            path=request.url.path,
-            status=200,
-            stream=True,
-            **request.state.logged,
-            latency_s=round(time.monotonic() - started, 4),
-        )
+        stream_ended(request, target, payload, started)
 
     @app.post("/v1/context")
     async def context(request: Request):
@@ -320,13 +324,6 @@ def make_app(
             yield json.dumps(final, ensure_ascii=False) + "\n"
         except Exception as exc:  # noqa: BLE001 - as Ollama does: an error line ends the stream
             yield json.dumps({"error": str(original(exc))}) + "\n"
-        remember(request, target, payload)
-        journal.write(
-            path=request.url.path,
-            status=200,
-            stream=True,
-            **request.state.logged,
-            latency_s=round(time.monotonic() - started, 4),
-        )
+        stream_ended(request, target, payload, started)
 
     return app

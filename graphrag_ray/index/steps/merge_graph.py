@@ -16,6 +16,18 @@ from graphrag_ray.exec.step import BatchStep, StepContext, Tables
 from graphrag_ray.index.graph_rows import linked_graph
 
 
+def most_common(mentions: pl.DataFrame, column: str) -> pl.DataFrame:
+    """(key, column): each key's most frequent value of `column` (ties: the smallest value)."""
+    return (
+        mentions.group_by("key", column)
+        .len()
+        .sort(["key", "len", column], descending=[False, True, False])
+        .group_by("key", maintain_order=True)
+        .first()
+        .select("key", column)
+    )
+
+
 class MergeGraph(BatchStep):
     name = "merge_graph"
     reads = ("extracted_entities", "extracted_relationships", "text_units")
@@ -39,21 +51,14 @@ class MergeGraph(BatchStep):
             pl.concat(
                 [
                     rels.select(
-                        pl.col("skey").alias("key"),
-                        pl.col("source").alias("title"),
+                        pl.col(key).alias("key"),
+                        pl.col(end).alias("title"),
                         "description",
                         "text_unit_id",
                         "unit_order",
                         "order",
-                    ),
-                    rels.select(
-                        pl.col("tkey").alias("key"),
-                        pl.col("target").alias("title"),
-                        "description",
-                        "text_unit_id",
-                        "unit_order",
-                        "order",
-                    ),
+                    )
+                    for key, end in (("skey", "source"), ("tkey", "target"))
                 ]
             )
             .join(known, on="key", how="anti")
@@ -67,22 +72,7 @@ class MergeGraph(BatchStep):
         )
         ents = ents.sort("unit_order", "order", "key")
         typed = ents.filter(pl.col("type") != "")
-        types = (
-            typed.group_by("key", "type")
-            .len()
-            .sort(["key", "len", "type"], descending=[False, True, False])
-            .group_by("key", maintain_order=True)
-            .first()
-            .select("key", "type")
-        )
-        titles = (
-            ents.group_by("key", "title")
-            .len()
-            .sort(["key", "len", "title"], descending=[False, True, False])
-            .group_by("key", maintain_order=True)
-            .first()
-            .select("key", "title")
-        )
+        types, titles = most_common(typed, "type"), most_common(ents, "title")
         merged_entities = (
             ents.group_by("key", maintain_order=True)
             .agg(
