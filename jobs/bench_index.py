@@ -62,12 +62,20 @@ def main() -> None:
     )
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     parser.add_argument("--stream", action="store_true", help="every answer asked for as a stream (local servers)")
+    parser.add_argument(
+        "--same-mix",
+        action="store_true",
+        help="several sizes: each smaller corpus an even sample of the largest's documents (the same text mix)",
+    )
+    parser.add_argument("--sample-of", type=int, default=None, help=argparse.SUPPRESS)  # --same-mix, per size
     args = parser.parse_args()
     sizes = [int(float(t)) for t in args.tokens.split(",")]
     if len(sizes) > 1:
         return scaling(sizes, args)
     # the corpus is made in a child process: what making it took is the harness's memory, not the engine's
-    root, corpus_tokens = fresh_project(args.workdir, sizes[0], "bench-index-", separate_process=True)
+    root, corpus_tokens = fresh_project(
+        args.workdir, sizes[0], "bench-index-", separate_process=True, sample_of=args.sample_of
+    )
     join_ray()
     with SimulatorProcess(latency=args.latency, embedding_dim=args.embedding_dim) as sim:
         settings = settings_for(sim.base_url, args.actors, args.stream)
@@ -152,6 +160,10 @@ def scaling(sizes: list[int], args) -> None:
             "--json",
             str(out),
         ] + (["--resolve"] if args.resolve else [])
+        if args.same_mix and size < max(sizes):
+            command += ["--sample-of", str(max(sizes))]
+        if args.workdir is not None:
+            command += ["--workdir", str(args.workdir / f"t{size}")]
         print(f"===== {size:,} tokens: {' '.join(command[1:])}", flush=True)
         subprocess.run(command, check=True)
         runs.append(json.loads(out.read_text()))

@@ -130,9 +130,11 @@ def main() -> None:
         f"changed rows (community_reports.revise_min_changed_share)"
     )
     summaries = updated.stats["steps"]["summarize_descriptions"]
+    kept = summaries["events"].get("kept_small_change", 0)
     print(
-        f"update summaries: {summaries['items']} written ({summaries['events'].get('revised', 0)} revised from the "
-        f"previous summary and the changed descriptions), {summaries['carried_items']} carried"
+        f"update summaries: {summaries['items'] - kept} written ({summaries['events'].get('revised', 0)} revised "
+        f"from the previous summary and the changed descriptions), {summaries['carried_items']} carried, {kept} "
+        f"kept through a few added descriptions (summarize_descriptions.keep_max_added_share)"
     )
     print(
         "update wall per step: "

@@ -43,14 +43,23 @@ def _texts(roots=DOC_ROOTS):
                 yield path, text
 
 
-def build_corpus(folder: Path, target_tokens: int, doc_tokens: int = 3000, corpus: str = "docs") -> int:
-    """Write .txt documents of about `doc_tokens` each into `folder` until `target_tokens`; return the total."""
+def build_corpus(
+    folder: Path, target_tokens: int, doc_tokens: int = 3000, corpus: str = "docs", sample_of: int | None = None
+) -> int:
+    """Write .txt documents of about `doc_tokens` each into `folder` until `target_tokens`; return the total.
+    With `sample_of` (a larger size), the documents are an evenly spread sample of that size's corpus: the same
+    mix of sources at every size, so a scaling run compares the engine, not the text (the sources come in order,
+    and man pages and Python sources name more per token than the Debian docs the smaller sizes would hold)."""
     folder.mkdir(parents=True, exist_ok=True)
     tok = Tokenizer("cl100k_base")
-    total, n = 0, 0
+    total, n, seen = 0, 0, 0
+    ratio = target_tokens / sample_of if sample_of and sample_of > target_tokens else 1.0
     for _, text in _texts(CORPORA[corpus]):
         tokens = tok.encode(text)
         for start in range(0, len(tokens), doc_tokens):
+            seen += 1
+            if int(seen * ratio) == int((seen - 1) * ratio):  # not one of the sample's pieces
+                continue
             piece = tok.decode(tokens[start : start + doc_tokens])
             (folder / f"doc{n:05d}.txt").write_text(piece, encoding="utf-8")
             total += min(doc_tokens, len(tokens) - start)
@@ -68,11 +77,16 @@ def build_corpus(folder: Path, target_tokens: int, doc_tokens: int = 3000, corpu
 
 
 def fresh_project(
-    workdir: Path | None, tokens: int, prefix: str, separate_process: bool = False, corpus: str = "docs"
+    workdir: Path | None,
+    tokens: int,
+    prefix: str,
+    separate_process: bool = False,
+    corpus: str = "docs",
+    sample_of: int | None = None,
 ) -> tuple[Path, int]:
     """An empty project under `workdir` (a new temp folder if None) whose input is a ~`tokens` corpus (`corpus`:
-    a CORPORA name). With `separate_process` the corpus is made in a child process, so that what making it took
-    stays out of this process's memory figures."""
+    a CORPORA name; `sample_of`: build_corpus's). With `separate_process` the corpus is made in a child process,
+    so that what making it took stays out of this process's memory figures."""
     import shutil
     import subprocess
     import sys
@@ -83,16 +97,18 @@ def fresh_project(
     root = work / "project"
     if separate_process:
         made = subprocess.run(
-            [sys.executable, __file__, str(root / "input"), str(tokens), corpus],
+            [sys.executable, __file__, str(root / "input"), str(tokens), corpus, str(sample_of or 0)],
             check=True,
             capture_output=True,
             text=True,
         )
         return root, int(made.stdout.split()[-1])
-    return root, build_corpus(root / "input", tokens, corpus=corpus)
+    return root, build_corpus(root / "input", tokens, corpus=corpus, sample_of=sample_of)
 
 
 if __name__ == "__main__":
     import sys
 
-    print(build_corpus(Path(sys.argv[1]), int(sys.argv[2]), corpus=sys.argv[3] if len(sys.argv) > 3 else "docs"))
+    corpus = sys.argv[3] if len(sys.argv) > 3 else "docs"
+    sample_of = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+    print(build_corpus(Path(sys.argv[1]), int(sys.argv[2]), corpus=corpus, sample_of=sample_of or None))

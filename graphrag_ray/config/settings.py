@@ -175,6 +175,14 @@ class SummarizeConfig(Section):
         "summarised from its previous summary and the changed descriptions (one call), "
         "not from all of them again",
     )
+    keep_max_added_share: float = doc(
+        0.1,
+        "update: an item keeps its summary while the descriptions added since it was written are at most this "
+        "share of its descriptions and none was removed (a removed one's statements must leave the summary; the "
+        "unsaid ones are told to the revision that follows); 0: revise on any change",
+        ge=0,
+        le=1,
+    )
     update_prompt: str = doc("prompts/summarize_descriptions_update.txt", "revision prompt, relative to the root")
     revisions_per_call: int = doc(
         8,

@@ -170,7 +170,8 @@ class Step(ABC):
 def written_counts(stats: dict) -> dict:
     """An item step's items in an update, from its stats: written afresh, revised from the previous version's
     (its `revised` events), kept (carried unchanged), kept although a few of its rows changed (its
-    `kept_small_change` events: community_reports.revise_min_changed_share)."""
+    `kept_small_change` events: community_reports.revise_min_changed_share,
+    summarize_descriptions.keep_max_added_share)."""
     events = stats.get("events", {})
     revised, unrevised = events.get("revised", 0), events.get("kept_small_change", 0)
     return {

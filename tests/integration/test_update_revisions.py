@@ -52,6 +52,8 @@ def test_an_update_revises_a_large_changed_report_from_the_previous_one(tmp_path
                 sim.base_url,
                 chunks={"size": 80, "overlap": 0},
                 community_reports={"revise_on_update": revise},
+                # every summary the new document touches is written again: the community's change is big enough
+                summarize_descriptions={"keep_max_added_share": 0},
             )
             (root / "input").mkdir()
             for n in range(12):
@@ -82,9 +84,8 @@ def test_an_update_revises_a_large_changed_report_from_the_previous_one(tmp_path
             changed = reports.join(old, on=["community", "full_content"], how="anti")
             assert changed.height >= 1 and "MONA NILSEN" in set(read_table(after, "entities")["title"])
             written = json.loads((after.local_path() / "changes.json").read_text())["reports_written"]
-            assert written["revised"] == spent[name][3] and written["afresh"] + written["revised"] == steps["items"], (
-                written
-            )
+            assert written["revised"] == spent[name][3], written
+            assert written["afresh"] + written["revised"] + written["kept_despite_small_change"] == steps["items"]
         revisions, fresh, tokens, counted = spent["revising"]
         assert revisions >= 1 and counted == revisions, spent
         assert spent["afresh"][0] == 0 and spent["afresh"][3] == 0
@@ -215,3 +216,45 @@ def test_an_update_revises_a_hub_s_summary_from_its_previous_one_and_the_changed
                 assert sources[0] == sources[1] and len(sources[0]) >= 8
         assert spent["revising"][0] >= 1 and spent["afresh"][0] == 0, spent
         assert spent["revising"][1] < spent["afresh"][1], f"revising sends fewer prompt tokens: {spent}"
+
+
+def test_a_hub_that_only_gained_a_few_descriptions_keeps_its_summary_until_the_additions_grow(tmp_path):
+    """A hub named in one new document keeps its summary with no call (`keep_max_added_share`): its description
+    does not change, so neither do the reports above it, nor its vector. The summary still names what it was
+    written from, so once the additions grow past the share the revision is told all of them, the first one
+    too."""
+    with SimulatorProcess() as sim:
+        root = make_root(tmp_path / "p", sim.base_url, chunks={"size": 80, "overlap": 0})
+        (root / "input").mkdir()
+        for n in range(36):
+            write(root, f"north{n}.txt", crew_document(n))
+        built = api.build_index(root=root)
+
+        def hub(index) -> tuple[str, list[str]]:
+            row = read_table(index, "entities").filter(pl.col("title") == "UMBRELLA GROUP")
+            sources = (
+                read_table(index.child("carried/summarize_descriptions"), "summaries")
+                .filter(pl.col("id") == row["id"].item())["sources"]
+                .item()
+                .to_list()
+            )
+            return row["description"].item(), sources
+
+        def survey(n: int) -> str:
+            return f"In Oslo, Mona Nilsen planned the south{n} survey of Umbrella Group with Per Olsen."
+
+        write(root, "south1.txt", survey(1))
+        sim.reset()
+        first = api.update_index(root=root)
+        assert hub(first.index) == hub(built.index), "the hub's summary and what it was written from stay"
+        written = json.loads((first.index.local_path() / "changes.json").read_text())["summaries_written"]
+        assert written["kept_despite_small_change"] >= 1, written
+        assert "south1" not in hub(first.index)[0]
+
+        for n in range(2, 6):
+            write(root, f"south{n}.txt", survey(n))
+        second = api.update_index(root=root)
+        description, sources = hub(second.index)
+        assert description != hub(built.index)[0] and "south5" in description
+        assert "south1" in description, "the addition kept unsaid before is told to the revision"
+        assert len(sources) == len(hub(built.index)[1]) + 5

@@ -8,6 +8,7 @@ import hashlib
 
 import polars as pl
 
+from graphrag_ray.exec.carried import KEY_COLUMN
 from graphrag_ray.ids import content_id, normalize_name
 from graphrag_ray.storage.tables import read_table
 
@@ -52,22 +53,32 @@ def description_digest(text: str) -> str:
 def add_revisions(ctx, items: list[dict], text_units: pl.DataFrame, shared_call_saving: int | None = None) -> int:
     """An update: give each item whose description set changed a little a `revision` - its previous summary, the
     descriptions added, and the removed ones' text (from the previous version's extraction of the text units no
-    longer there) - so it is summarised with one call from those, not from every description again. An item
+    longer there) - so it is summarised with one call from those, not from every description again. An item that
+    only gained a few (`keep_max_added_share`: a hub named in a new document) or is back to what its summary was
+    written from gets `keep` instead: its previous summary, with no call. An item
     whose removed descriptions cannot all be named (merged under another name, say) is summarised afresh.
     With `shared_call_saving` (revisions share calls: the bytes of prompt a revision saves over a fresh call of
     its own) an item of fewer descriptions qualifies, at least one change is always allowed, and the saving counts
     on the fresh side. Returns how many items got one."""
     batched = shared_call_saving is not None
+    keep_share = ctx.settings.summarize_descriptions.keep_max_added_share
     previous = ctx.previous
     summaries = ctx.previous_carried("summarize_descriptions", "summaries")
     if summaries is None or "sources" not in summaries.columns:
         return 0
     least = REVISE_MIN_DESCRIPTIONS_BATCHED if batched else REVISE_MIN_DESCRIPTIONS
-    wanted = {item["item_id"] for item in items if len(item["descriptions"]) >= least}
+    wanted = {item["item_id"] for item in items if len(item["descriptions"]) >= min(least, 2)}
     before = {
         r["id"]: (r["description"], set(r["sources"] or ()))
         for r in summaries.filter(pl.col("id").is_in(list(wanted))).iter_rows(named=True)
     }
+    # a summary that failed (its descriptions joined stand for it) is asked for again, never kept
+    done = ctx.previous_carried("summarize_descriptions", "items")
+    keepable = (
+        set(summaries.filter(pl.col(KEY_COLUMN).is_in(done["key"].implode()))["id"].to_list())
+        if done is not None and KEY_COLUMN in summaries.columns
+        else set()
+    )
     if not before:
         return 0
     gone = _removed_descriptions(previous, text_units)
@@ -81,8 +92,15 @@ def add_revisions(ctx, items: list[dict], text_units: pl.DataFrame, shared_call_
         removed_keys = sources - digests.keys()
         removed = sorted({t for t in gone.get(item["item_id"], ()) if description_digest(t) in removed_keys})
         changed = len(added) + len(removed_keys)
+        if item["item_id"] in keepable and not removed_keys and len(added) <= keep_share * len(item["descriptions"]):
+            # written from these descriptions (a revert), or from all but a few added ones: the summary stays, and
+            # its sources still name what it was written from, so the next revision is told the unsaid ones too
+            item["keep"] = {"summary": summary, "sources": sorted(sources)}
+            continue
         most = REVISE_MAX_CHANGED_SHARE * len(item["descriptions"])
-        if not changed or len(removed) != len(removed_keys) or changed > (max(1.0, most) if batched else most):
+        if len(item["descriptions"]) < least:
+            continue
+        if len(removed) != len(removed_keys) or changed > (max(1.0, most) if batched else most):
             continue
         # compared in UTF-8 bytes: a revision sends the summary and the change, a fresh summary every description
         revision_bytes = len(summary.encode()) + sum(len(d.encode()) for d in added + removed)

@@ -6,6 +6,8 @@ In an update, an item of many descriptions of which a few changed (a hub gaining
 from its previous summary and the changed descriptions (`revise_on_update`, index/operations/descriptions.py),
 and up to `revisions_per_call` such revisions of one partition share a call, answered as one JSON object (an item
 the answer leaves out is revised alone): the update pays for the change, not the hub, nor a call per small change.
+An item that only gained a few descriptions (a hub named in the new documents: `keep_max_added_share`) keeps its
+summary, with no call, until the additions grow; a removed description is always revised out.
 An update's other changed items of short descriptions are written in those shared calls too, from no current
 description.
 """
@@ -82,17 +84,20 @@ class SummarizeDescriptions(ItemStep):
         )
 
     def carry_identity(self, item: dict):
-        """What the summary is of: the names and descriptions (a revision is how it is written, not what of)."""
-        return {k: v for k, v in item.items() if k != "revision"}
+        """What the summary is of: the names and descriptions (a revision, or keeping the previous summary, is how
+        it is written, not what of)."""
+        return {k: v for k, v in item.items() if k not in ("revision", "keep")}
 
     async def process_batch(self, ctx: StepContext, items: list[dict], models) -> list[Rows]:
         """A partition's rows, one Rows per item in item order: revisions grouped into shared calls, the rest (and
         a revision alone in its group) one item per call."""
         cfg = ctx.settings.summarize_descriptions
         chat = models.chat(cfg.model_id)
-        groups = self._revision_groups(ctx, [it for it in items if it.get("revision") is not None], chat)
+        kept = {id(it): self._kept(it) for it in items if it.get("keep") is not None}
+        items_to_write = [it for it in items if id(it) not in kept]
+        groups = self._revision_groups(ctx, [it for it in items_to_write if it.get("revision") is not None], chat)
         grouped = {id(it) for group in groups for it in group}
-        rows: dict[int, Rows] = {}
+        rows: dict[int, Rows] = dict(kept)
 
         async def alone(item: dict) -> None:
             rows[id(item)] = await self._one(ctx, item, chat)
@@ -100,11 +105,21 @@ class SummarizeDescriptions(ItemStep):
         async def together(group: list[dict]) -> None:
             rows.update(await self._revise_together(ctx, group, chat))
 
-        await asyncio.gather(*(alone(it) for it in items if id(it) not in grouped), *(together(g) for g in groups))
+        await asyncio.gather(
+            *(alone(it) for it in items_to_write if id(it) not in grouped), *(together(g) for g in groups)
+        )
         return [rows[id(it)] for it in items]
 
     async def process(self, ctx: StepContext, item: dict, models) -> Rows:
+        if item.get("keep") is not None:
+            return self._kept(item)
         return await self._one(ctx, item, models.chat(ctx.settings.summarize_descriptions.model_id))
+
+    def _kept(self, item: dict) -> Rows:
+        """The previous summary, kept with the sources it was written from (add_revisions' `keep`)."""
+        self.stat_update("kept_small_change")
+        keep = item["keep"]
+        return {"summaries": [{"id": item["item_id"], "description": keep["summary"], "sources": keep["sources"]}]}
 
     async def _one(self, ctx: StepContext, item: dict, chat) -> Rows:
         cfg = ctx.settings.summarize_descriptions
@@ -239,7 +254,11 @@ def _write_small_ones_in_shared_calls(items: list[dict], most_tokens: int) -> No
     descriptions are short is written from them in a shared call too: an entry with no current description and
     every description new. A build writes each alone; either way the summary is of the same descriptions."""
     for item in items:
-        if item.get("revision") is None and sum(at_most_tokens(d) for d in item["descriptions"]) <= most_tokens:
+        if (
+            item.get("revision") is None
+            and item.get("keep") is None
+            and sum(at_most_tokens(d) for d in item["descriptions"]) <= most_tokens
+        ):
             item["revision"] = {"summary": "", "added": sorted(item["descriptions"]), "removed": []}
 
 
