@@ -155,3 +155,40 @@ def test_a_group_is_cut_where_its_answer_would_pass_the_model_s_max_tokens():
     rows = run([revision_item(n) for n in range(5)], chat)
     assert sorted(chat.calls) == ["alone", "shared", "shared"], chat.calls
     assert [s.split(":")[0] for s in summaries(rows)] == [f"HUB {n}" for n in range(5)]
+
+
+def test_a_hub_that_only_gained_keeps_its_summary_unless_it_failed_or_lost_one(tmp_path):
+    """add_revisions: a summary whose item gained one description of twenty is kept, with the sources it was
+    written from; one that lost a description is revised; one whose previous call failed (its item not among the
+    done keys: the descriptions joined stood for it) is written again, never kept."""
+    import polars as pl
+
+    from graphrag_ray.exec.carried import KEY_COLUMN
+    from graphrag_ray.index.operations.descriptions import add_revisions, description_digest
+    from graphrag_ray.storage.location import Store
+    from graphrag_ray.storage.tables import write_table
+
+    old = [f"Hub runs site {k}." for k in range(20)]
+    folder = tmp_path / "carried" / "summarize_descriptions"
+    rows = [
+        {"id": name, "description": f"{name}: summary", "sources": [description_digest(d) for d in old]}
+        for name in ("gained", "lost", "failed")
+    ]
+    summaries = pl.DataFrame(rows).with_columns(pl.Series(KEY_COLUMN, ["k-gained", "k-lost", "k-failed"]))
+    write_table(summaries, folder, "summaries", typed=False)
+    write_table(pl.DataFrame({"key": ["k-gained", "k-lost"]}), folder, "items", typed=False)
+    settings = Settings.model_validate({})
+    ctx = StepContext(settings=settings, root=Path("."), previous=Store(tmp_path))
+    items = [
+        {"item_id": "gained", "names": "HUB", "descriptions": [*old, "Hub opened site 99."]},
+        {"item_id": "lost", "names": "HUB", "descriptions": old[1:]},
+        {"item_id": "failed", "names": "HUB", "descriptions": [*old, "Hub opened site 99."]},
+    ]
+    add_revisions(ctx, items, pl.DataFrame({"id": ["u1"]}), shared_call_saving=100)
+    gained, lost, failed = items
+    assert gained["keep"] == {"summary": "gained: summary", "sources": sorted(rows[0]["sources"])}
+    assert "revision" not in gained
+    assert "keep" not in lost and "keep" not in failed
+    rows_out = run([gained], Chat())
+    assert rows_out[0]["summaries"][0]["description"] == "gained: summary"
+    assert rows_out[0]["summaries"][0]["sources"] == sorted(rows[0]["sources"])
