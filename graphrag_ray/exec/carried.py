@@ -22,6 +22,7 @@ from pathlib import Path
 
 import polars as pl
 
+from graphrag_ray.exec.items import Items, Part
 from graphrag_ray.storage.location import Store
 from graphrag_ray.storage.tables import read_table
 
@@ -83,8 +84,11 @@ class ItemKeys:
         self.carried_in_round = 0
         self.any_carried = False
 
-    def split(self, round_index: int, items: list[dict]) -> tuple[list[dict], dict[str, pl.DataFrame]]:
-        """(the items to compute, the rows carried for the others) of one round; `items` sorted by id."""
+    def split(self, round_index: int, items: Items) -> tuple[Items, dict[str, pl.DataFrame]]:
+        """(the items to compute, the rows carried for the others) of one round; a list of items sorted by id, or
+        a frame (exec/items.py: its keys are made a slice of rows at a time, into a column)."""
+        if isinstance(items, pl.DataFrame):
+            return self._split_frame(items)
         todo, carried = [], set()
         offset = self.offset
         self.offset += len(items)
@@ -96,26 +100,49 @@ class ItemKeys:
                 carried.add(key)
             else:
                 todo.append(item)
+        return todo, self._carried(carried)
+
+    def _split_frame(self, items: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, pl.DataFrame]]:
+        keys = [
+            item_key(self.step.carry_identity(row))
+            for chunk in items.iter_slices(2048)
+            for row in chunk.iter_rows(named=True)
+        ]
+        frame = items.with_columns(pl.Series(KEY, keys, dtype=pl.String))
+        offset = self.offset
+        self.offset += frame.height
+        if self.previous is None:
+            return frame, {}
+        if self.previous.done:  # an item's place in id order, as the list's
+            places = frame["item_id"].arg_sort().arg_sort().to_list()
+            self.position.update((key, offset + place) for key, place in zip(keys, places))
+        carried = {key for key in keys if key in self.previous.done}
+        todo = frame.filter(~pl.col(KEY).is_in(list(carried))) if carried else frame
+        return todo, self._carried(carried)
+
+    def _carried(self, carried: set[str]) -> dict[str, pl.DataFrame]:
+        """The previous version's rows of the items carried in this round."""
         self.carried_in_round = len(carried)
         if not carried:
-            return todo, {}
+            return {}
         self.any_carried = True
         self.done += sorted(carried)
-        return todo, {name: self.previous.rows(name, carried, schema) for name, schema in self.step.yields.items()}
+        return {name: self.previous.rows(name, carried, schema) for name, schema in self.step.yields.items()}
 
-    def tagged(self, part: list[dict], frames: dict[str, pl.DataFrame], spans: dict[str, list[int]]):
+    def tagged(self, part: Part, frames: dict[str, pl.DataFrame], spans: dict[str, list[int]]):
         """A computed partition's frames, each row with its item's key (`spans`: rows per item, per table)."""
         out = dict(frames)
+        item_keys = part.values(KEY)
         for name, counts in spans.items():
             if name == "failures":
                 continue
-            keys = [item[KEY] for item, n in zip(part, counts) for _ in range(n)]
+            keys = [key for key, n in zip(item_keys, counts) for _ in range(n)]
             out[name] = frames[name].with_columns(pl.Series(KEY_COLUMN, keys, dtype=pl.String))
         return out
 
-    def finished(self, part: list[dict], failures: pl.DataFrame | None) -> None:
+    def finished(self, part: Part, failures: pl.DataFrame | None) -> None:
         failed = set(failures["item_id"].to_list()) if failures is not None and failures.height else set()
-        self.done += [item[KEY] for item in part if item["item_id"] not in failed]
+        self.done += [key for key, item_id in zip(part.values(KEY), part.ids) if item_id not in failed]
 
     def save(self, run, yielded: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
         """Keep the rows with their keys in the run (published with the index); returns them without the keys,

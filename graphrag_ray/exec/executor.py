@@ -22,6 +22,7 @@ from graphrag_ray.errors import GraphRagRayError, StepFailedError
 from graphrag_ray.exec.beside import Beside
 from graphrag_ray.exec.carried import KEY_COLUMN, ItemKeys
 from graphrag_ray.exec.dispatch import dispatch
+from graphrag_ray.exec.items import Part, item_count, partitions, sorted_items
 from graphrag_ray.exec.pools import Pool, WorkerSpec, open_pool
 from graphrag_ray.exec.progress import watching_limits
 from graphrag_ray.exec.run_state import RunState, RunTables
@@ -251,16 +252,16 @@ class Executor:
         keys = ItemKeys(step, self.ctx.previous) if step.carries_results else None
         for round_index in range(rounds):
             # partitions are cut from items sorted by id: the same work gets the same partitions every run
-            items = sorted(plan.items(self.ctx, inputs, round_index, earlier), key=lambda it: it["item_id"])
+            items = sorted_items(plan.items(self.ctx, inputs, round_index, earlier))
             carried: Tables = {}
             if keys is not None:  # what the version being updated already computed is taken from it
                 items, carried = keys.split(round_index, items)
                 counts["carried_items"] += keys.carried_in_round
-            parts = [items[i : i + size] for i in range(0, len(items), size)]
-            counts["items"] += len(items)
+            parts = partitions(items, size)
+            counts["items"] += item_count(items)
             counts["partitions"] += len(parts)
             if task is not None:
-                self.progress.update(task, total=(self.progress.tasks[task].total or 0) + len(items))
+                self.progress.update(task, total=(self.progress.tasks[task].total or 0) + item_count(items))
             round_frames = self._round(
                 step, round_index, parts, names, task, counts, events, failed_parts, step_ledger, keys
             )
@@ -304,7 +305,7 @@ class Executor:
         self,
         step: ItemStep,
         round_index: int,
-        parts: list[list[dict]],
+        parts: list[Part],
         names: list[str],
         task,
         counts: Counter,
@@ -317,7 +318,7 @@ class Executor:
         recorded as each finishes. Returns each table's frames."""
         frames_of: dict[str, list[pl.DataFrame]] = {n: [] for n in names}
 
-        def keep(p: int, part: list[dict], frames: dict[str, pl.DataFrame], stats: dict) -> None:
+        def keep(p: int, part: Part, frames: dict[str, pl.DataFrame], stats: dict) -> None:
             for name, df in frames.items():
                 if name not in step.spilled:  # those stay in their partition files
                     frames_of[name].append(df)
@@ -327,6 +328,7 @@ class Executor:
                 keys.finished(part, frames.get("failures"))
             events.update(stats)
             self._advance(task, len(part))
+            part.release()
 
         todo = []
         for p, part in enumerate(parts):
@@ -339,7 +341,7 @@ class Executor:
             else:
                 todo.append((p, part))
 
-        def finished(entry: tuple[int, list[dict]], result: dict) -> None:
+        def finished(entry: tuple[int, Part], result: dict) -> None:
             p, part = entry
             frames = {
                 name: pl.DataFrame(rows, schema=FAILURE_SCHEMA if name == "failures" else step.yields[name])
@@ -363,7 +365,7 @@ class Executor:
                 self._workers(),
                 todo,
                 "run_partition",
-                lambda entry: (step, entry[1]),
+                lambda entry: (step, entry[1].items()),
                 finished,
                 PARTITIONS_PER_WORKER,
                 started=in_flight,

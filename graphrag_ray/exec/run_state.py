@@ -18,13 +18,15 @@ from pathlib import Path
 
 import polars as pl
 
+from graphrag_ray.exec.items import Part
 from graphrag_ray.storage.location import Store
 from graphrag_ray.storage.tables import read_table, write_table
 
 
-def fingerprint(items: list[dict]) -> str:
+def fingerprint(items: "list[dict] | Part") -> str:
     """Which items a partition held: a marker counts only for exactly the same items."""
-    return hashlib.sha256("\n".join(it["item_id"] for it in items).encode()).hexdigest()
+    ids = items.ids if isinstance(items, Part) else [it["item_id"] for it in items]
+    return hashlib.sha256("\n".join(ids).encode()).hexdigest()
 
 
 class RunState:

@@ -11,7 +11,9 @@ which: `model_ids`, so a run checks exactly those endpoints before any work), co
       it reads between its calls (the version being updated, the items of later rounds):
       prepare(ctx)                          driver work needing none of its tables, run beside the step before
       rounds(ctx, tables)                   how many dependent rounds (report levels); 1 by default
-      items(ctx, tables, round, earlier)    work items (dicts with an "item_id"); `earlier` = prior rounds' rows
+      items(ctx, tables, round, earlier)    work items (dicts with an "item_id", or a polars frame of them whose
+                                            dicts are made a partition at a time: exec/items.py); `earlier` =
+                                            prior rounds' rows
       finish(ctx, tables, yielded)          the step's output tables from the rows every item yielded
       A step whose plan needs no state writes rounds/items/finish as its own methods, which the default plan
       calls; one that does gives its own `Plan` class.
@@ -45,6 +47,7 @@ import polars as pl
 
 from graphrag_ray.config.prompts import load_prompt
 from graphrag_ray.config.settings import Settings
+from graphrag_ray.exec.items import Items
 from graphrag_ray.storage.location import Store
 from graphrag_ray.storage.tables import read_table, write_table
 
@@ -222,7 +225,7 @@ class ItemPlan:
     def rounds(self, ctx: StepContext, tables: Tables) -> int:
         return self.step.rounds(ctx, tables)
 
-    def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
+    def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> Items:
         return self.step.items(ctx, tables, round_index, earlier)
 
     def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
@@ -261,7 +264,7 @@ class ItemStep(Step):
         (all that `process` reads). A step narrows it where part of the item only shapes, not decides, its result."""
         return item
 
-    def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
+    def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> Items:
         """The work items of one round (for the default plan; a step with a plan of its own need not define it)."""
         raise TypeError(f"step {self.name} defines neither items nor a plan that does")
 

@@ -13,5 +13,5 @@ from graphrag_ray.index.operations.documents import load_documents
 def corpus_units(ctx: StepContext) -> tuple[pl.DataFrame, list[dict], int]:
     """(documents, text units in document order, documents that failed to load)."""
     docs, failures = load_documents(ctx)
-    units = [unit for document in documents_to_cut(docs) for unit in text_units_of(ctx, document)]
+    units = [unit for document in documents_to_cut(docs).iter_rows(named=True) for unit in text_units_of(ctx, document)]
     return docs, units, failures.height

@@ -31,18 +31,16 @@ def windows(tokens: list[int], size: int, overlap: int) -> list[tuple[int, int]]
     return spans
 
 
-def documents_to_cut(documents: pl.DataFrame, skip: set[str] = frozenset()) -> list[dict]:
-    """What cutting a document needs, per document of the table (but those in `skip`), in the table's order."""
-    return [
-        {
-            "item_id": row["id"],
-            "text": row["text"],
-            "order": row["human_readable_id"],
-            "source": document_source(row["raw_data"]),
-        }
-        for row in documents.select("id", "text", "human_readable_id", "raw_data").iter_rows(named=True)
-        if row["id"] not in skip
-    ]
+def documents_to_cut(documents: pl.DataFrame, skip: set[str] = frozenset()) -> pl.DataFrame:
+    """What cutting a document needs, per document of the table (but those in `skip`), in the table's order: a
+    frame of items (exec/items.py), the texts the documents table's own."""
+    items = documents.select(
+        pl.col("id").alias("item_id"),
+        "text",
+        pl.col("human_readable_id").alias("order"),
+        pl.Series("source", [document_source(raw) for raw in documents["raw_data"]], dtype=pl.String),
+    )
+    return items.filter(~pl.col("item_id").is_in(list(skip))) if skip else items
 
 
 def text_units_of(ctx: StepContext, document: dict) -> list[dict]:

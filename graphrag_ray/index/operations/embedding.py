@@ -13,6 +13,7 @@ from abc import abstractmethod
 import numpy as np
 import polars as pl
 
+from graphrag_ray.exec.items import Items
 from graphrag_ray.exec.step import ItemPlan, ItemStep, Rows, SpilledRows, StepContext, Tables
 from graphrag_ray.storage.location import Store
 from graphrag_ray.storage.schemas import RUN_SCHEMAS
@@ -30,19 +31,21 @@ class EmbeddingPlan(ItemPlan):
         super().__init__(step)
         self.found: pl.DataFrame | None = None  # an update: the vectors items() found, until finish()
 
-    def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
+    def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> Items:
         """One item per distinct text: a corpus repeats itself (boilerplate, quoted passages, the same document
-        filed twice), and rows with the same text share one vector - sent once, however the partitions run."""
+        filed twice), and rows with the same text share one vector - sent once, however the partitions run. A
+        frame of items (exec/items.py): where every text is new and distinct, the rows' own frame, no copy."""
         if not ctx.settings.embed_text.enabled:
             return []
         self.found = carried = self.carried(ctx, tables)  # read once: finish() writes them into the run
-        seen = set(carried.select("target", "text").iter_rows())
-        distinct = []
-        for row in self.step.rows(tables):
-            if (row["target"], row["text"]) not in seen:
-                seen.add((row["target"], row["text"]))
-                distinct.append(row)
-        return distinct
+        rows = self.step.rows(tables)
+        wanted = pl.struct("target", "text").is_first_distinct()
+        if carried.height:
+            known = carried.select("target", "text").with_columns(pl.lit(True).alias("_known"))
+            found = rows.select("target", "text").join(known, on=["target", "text"], how="left", maintain_order="left")
+            wanted = wanted & found["_known"].is_null()
+        keep = rows.select(wanted.alias("keep"))["keep"]
+        return rows if keep.all() else rows.filter(keep)
 
     def carried(self, ctx: StepContext, tables: Tables) -> pl.DataFrame:
         """An update: the vectors the version being updated holds for texts of this run (a vector depends on its
@@ -51,9 +54,7 @@ class EmbeddingPlan(ItemPlan):
         schema = {"id": pl.String, "target": pl.String, "text": pl.String, "vector": pl.Binary}
         if ctx.previous is None or not ctx.settings.embed_text.enabled:
             return pl.DataFrame(schema=schema)
-        rows = pl.DataFrame(
-            self.step.rows(tables), schema={"item_id": pl.String, "target": pl.String, "text": pl.String}
-        )
+        rows = self.step.rows(tables)
         found = []
         for (target,), wanted in rows.partition_by("target", as_dict=True).items():
             stored = stored_vectors(ctx.previous.child("lancedb"), target)
@@ -93,8 +94,8 @@ class EmbeddingStep(ItemStep):
         return item["target"]
 
     @abstractmethod
-    def rows(self, tables: Tables) -> list[dict]:
-        """Every row that gets a vector: (item_id, target, text)."""
+    def rows(self, tables: Tables) -> pl.DataFrame:
+        """Every row that gets a vector: a frame of (item_id, target, text), all strings."""
 
     @abstractmethod
     def finish_with(self, ctx: StepContext, tables: Tables, vectors: SpilledRows) -> Tables:
@@ -104,8 +105,7 @@ class EmbeddingStep(ItemStep):
         """Every row that gets a vector, and where that vector is: the item embedded for its text (the first row
         with that text, as in items()) and the partition file holding it. A text whose embedding failed has a
         failures row and no vector, so no manifest row."""
-        rows = pl.DataFrame(self.rows(tables), schema={"item_id": pl.String, "target": pl.String, "text": pl.String})
-        rows = rows.with_columns(pl.col("item_id").first().over(["target", "text"]).alias("holder"))
+        rows = self.rows(tables).with_columns(pl.col("item_id").first().over(["target", "text"]).alias("holder"))
         where = [vectors.read(path, ["id"]).with_columns(pl.lit(path).alias("file")) for path in vectors.paths]
         found = pl.concat(where) if where else pl.DataFrame(schema={"id": pl.String, "file": pl.String})
         return (

@@ -16,7 +16,7 @@ class Chunk(ItemStep):
     writes = ("text_units",)
     yields = {"text_units": RUN_SCHEMAS["text_unit_rows"]}
 
-    def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
+    def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> pl.DataFrame:
         reused = set(self._reused(ctx, tables)["document_id"].unique()) if ctx.previous is not None else set()
         return documents_to_cut(tables["documents"], reused)
 

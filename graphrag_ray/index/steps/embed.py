@@ -19,15 +19,20 @@ class Embed(EmbeddingStep):
     writes = publishes = ("embeddings",)
     slow_imports = ("lancedb",)  # the vectors are published into LanceDB
 
-    def rows(self, tables: Tables) -> list[dict]:
-        rows = []
-        for r in tables["entities_summarized"].select("id", "title", "description").iter_rows(named=True):
-            rows.append(
-                {"item_id": r["id"], "target": "entity_description", "text": f"{r['title']}:{r['description']}"}
-            )
-        for r in tables["community_reports"].select("id", "full_content").iter_rows(named=True):
-            rows.append({"item_id": r["id"], "target": "community_full_content", "text": r["full_content"]})
-        return rows
+    def rows(self, tables: Tables) -> pl.DataFrame:
+        # the text as f"{title}:{description}" wrote it (a missing value as "None"): vectors are carried by text
+        as_written = [pl.col(c).cast(pl.String).fill_null("None") for c in ("title", "description")]
+        entities = tables["entities_summarized"].select(
+            pl.col("id").alias("item_id"),
+            pl.lit("entity_description").alias("target"),
+            pl.concat_str([as_written[0], pl.lit(":"), as_written[1]]).alias("text"),
+        )
+        reports = tables["community_reports"].select(
+            pl.col("id").alias("item_id"),
+            pl.lit("community_full_content").alias("target"),
+            pl.col("full_content").cast(pl.String).alias("text"),
+        )
+        return pl.concat([entities, reports])
 
     def publish(self, ctx: StepContext, folder: Path, tables, run: Store) -> None:
         """The vectors into the version's lancedb tables, one target at a time, read from the run's partition

@@ -4,6 +4,8 @@ hold the run back, the embedding calls no longer add their own stretch of wall t
 
 from __future__ import annotations
 
+import polars as pl
+
 from graphrag_ray.exec.step import SpilledRows, StepContext, Tables
 from graphrag_ray.index.operations.embedding import EmbeddingStep
 
@@ -14,11 +16,10 @@ class EmbedTextUnits(EmbeddingStep):
     reads = ("text_units",)
     writes = ("text_unit_embeddings",)
 
-    def rows(self, tables: Tables) -> list[dict]:
-        return [
-            {"item_id": r["id"], "target": "text_unit_text", "text": r["text"]}
-            for r in tables["text_units"].select("id", "text").iter_rows(named=True)
-        ]
+    def rows(self, tables: Tables) -> pl.DataFrame:
+        return tables["text_units"].select(
+            pl.col("id").alias("item_id"), pl.lit("text_unit_text").alias("target"), "text"
+        )
 
     def finish_with(self, ctx: StepContext, tables: Tables, vectors: SpilledRows) -> Tables:
         return {"text_unit_embeddings": self.manifest(tables, vectors).sort("id")}

@@ -19,6 +19,7 @@ from graphrag_ray.parsing.llm_output import (
     claim_records,
     claims_say_none,
 )
+from graphrag_ray.exec.items import Items
 from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
 from graphrag_ray.config.prompts import fill
 
@@ -67,13 +68,10 @@ class ExtractClaims(ItemStep):
     yields = CLAIM_SCHEMAS
     carries_results = True  # an update takes unchanged items' rows from the version it updates
 
-    def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
+    def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> Items:
         if not ctx.settings.extract_claims.enabled:
             return []
-        return [
-            {"item_id": r["id"], "text": r["text"], "document_id": r["document_id"]}
-            for r in tables["text_units"].select("id", "text", "document_id").iter_rows(named=True)
-        ]
+        return tables["text_units"].select(pl.col("id").alias("item_id"), "text", "document_id")
 
     async def process(self, ctx: StepContext, item: dict, models) -> Rows:
         cfg = ctx.settings.extract_claims

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 
+import polars as pl
+
 from graphrag_ray.errors import UnusableAnswerError
 from graphrag_ray.config.prompts import fill
 from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
@@ -42,11 +44,8 @@ class ExtractGraph(ItemStep):
     yields = {name: RUN_SCHEMAS[name] for name in ("extracted_entities", "extracted_relationships")}
     carries_results = True  # an update takes unchanged items' rows from the version it updates
 
-    def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
-        return [
-            {"item_id": r["id"], "text": r["text"], "document_id": r["document_id"]}
-            for r in tables["text_units"].select("id", "text", "document_id").iter_rows(named=True)
-        ]
+    def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> pl.DataFrame:
+        return tables["text_units"].select(pl.col("id").alias("item_id"), "text", "document_id")
 
     async def process(self, ctx: StepContext, item: dict, models) -> Rows:
         cfg = ctx.settings.extract_graph

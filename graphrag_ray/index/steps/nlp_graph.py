@@ -32,11 +32,8 @@ class NlpGraph(ItemStep):
     carries_results = True  # an update takes unchanged items' rows from the version it updates
     partition_size = 64
 
-    def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
-        return [
-            {"item_id": r["id"], "text": r["text"]}
-            for r in tables["text_units"].select("id", "text").iter_rows(named=True)
-        ]
+    def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> pl.DataFrame:
+        return tables["text_units"].select(pl.col("id").alias("item_id"), "text")
 
     async def process(self, ctx: StepContext, item: dict, models) -> Rows:
         cfg = ctx.settings.fast
