@@ -28,7 +28,7 @@ from graphrag_ray.index.lock import RunLock
 from graphrag_ray.llm.concurrency import limiter_snapshot, provider_limits, warm_start
 from graphrag_ray.llm.ledger import UsageLedger, run_ledger
 from graphrag_ray.llm.preflight import check_endpoints
-from graphrag_ray.nlp.lexical import LEXICAL_TABLES, write_lexical
+from graphrag_ray.nlp.lexical import write_lexical
 from graphrag_ray.storage.location import FoundFile, Store, disk_full, resolve
 from graphrag_ray.storage.schemas import REQUIRED_TABLES
 from graphrag_ray.storage.tables import current_index, publish, read_table, write_table
@@ -420,7 +420,7 @@ def _write_index(
         rows[name] = int(table.height)
         del table
     write_table(tables["failures"], folder, "failures")
-    write_lexical(folder, {name: tables[name] for name in LEXICAL_TABLES})  # BM25, for queries (nlp/lexical.py)
+    write_lexical(folder, tables)  # BM25, for queries (nlp/lexical.py)
     for step in steps:
         step.publish(ctx, folder, tables, executor.run.store)
         if step.carries_results:  # each item's rows, for the next update to carry (exec/carried.py)

@@ -12,7 +12,7 @@ import json
 import re
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -126,13 +126,16 @@ class _WordIds(list):
         return (ids.tolist() for ids in list.__iter__(self))
 
 
-def write_lexical(folder: Path, tables: dict) -> None:
-    """Every lexical table of a new index version, from its published tables."""
+def write_lexical(folder: Path, tables: Mapping) -> None:
+    """Every lexical table of a new index version, from its published tables - read one at a time, when `tables`
+    reads them when asked (the run's RunTables: the text units alone are ~0.4 GB at 100M tokens)."""
     for name, columns in LEXICAL_TABLES.items():
-        table = tables[name]
+        table = tables[name] if name in tables else None
         if table is None or not table.height:
             continue
-        LexicalIndex.build(table["id"].to_list(), joined(table, columns)).save(Path(folder) / LEXICAL_DIR / name)
+        index = LexicalIndex.build(table["id"].to_list(), joined(table, columns))
+        del table
+        index.save(Path(folder) / LEXICAL_DIR / name)
 
 
 def joined(table, columns: tuple[str, ...], rows_at_once: int = 10_000) -> Iterator[str]:

@@ -18,9 +18,22 @@ from graphrag_ray.storage.location import FoundFile
 from graphrag_ray.storage.schemas import SCHEMAS
 
 
+DOCUMENT_SCHEMA = {
+    "id": pl.String,
+    "human_readable_id": pl.Int64,
+    "title": pl.String,
+    "text": pl.String,
+    "text_unit_ids": pl.List(pl.String),
+    "creation_date": pl.String,
+    "raw_data": pl.String,
+}
+BATCH_ROWS = 1000  # documents held as Python dicts at once: the corpus's text is held once, as the table's
+
+
 def load_documents(ctx: StepContext) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(documents, failures): every readable row with text, in file order; the rest as failures rows."""
-    docs: list[dict] = []
+    """(documents, failures): every readable row with text, in file order; the rest as failures rows. Rows become
+    table a thousand at a time (at 100M tokens the whole corpus as dicts and then as a table was twice its text)."""
+    table = _Documents()
     failures: list[dict] = []
     for file in discover(ctx.settings, ctx.root):
         try:
@@ -34,8 +47,10 @@ def load_documents(ctx: StepContext) -> tuple[pl.DataFrame, pl.DataFrame]:
             continue
         created = dt.datetime.fromtimestamp(file.mtime_s or 0, dt.timezone.utc).isoformat()
         for row_index, row in enumerate(rows):
-            docs.append({**row, "source": file.source, "row": row_index, "creation_date": created})
-    return _finish(docs, failures, ctx), pl.DataFrame(failures, schema=_FAIL)
+            failure = table.add({**row, "source": file.source, "row": row_index, "creation_date": created})
+            if failure is not None:
+                failures.append(failure)
+    return table.frame(), pl.DataFrame(failures, schema=_FAIL)
 
 
 _FAIL = SCHEMAS["failures"]
@@ -45,33 +60,41 @@ def _failure(file: FoundFile, reason: str) -> dict:
     return {"step": "load_documents", "item_id": file.name, "source": file.source, "reason": reason}
 
 
-def _finish(docs: list[dict], failures: list[dict], ctx: StepContext) -> pl.DataFrame:
-    out, seen = [], {}
-    for doc in docs:
+class _Documents:
+    """The documents table as it is read: a document with no text or a repeated id is a failures row, the rest
+    rows, made into table batches as they come."""
+
+    def __init__(self):
+        self.batches: list[pl.DataFrame] = []
+        self.rows: list[dict] = []
+        self.seen: dict[str, str] = {}  # the key of each document kept -> the file it came from
+        self.count = 0
+
+    def add(self, doc: dict) -> dict | None:
+        """Add one read row; returns its failures row when it is not a document."""
         label = str(doc.get("given_id") or f"{doc['source']}#{doc['row']}")
         text = doc.get("text")
         if text is None or not str(text).strip():
-            failures.append(
-                {"step": "load_documents", "item_id": label, "source": doc["source"], "reason": "document has no text"}
-            )
-            continue
+            return {
+                "step": "load_documents",
+                "item_id": label,
+                "source": doc["source"],
+                "reason": "document has no text",
+            }
         given = doc.get("given_id")
         key = f"id:{given}" if given not in (None, "") else f"src:{doc['source']}#{doc['row']}"
-        if key in seen:
-            failures.append(
-                {
-                    "step": "load_documents",
-                    "item_id": label,
-                    "source": doc["source"],
-                    "reason": f"duplicate document id '{given}' (first seen in {seen[key]}); skipped",
-                }
-            )
-            continue
-        seen[key] = doc["source"]
-        out.append(
+        if key in self.seen:
+            return {
+                "step": "load_documents",
+                "item_id": label,
+                "source": doc["source"],
+                "reason": f"duplicate document id '{given}' (first seen in {self.seen[key]}); skipped",
+            }
+        self.seen[key] = doc["source"]
+        self.rows.append(
             {
                 "id": content_id("document", key, doc["title"], text),
-                "human_readable_id": len(out),
+                "human_readable_id": self.count,
                 "title": doc["title"],
                 "text": str(text),
                 "text_unit_ids": [],
@@ -87,15 +110,18 @@ def _finish(docs: list[dict], failures: list[dict], ctx: StepContext) -> pl.Data
                 ),
             }
         )
-    return pl.DataFrame(
-        out,
-        schema={
-            "id": pl.String,
-            "human_readable_id": pl.Int64,
-            "title": pl.String,
-            "text": pl.String,
-            "text_unit_ids": pl.List(pl.String),
-            "creation_date": pl.String,
-            "raw_data": pl.String,
-        },
-    )
+        self.count += 1
+        if len(self.rows) >= BATCH_ROWS:
+            self._flush()
+        return None
+
+    def _flush(self) -> None:
+        if self.rows:
+            self.batches.append(pl.DataFrame(self.rows, schema=DOCUMENT_SCHEMA))
+            self.rows = []
+
+    def frame(self) -> pl.DataFrame:
+        self._flush()
+        if not self.batches:
+            return pl.DataFrame(schema=DOCUMENT_SCHEMA)
+        return pl.concat(self.batches, rechunk=True)

@@ -42,27 +42,32 @@ class Finalize(BatchStep):
             .agg(pl.col("id").sort().alias("covariate_ids"))
             .rename({"text_unit_id": "unit"})
         )
-        units = (
-            units.join(ids_per_unit(ents, "entity_ids"), left_on="id", right_on="unit", how="left")
-            .join(ids_per_unit(rels, "relationship_ids"), left_on="id", right_on="unit", how="left")
-            .join(claims_per_unit, left_on="id", right_on="unit", how="left")
-            .with_columns(
-                pl.col("entity_ids").fill_null([]),
-                pl.col("relationship_ids").fill_null([]),
-                pl.col("covariate_ids").fill_null([]),
+        # the id lists are joined to a frame of ids alone, in the table's row order, then set beside the texts: a
+        # join of the whole table would copy every text unit's and document's text (0.8 GB at 100M tokens)
+        unit_ids = (
+            units.select("id")
+            .join(ids_per_unit(ents, "entity_ids"), left_on="id", right_on="unit", how="left", maintain_order="left")
+            .join(
+                ids_per_unit(rels, "relationship_ids"), left_on="id", right_on="unit", how="left", maintain_order="left"
             )
+            .join(claims_per_unit, left_on="id", right_on="unit", how="left", maintain_order="left")
+        )
+        units = units.with_columns(
+            unit_ids["entity_ids"].fill_null([]),
+            unit_ids["relationship_ids"].fill_null([]),
+            unit_ids["covariate_ids"].fill_null([]),
         )
         doc_units = (
-            units.sort("human_readable_id")
+            units.select("id", "document_id", "human_readable_id")
+            .sort("human_readable_id")
             .group_by("document_id", maintain_order=True)
             .agg(pl.col("id").alias("unit_ids"))
         )
-        docs = (
-            tables["documents"]
-            .drop("text_unit_ids")
-            .join(doc_units, left_on="id", right_on="document_id", how="left")
-            .with_columns(pl.col("unit_ids").fill_null([]).alias("text_unit_ids"))
+        docs = tables["documents"]
+        listed = docs.select("id").join(
+            doc_units, left_on="id", right_on="document_id", how="left", maintain_order="left"
         )
+        docs = docs.with_columns(listed["unit_ids"].fill_null([]).alias("text_unit_ids"))
         return {
             "documents": conform(docs, "documents"),
             "text_units": conform(units, "text_units"),

@@ -20,6 +20,7 @@ import json
 import polars as pl
 
 from graphrag_ray.errors import LLMUnavailableError
+from graphrag_ray.exec.items import Items
 from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables, written_counts
 from graphrag_ray.config.prompts import fill
 from graphrag_ray.index.operations.descriptions import SUMMARY_ROWS, add_revisions, description_digest, with_summaries
@@ -41,33 +42,30 @@ class SummarizeDescriptions(ItemStep):
     yields = {"summaries": SUMMARY_ROWS}
     carries_results = True  # an update takes unchanged items' rows from the version it updates
 
-    def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> list[dict]:
-        items = []
-        for row in (
+    def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> Items:
+        """Every entity and relationship of two or more descriptions: a frame of items (exec/items.py), or in an
+        update that revises, their dicts with the revisions added."""
+        many = pl.col("descriptions").list.len() > 1
+        entities = (
             tables["resolved_entities"]
-            .filter(pl.col("descriptions").list.len() > 1)
-            .select("id", "title", "descriptions")
-            .iter_rows(named=True)
-        ):
-            items.append({"item_id": row["id"], "names": row["title"], "descriptions": row["descriptions"]})
-        for row in (
-            tables["resolved_relationships"]
-            .filter(pl.col("descriptions").list.len() > 1)
-            .select("id", "source", "target", "descriptions")
-            .iter_rows(named=True)
-        ):
-            items.append(
-                {
-                    "item_id": row["id"],
-                    "names": json.dumps([row["source"], row["target"]], ensure_ascii=False),
-                    "descriptions": row["descriptions"],
-                }
-            )
+            .filter(many)
+            .select(pl.col("id").alias("item_id"), pl.col("title").alias("names"), "descriptions")
+        )
+        relationships = tables["resolved_relationships"].filter(many).select("id", "source", "target", "descriptions")
+        names = [  # as json.dumps([source, target], ensure_ascii=False) writes them: an item's key is its content
+            json.dumps(pair, ensure_ascii=False) for pair in relationships.select("source", "target").iter_rows()
+        ]
+        relationships = relationships.select(
+            pl.col("id").alias("item_id"), pl.Series("names", names, dtype=pl.String), "descriptions"
+        )
+        items = pl.concat([entities, relationships])
         cfg = ctx.settings.summarize_descriptions
-        if ctx.previous is not None and cfg.revise_on_update:
-            add_revisions(ctx, items, tables["text_units"], self._shared_call_saving(ctx))
-            if cfg.revisions_per_call > 1:
-                _write_small_ones_in_shared_calls(items, cfg.max_input_tokens // 2)
+        if ctx.previous is None or not cfg.revise_on_update:
+            return items
+        items = items.to_dicts()
+        add_revisions(ctx, items, tables["text_units"], self._shared_call_saving(ctx))
+        if cfg.revisions_per_call > 1:
+            _write_small_ones_in_shared_calls(items, cfg.max_input_tokens // 2)
         return items
 
     def _shared_call_saving(self, ctx: StepContext) -> int | None:
