@@ -129,7 +129,9 @@ class Executor:
                             gate,
                         )
                     else:
-                        tables.update(self._run_step(step, tables))
+                        # with `keep`, only what the next step reads is read back (a later one reads the rest)
+                        wanted = None if keep is None else self._reads(steps[i + 1 : i + 2])
+                        tables.update(self._run_step(step, tables, wanted))
                         self.beside.open(llm=False)
                     if keep is not None:
                         # every step's tables are in the run folder: memory holds only what the next step reads
@@ -153,6 +155,10 @@ class Executor:
             written = {w for step in steps for w in step.writes}
             return RunTables(self.run, keep & written, {"failures": tables["failures"]})
         return tables
+
+    @staticmethod
+    def _reads(steps: list[Step]) -> set[str]:
+        return {name for step in steps for name in (*step.reads, *step.optional_reads)}
 
     def _plan(self, step: ItemStep) -> ItemPlan:
         """The step's plan for this run, made when first needed (its prepare() may run before the step)."""
@@ -182,7 +188,9 @@ class Executor:
         that is needed later (imports) while the run waits on the network, not while it sends."""
         self.beside.thread(self.beside.gate(llm_only=True), work)
 
-    def _run_step(self, step: Step, tables: Tables) -> Tables:
+    def _run_step(self, step: Step, tables: Tables, wanted: set[str] | None = None) -> Tables:
+        """Run one step (or take its tables from an earlier attempt of the run); returns the tables it wrote, read
+        back from the run (of those, only the `wanted` ones when given)."""
         started = time.perf_counter()
         if step.name in self._prepared:  # begun beside the step before (or, if that had no calls, now)
             gate, prepared = self._prepared.pop(step.name)
@@ -191,7 +199,7 @@ class Executor:
         if self.run.step_done(step.name):
             self.stats[step.name] = {**self.run.step_stats(step.name), "resumed": True}
             log.info("step %s: done in an earlier attempt of this run, its tables read back", step.name)
-            return {w: self.run.load_table(w) for w in step.writes}
+            return {w: self.run.load_table(w) for w in step.writes if wanted is None or w in wanted}
         log.info("step %s: starting (%s backend)", step.name, self.backend)
         inputs = {r: tables[r] if r in tables else self.run.load_table(r) for r in step.reads}
         for r in step.optional_reads:
@@ -229,7 +237,7 @@ class Executor:
         )
         del out, inputs, step_failures  # before the tables are read back: not two copies of them at once
         # continue from what is on disk, so a fresh run and a resumed one take the same path
-        return {w: self.run.load_table(w) for w in step.writes}
+        return {w: self.run.load_table(w) for w in step.writes if wanted is None or w in wanted}
 
     def _batch(self, step: BatchStep, inputs: Tables) -> tuple[Tables, dict]:
         task = self._task(step.name, 1)
