@@ -5,7 +5,7 @@ update's calls, prompt tokens and wall, the update's share of each (targets: <= 
 <= 10 % of wall), what changed, and the calls and prompt tokens per stage of both runs.
 
     python jobs/bench_update.py --tokens 1000000 [--latency 1.0] [--cli]
-    python jobs/bench_update.py --tokens 1000000 --corpus vim --documents 4
+    python jobs/bench_update.py --tokens 1000000 --corpus vim --documents 4 --round-trip
 
 By default both runs go through the API in this process, with Ray already running (the engine's own cost). With
 `--cli` they are `graphrag-ray index` and `graphrag-ray update`, each a fresh process as a user runs them
@@ -31,8 +31,10 @@ from corpus import fresh_project  # noqa: E402
 from measure import Meter  # noqa: E402
 
 from graphrag_ray.api import build_index, join_ray, update_index  # noqa: E402
+from graphrag_ray.index.operations.descriptions import comparable_graph  # noqa: E402
 from graphrag_ray.llm.ledger import UsageLedger  # noqa: E402
 from graphrag_ray.simulate.process import SimulatorProcess  # noqa: E402
+from graphrag_ray.storage.tables import current_index  # noqa: E402
 
 
 def main() -> None:
@@ -55,6 +57,12 @@ def main() -> None:
         help="seconds the simulator takes per call (0: the engine's own cost; 1: closer to a provider)",
     )
     parser.add_argument("--cli", action="store_true", help="run `graphrag-ray index` / `update` as fresh processes")
+    parser.add_argument(
+        "--round-trip",
+        action="store_true",
+        help="then undo the change (the added documents deleted, the deleted ones back), update again and compare "
+        "the graph with the build's",
+    )
     args = parser.parse_args()
     root, corpus_tokens = fresh_project(args.workdir, args.tokens, "bench-update-", corpus=args.corpus)
     docs = sorted((root / "input").iterdir())
@@ -74,10 +82,21 @@ def main() -> None:
         full, full_meter = run_cli(root, "index") if args.cli else metered(sim, lambda: build_index(root=root))
         for path in held.iterdir():
             shutil.move(path, root / "input" / path.name)
+        built_graph = comparable_graph(current_index(root / "output")) if args.round_trip else None
+        deleted = root.parent / "deleted"
+        shutil.rmtree(deleted, ignore_errors=True)
+        deleted.mkdir()
         for path in docs[:n]:  # the documents the update deletes
-            (root / "input" / path.name).unlink()
+            shutil.move(root / "input" / path.name, deleted / path.name)
         updated, update_meter = run_cli(root, "update") if args.cli else metered(sim, lambda: update_index(root=root))
-    runs = {"full build": (full, full_meter), "update": (updated, update_meter)}
+        runs = {"full build": (full, full_meter), "update": (updated, update_meter)}
+        if args.round_trip:  # the change undone
+            for path in docs[-n:]:
+                shutil.move(root / "input" / path.name, held / path.name)
+            for path in deleted.iterdir():
+                shutil.move(path, root / "input" / path.name)
+            runs["undone"] = run_cli(root, "update") if args.cli else metered(sim, lambda: update_index(root=root))
+            reverted_graph = comparable_graph(current_index(root / "output"))
     print(
         f"corpus: {corpus_tokens:,} tokens in {len(docs)} documents; the update adds {n} and deletes {n}; "
         f"simulator latency {args.latency:g} s per call; "
@@ -111,6 +130,15 @@ def main() -> None:
         f"update / full build: calls {share['calls']:.1%} (target <= 5 %), prompt tokens "
         f"{share['prompt_tokens']:.1%} (target <= 5 %), wall {share['wall_s']:.1%} (target <= 10 %)"
     )
+    if args.round_trip:
+        same = [a == b for a, b in zip(built_graph, reverted_graph)]
+        print(
+            f"round trip (the change undone, then updated): entities {'equal' if same[0] else 'DIFFER'} "
+            f"({len(reverted_graph[0]):,} rows), relationships {'equal' if same[1] else 'DIFFER'} "
+            f"({len(reverted_graph[1]):,} rows) to the build's, each summarised row compared by the description set "
+            "it stands for"
+        )
+        figures["round_trip_restores_graph"] = all(same)
     changes = updated.stats.get("changes", {})
     print("changed: " + "; ".join(f"{t} " + "/".join(f"{k} {v}" for k, v in d.items()) for t, d in changes.items()))
     for name, (result, _) in runs.items():

@@ -186,7 +186,11 @@ def test_a_hub_that_only_gained_keeps_its_summary_unless_it_failed_or_lost_one(t
     ]
     add_revisions(ctx, items, pl.DataFrame({"id": ["u1"]}), shared_call_saving=100)
     gained, lost, failed = items
-    assert gained["keep"] == {"summary": "gained: summary", "sources": sorted(rows[0]["sources"])}
+    assert gained["keep"] == {
+        "summary": "gained: summary",
+        "sources": sorted(rows[0]["sources"]),
+        "unsaid": [description_digest("Hub opened site 99.")],
+    }
     assert "revision" not in gained
     assert "keep" not in lost and "keep" not in failed
     rows_out = run([gained], Chat())

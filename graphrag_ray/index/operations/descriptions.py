@@ -12,8 +12,9 @@ from graphrag_ray.exec.carried import KEY_COLUMN
 from graphrag_ray.ids import content_id, normalize_name
 from graphrag_ray.storage.tables import read_table
 
-# a summary, and the digests of the descriptions it was written from (what an update compares)
-SUMMARY_ROWS = {"id": pl.String, "description": pl.String, "sources": pl.List(pl.String)}
+# a summary, the digests of the descriptions it was written from (what an update compares), and of those the item
+# gained since, which a kept summary does not say yet (keep_max_added_share; empty for a summary written now)
+SUMMARY_ROWS = {"id": pl.String, "description": pl.String, "sources": pl.List(pl.String), "unsaid": pl.List(pl.String)}
 
 
 def with_summaries(
@@ -95,7 +96,11 @@ def add_revisions(ctx, items: list[dict], text_units: pl.DataFrame, shared_call_
         if item["item_id"] in keepable and not removed_keys and len(added) <= keep_share * len(item["descriptions"]):
             # written from these descriptions (a revert), or from all but a few added ones: the summary stays, and
             # its sources still name what it was written from, so the next revision is told the unsaid ones too
-            item["keep"] = {"summary": summary, "sources": sorted(sources)}
+            item["keep"] = {
+                "summary": summary,
+                "sources": sorted(sources),
+                "unsaid": sorted(description_digest(d) for d in added),
+            }
             continue
         most = REVISE_MAX_CHANGED_SHARE * len(item["descriptions"])
         if len(item["descriptions"]) < least:
@@ -129,3 +134,36 @@ def _removed_descriptions(previous, text_units: pl.DataFrame) -> dict[str, set[s
         if key and description:
             out.setdefault(content_id("entity", key), set()).add(description)
     return out
+
+
+def comparable_graph(index) -> tuple[list, list]:
+    """What a full index and an update of the same corpus must agree on, row by row (human-readable numbers
+    aside): entities and relationships by title, type, mentions, weight and degree, a summarised one by the
+    description set it stands for (what its summary was written from, and what it gained since and did not say
+    yet) - an update words a revised summary differently from a fresh one."""
+    summaries = read_table(index.child("carried/summarize_descriptions"), "summaries")
+    if summaries is None:
+        summaries = pl.DataFrame(schema=SUMMARY_ROWS)
+    if "unsaid" not in summaries.columns:  # written before summaries could be kept
+        summaries = summaries.with_columns(pl.lit([], dtype=pl.List(pl.String)).alias("unsaid"))
+    described = summaries.select("id", pl.concat_list("sources", pl.col("unsaid").fill_null([])).alias("set"))
+    said = pl.coalesce(pl.col("set").list.sort().list.join(" "), "description").alias("description")
+
+    def rows(name: str, columns: list, order: list[str]) -> list:
+        df = read_table(index, name).join(described, on="id", how="left")
+        return (
+            df.select(*[said if isinstance(c, str) and c == "description" else c for c in columns]).sort(order).rows()
+        )
+
+    return (
+        rows(
+            "entities",
+            ["title", "type", "description", pl.col("text_unit_ids").list.sort(), "frequency", "degree"],
+            ["title"],
+        ),
+        rows(
+            "relationships",
+            ["source", "target", "description", "weight", pl.col("text_unit_ids").list.sort()],
+            ["source", "target"],
+        ),
+    )

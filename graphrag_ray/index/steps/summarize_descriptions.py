@@ -117,7 +117,13 @@ class SummarizeDescriptions(ItemStep):
         """The previous summary, kept with the sources it was written from (add_revisions' `keep`)."""
         self.stat_update("kept_small_change")
         keep = item["keep"]
-        return {"summaries": [{"id": item["item_id"], "description": keep["summary"], "sources": keep["sources"]}]}
+        row = {
+            "id": item["item_id"],
+            "description": keep["summary"],
+            "sources": keep["sources"],
+            "unsaid": keep["unsaid"],
+        }
+        return {"summaries": [row]}
 
     async def _one(self, ctx: StepContext, item: dict, chat) -> Rows:
         cfg = ctx.settings.summarize_descriptions
@@ -262,7 +268,7 @@ def _write_small_ones_in_shared_calls(items: list[dict], most_tokens: int) -> No
 
 def _summary_rows(item: dict, description: str) -> Rows:
     sources = sorted(description_digest(d) for d in item["descriptions"])
-    return {"summaries": [{"id": item["item_id"], "description": description, "sources": sources}]}
+    return {"summaries": [{"id": item["item_id"], "description": description, "sources": sources, "unsaid": []}]}
 
 
 def _revision_entry(number: int, item: dict) -> dict:
