@@ -201,9 +201,9 @@ class Executor:
             log.info("step %s: done in an earlier attempt of this run, its tables read back", step.name)
             return {w: self.run.load_table(w) for w in step.writes if wanted is None or w in wanted}
         log.info("step %s: starting (%s backend)", step.name, self.backend)
-        inputs = {r: tables[r] if r in tables else self.run.load_table(r) for r in step.reads}
+        inputs = {r: self._input(step, r, tables) for r in step.reads}
         for r in step.optional_reads:
-            found = tables.get(r) if r in tables else self.run.load_table(r)
+            found = self._input(step, r, tables)
             if found is not None:
                 inputs[r] = found
         missing = [r for r, df in inputs.items() if df is None]
@@ -238,6 +238,13 @@ class Executor:
         del out, inputs, step_failures  # before the tables are read back: not two copies of them at once
         # continue from what is on disk, so a fresh run and a resumed one take the same path
         return {w: self.run.load_table(w) for w in step.writes if wanted is None or w in wanted}
+
+    def _input(self, step: Step, name: str, tables: Tables) -> pl.DataFrame | None:
+        """A table the step reads: held, or read back from the run (only its `read_columns`, when it names them)."""
+        columns = step.read_columns.get(name)
+        if name in tables:
+            return tables[name].select(columns) if columns is not None else tables[name]
+        return self.run.load_table(name, list(columns) if columns is not None else None)
 
     def _batch(self, step: BatchStep, inputs: Tables) -> tuple[Tables, dict]:
         task = self._task(step.name, 1)

@@ -59,8 +59,8 @@ class RunState:
         for name, df in tables.items():
             write_table(df, self.store.child("tables"), name, typed=False)
 
-    def load_table(self, name: str) -> pl.DataFrame | None:
-        return read_table(self.store.child("tables"), name)
+    def load_table(self, name: str, columns: list[str] | None = None) -> pl.DataFrame | None:
+        return read_table(self.store.child("tables"), name, columns)
 
     # partitions ------------------------------------------------------------------------------------
     @staticmethod

@@ -119,6 +119,9 @@ class Step(ABC):
     name: str = ""
     reads: tuple[str, ...] = ()
     optional_reads: tuple[str, ...] = ()  # given when an earlier step of the method wrote them
+    # of a table it reads, the only columns it uses: the step gets those alone (the documents' texts are 0.3 GB at
+    # 100M tokens, and a step that wants their dates need not hold them)
+    read_columns: dict[str, tuple[str, ...]] = {}
     writes: tuple[str, ...] = ()
     uses_llm: bool = False
     settings_section: str | None = None  # with uses_llm: the settings section naming the model (model_id)

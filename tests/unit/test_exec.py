@@ -400,3 +400,41 @@ def test_a_step_reading_a_prompt_it_does_not_declare_fails_and_one_it_declares_i
     assert tables["summaries"]["n"].to_list() == [0, 1, 2]
     if not in_finish:
         assert tables["summaries"]["prompt_chars"].min() > 100, "the packaged prompt was read"
+
+
+class FrameSquares(Squares):
+    """Squares whose plan gives its items as a frame, in no particular order (exec/items.py)."""
+
+    def items(self, ctx, tables, round_index, earlier):
+        n = tables["numbers"]["n"]
+        return pl.DataFrame({"item_id": [f"{v:03d}" for v in n.to_list()], "n": n}).reverse()
+
+
+class WideTotal(Total):
+    """Reads one column of a two-column table."""
+
+    reads = ("wide",)
+    read_columns = {"wide": ("square",)}
+
+    def run(self, ctx, tables):
+        assert tables["wide"].columns == ["square"], tables["wide"].columns
+        return {"total": pl.DataFrame({"sum": [tables["wide"]["square"].sum()]})}
+
+
+def test_items_given_as_a_frame_are_the_same_partitions_as_a_list_and_a_step_gets_only_its_columns(tmp_path, backend):
+    """A frame of items is cut into the same partitions as the same items in a list (id order): a run of one
+    resumes the other's partitions. A step naming `read_columns` gets only those, held or read back."""
+    _executor(tmp_path, backend).run_steps([FrameSquares()], given={"numbers": NUMBERS})
+    run = RunState(tmp_path / "run")
+    run.store.delete("_done/squares.step")
+    resumed = _executor(tmp_path, backend)
+    tables = resumed.run_steps([Squares(refuse=True)], given={"numbers": NUMBERS})
+    assert resumed.stats["squares"]["resumed_partitions"] == 5
+    assert tables["squares"]["square"].to_list() == [n * n for n in range(23)]
+    wide = pl.DataFrame({"text": ["x" * 100] * 23, "square": [n * n for n in range(23)]})
+    held = _executor(tmp_path / "held", backend).run_steps([WideTotal()], given={"wide": wide})
+    assert held["total"]["sum"].item() == sum(n * n for n in range(23))
+    RunState(tmp_path / "back").save_tables({"wide": wide})  # written by an earlier step of the run
+    back = _executor(tmp_path / "b", backend)
+    back.run = RunState(tmp_path / "back")
+    assert back.run_steps([WideTotal()])["total"]["sum"].item() == sum(n * n for n in range(23))

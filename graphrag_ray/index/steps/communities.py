@@ -134,6 +134,7 @@ class Communities(BatchStep):
     # the graph's shape, not its descriptions: Leiden runs beside the description summaries (a background step;
     # the reports step waits for it), off the path every run takes
     reads = ("resolved_entities", "resolved_relationships", "documents")
+    read_columns = {"documents": ("creation_date",)}  # the latest is the communities' period
     writes = ("communities",)
     background = True
     slow_imports = ("igraph", "leidenalg")

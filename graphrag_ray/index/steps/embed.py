@@ -16,6 +16,7 @@ from graphrag_ray.storage.vectors import VECTOR_TABLES, write_vector_batches
 class Embed(EmbeddingStep):
     name = "embed"
     reads = ("entities_summarized", "community_reports", "text_unit_embeddings")
+    read_columns = {"entities_summarized": ("id", "title", "description"), "community_reports": ("id", "full_content")}
     writes = publishes = ("embeddings",)
     slow_imports = ("lancedb",)  # the vectors are published into LanceDB
 

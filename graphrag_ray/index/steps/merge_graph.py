@@ -31,6 +31,7 @@ def most_common(mentions: pl.DataFrame, column: str) -> pl.DataFrame:
 class MergeGraph(BatchStep):
     name = "merge_graph"
     reads = ("extracted_entities", "extracted_relationships", "text_units")
+    read_columns = {"text_units": ("id", "human_readable_id")}  # the mentions' order
     writes = ("merged_entities", "merged_relationships")
 
     def run(self, ctx: StepContext, tables: Tables) -> Tables:

@@ -38,6 +38,7 @@ class SummarizeDescriptions(ItemStep):
     uses_llm, settings_section = True, "summarize_descriptions"
     prompt_keys, update_prompt_keys = ("prompt",), ("update_prompt", "update_batch_prompt")
     reads = ("resolved_entities", "resolved_relationships", "text_units")
+    read_columns = {"text_units": ("id",)}  # an update: which text units are gone
     writes = ("entities_summarized", "relationships_summarized")
     yields = {"summaries": SUMMARY_ROWS}
     carries_results = True  # an update takes unchanged items' rows from the version it updates
