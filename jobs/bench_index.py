@@ -8,6 +8,7 @@ driver's and all processes' peak memory grow.
 
     python jobs/bench_index.py --tokens 1000000 [--resolve]
     python jobs/bench_index.py --tokens 1000000,3000000,10000000
+    python jobs/bench_index.py --tokens 30000000,100000000 --same-mix --workdir /tmp/b100   (the same text mix)
 """
 
 from __future__ import annotations
