@@ -106,6 +106,15 @@ class LexicalIndex:
         every = self.retriever.get_scores(terms)
         return [float(every[self._position[row]]) if row in self._position else 0.0 for row in ids]
 
+    def spread(self, text: str) -> float:
+        """The share of rows holding `text`'s rarest word (0 for a word no row holds): an upper bound on the rows
+        holding all of it, read from the postings' lengths."""
+        terms = [self.vocab.get(t) for t in dict.fromkeys(tokens(text))]
+        if not terms or not self.ids:
+            return 0.0
+        indptr = self.retriever.scores["indptr"]
+        return min(0 if t is None else int(indptr[t + 1] - indptr[t]) for t in terms) / len(self.ids)
+
     def search(self, query: str, k: int) -> list[tuple[str, float]]:
         """(row id, score) of the k best rows with a positive score, best first (ties: table order)."""
         terms = self._terms(query)

@@ -83,6 +83,45 @@ def test_the_question_s_other_words_choose_among_the_passages_its_names_reach(tm
     ]
 
 
+REGION = {  # Nordland is named on most pages; the page the question wants does not name it
+    **{
+        f"Nordland {place}": f"Nordland {place}: {place} is a village in Nordland with a church and a school."
+        for place in ("Bodø", "Moskenes", "Værøy", "Røst", "Flakstad", "Vestvågøy", "Hamarøy", "Steigen")
+    },
+    **{  # pages without it: Nordland is on 8 of 18 pages - not on most (that would make it generic), on many
+        f"{title} Film": f"{title} Film: {title} is a {year} drama film set in {city}."
+        for title, year, city in (
+            ("Long Quay", 1971, "Bergen"),
+            ("Salt Road", 1983, "Oslo"),
+            ("Grey Tide", 1990, "Trondheim"),
+            ("Iron Bay", 2001, "Stavanger"),
+            ("Cold Light", 2005, "Tromsø"),
+            ("Red Pier", 2008, "Ålesund"),
+            ("Far Shore", 2011, "Narvik"),
+            ("Deep Fjord", 2014, "Molde"),
+            ("Night Harbor", 1998, "Kristiansand"),
+        )
+    },
+    "Blue Ferry": "Blue Ferry: Blue Ferry is a ferry company that went broke in one hard winter.",
+}
+
+
+def test_a_name_on_most_pages_does_not_steer_the_walk_the_question_s_words_do(tmp_path, ray_session, no_key):
+    # NORDLAND is in 8 of 18 text units: its entity points nowhere in particular, so the question is read as naming
+    # nothing - by its words first (BM25), as basic search reads it. Walking from NORDLAND alone never reaches the
+    # ferry company's page: nothing links it to Nordland
+    from graphrag_ray.query.context import local_context
+
+    root = corpus_root(tmp_path, REGION, local_search={"top_k_entities": 1})
+    api.build_index(root=root, method="fast")
+    question = "Which ferry company in Nordland went broke in winter?"
+    assert sources_of(root, question, "local")[0] == "Blue Ferry"
+    assert sources_of(root, question, "basic")[0] == "Blue Ferry"
+    with pytest.MonkeyPatch.context() as patch:  # every name seeding the walk: the ferry's page is never reached
+        patch.setattr(local_context, "SEED_MAX_SPREAD", 1.0)
+        assert "Blue Ferry" not in sources_of(root, question, "local")
+
+
 def test_the_lexical_index_after_add_edit_delete_equals_a_fresh_build(tmp_path, ray_session, no_key):
     root = corpus_root(tmp_path, PASSAGES)
     api.build_index(root=root, method="fast")

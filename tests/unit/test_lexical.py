@@ -39,3 +39,10 @@ def test_a_corpus_of_empty_texts_still_builds_and_finds_nothing():
 def test_joined_reads_the_columns_of_every_row_in_order_a_slice_at_a_time():
     table = pl.DataFrame({"title": ["A", None, "C"], "description": ["one", "two", None]})
     assert list(joined(table, ("title", "description"), rows_at_once=2)) == ["A: one", "two", "C"]
+
+
+def test_spread_is_the_share_of_rows_holding_the_rarest_word():
+    index = LexicalIndex.build([f"t{i}" for i in range(len(TEXTS))], iter(TEXTS))
+    assert index.spread("carcinoma") == 2 / 5  # t0 and t1
+    assert index.spread("basal cell carcinoma") == 1 / 5  # its rarest word, basal: t0 only
+    assert index.spread("RAI") == 1 / 5 and index.spread("unheard of") == 0.0 and index.spread("the") == 0.0
