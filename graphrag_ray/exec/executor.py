@@ -148,6 +148,7 @@ class Executor:
                         # (a later one reads the rest back), and the caller reads `keep` back one at a time
                         following = steps[i + 1] if i + 1 < len(steps) else None
                         needed = {*following.reads, *following.optional_reads} if following else set()
+                        needed -= set(following.lazy_reads) if following else set()  # it scans those
                         for name in [n for n in tables if n not in needed and n not in (given or {})]:
                             del tables[name]
                 self._join(running, tables, None)
@@ -250,8 +251,11 @@ class Executor:
         # continue from what is on disk, so a fresh run and a resumed one take the same path
         return {w: self.run.load_table(w) for w in step.writes if wanted is None or w in wanted}
 
-    def _input(self, step: Step, name: str, tables: Tables) -> pl.DataFrame | None:
-        """A table the step reads: held, or read back from the run (only its `read_columns`, when it names them)."""
+    def _input(self, step: Step, name: str, tables: Tables) -> pl.DataFrame | pl.LazyFrame | None:
+        """A table the step reads: held, or read back from the run (only its `read_columns`, when it names them);
+        a `lazy_reads` table as a scan of the run's file."""
+        if name in step.lazy_reads:
+            return self.run.scan_table(name)
         columns = step.read_columns.get(name)
         if name in tables:
             return tables[name].select(columns) if columns is not None else tables[name]

@@ -20,7 +20,7 @@ import polars as pl
 
 from graphrag_ray.exec.items import Part
 from graphrag_ray.storage.location import Store
-from graphrag_ray.storage.tables import read_table, write_table
+from graphrag_ray.storage.tables import read_table, scan_table, write_table
 
 
 def fingerprint(items: "list[dict] | Part") -> str:
@@ -61,6 +61,9 @@ class RunState:
 
     def load_table(self, name: str, columns: list[str] | None = None) -> pl.DataFrame | None:
         return read_table(self.store.child("tables"), name, columns)
+
+    def scan_table(self, name: str) -> pl.LazyFrame | None:
+        return scan_table(self.store.child("tables"), name)
 
     # partitions ------------------------------------------------------------------------------------
     @staticmethod

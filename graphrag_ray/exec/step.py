@@ -122,6 +122,9 @@ class Step(ABC):
     # of a table it reads, the only columns it uses: the step gets those alone (the documents' texts are 0.3 GB at
     # 100M tokens, and a step that wants their dates need not hold them)
     read_columns: dict[str, tuple[str, ...]] = {}
+    # tables it reads as polars LazyFrames scanning the run's files, not held: a step that only passes them through
+    # (finalize: the texts) returns LazyFrames too, and the executor collects and writes its tables one at a time
+    lazy_reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
     uses_llm: bool = False
     settings_section: str | None = None  # with uses_llm: the settings section naming the model (model_id)

@@ -6,7 +6,11 @@ query-side readers (read_indexer_entities, ...) load our index. `failures` and `
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import polars as pl
+
+FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 
 STR, INT, FLOAT = pl.String, pl.Int64, pl.Float64
 STR_LIST, INT_LIST = pl.List(pl.String), pl.List(pl.Int64)
@@ -156,10 +160,12 @@ def empty(table: str) -> pl.DataFrame:
     return pl.DataFrame(schema=SCHEMAS[table])
 
 
-def conform(df: pl.DataFrame, table: str) -> pl.DataFrame:
-    """Exactly the table's columns, in order, with its types; missing columns become nulls."""
+def conform(df: FrameT, table: str) -> FrameT:
+    """Exactly the table's columns, in order, with its types; missing columns become nulls (a LazyFrame stays
+    lazy)."""
     schema = SCHEMAS[table]
-    missing = [pl.lit(None, dtype=dtype).alias(name) for name, dtype in schema.items() if name not in df.columns]
+    present = set(df.collect_schema().names())
+    missing = [pl.lit(None, dtype=dtype).alias(name) for name, dtype in schema.items() if name not in present]
     if missing:
         df = df.with_columns(missing)
     return df.select([pl.col(name).cast(dtype) for name, dtype in schema.items()])

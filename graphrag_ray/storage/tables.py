@@ -36,7 +36,7 @@ T = TypeVar("T")
 
 
 def write_table(
-    df: pl.DataFrame,
+    df: pl.DataFrame | pl.LazyFrame,
     where: Store | str | Path,
     name: str,
     partition_rows: int | None = None,
@@ -44,8 +44,11 @@ def write_table(
     typed: bool = True,
 ) -> None:
     """Write `name` into `where` atomically. A published table (typed) gets exactly its schema's columns,
-    types and sort order; intermediate tables (typed=False) are written as they are."""
+    types and sort order; intermediate tables (typed=False) are written as they are. A LazyFrame is collected
+    here: a step's tables that scan the run's files are held one at a time, as each is written."""
     store = Store(where)
+    if isinstance(df, pl.LazyFrame):
+        df = df.collect()
     known = (schema_name or (name if name in SCHEMAS else None)) if typed else None
     if known:
         df = conform(df, known).sort(SORT_KEYS[known], nulls_last=True, maintain_order=True)
@@ -108,6 +111,23 @@ def read_table(where: Store | str | Path, name: str, columns: list[str] | None =
             f"index table {store.location}/{name}.parquet cannot be read ({first}): "
             "rebuild the index or query another version (`graphrag-ray versions`)"
         ) from None
+
+
+def scan_table(where: Store | str | Path, name: str) -> pl.LazyFrame | None:
+    """`name` as a LazyFrame scanning its file(s) (read when collected); None when it does not exist. A table in an
+    object store is read now."""
+    store = Store(where)
+    folder = store.local_path()
+    if folder is None:
+        found = read_table(store, name)
+        return found.lazy() if found is not None else None
+    if (folder / f"{name}.parquet").exists():
+        return pl.scan_parquet(folder / f"{name}.parquet")
+    if (folder / name).is_dir():
+        scan = pl.scan_parquet(folder / name, hive_partitioning=True, hidden_file_prefix=HIDDEN)
+        scan = scan.drop(PART_COLUMN, strict=False)  # as _joined reads it back whole
+        return scan.sort(SORT_KEYS[name], nulls_last=True) if name in SORT_KEYS else scan
+    return None
 
 
 def _read_table(store: Store, name: str) -> pl.DataFrame | None:

@@ -438,3 +438,33 @@ def test_items_given_as_a_frame_are_the_same_partitions_as_a_list_and_a_step_get
     back = _executor(tmp_path / "b", backend)
     back.run = RunState(tmp_path / "back")
     assert back.run_steps([WideTotal()])["total"]["sum"].item() == sum(n * n for n in range(23))
+
+
+class ScannedLabels(Total):
+    """Scans a table it only passes through, and returns a scan with a column set beside it."""
+
+    reads = ("wide",)
+    lazy_reads = ("wide",)
+    writes = ("wide",)
+
+    def run(self, ctx, tables):
+        assert isinstance(tables["wide"], pl.LazyFrame), type(tables["wide"])  # not held: a scan of the run's file
+        squares = tables["wide"].select("square").collect()
+        label = squares.select((pl.col("square") % 2 == 0).alias("even"))
+        return {"wide": pl.concat([tables["wide"].drop("even", strict=False), label.lazy()], how="horizontal")}
+
+
+def test_a_step_scans_its_lazy_reads_and_the_lazy_tables_it_returns_are_written(tmp_path, backend):
+    """A `lazy_reads` table reaches the step as a scan of the run's file; a
+    LazyFrame it returns is collected and written, over the very file it scanned, and a re-run reads it alike."""
+    wide = pl.DataFrame({"text": ["x" * 100] * 23, "square": [n * n for n in range(23)]})
+    RunState(tmp_path / "back").save_tables({"wide": wide})
+    for attempt in range(2):  # the second reads the table the first wrote, with `even` already in it
+        executor = _executor(tmp_path / f"e{attempt}", backend)
+        executor.run = RunState(tmp_path / "back")
+        executor.run.store.delete("_done/total.step")
+        out = executor.run_steps([ScannedLabels()], keep={"wide"})
+        written = out["wide"]
+        assert isinstance(written, pl.DataFrame) and written.columns == ["text", "square", "even"]
+        assert written["even"].to_list() == [n % 2 == 0 for n in range(23)]
+        assert written["text"].to_list() == wide["text"].to_list()

@@ -20,61 +20,78 @@ class Finalize(BatchStep):
         "community_reports",
     )
     optional_reads = ("covariates",)
+    # every table is scanned, not held: the id lists are worked out from narrow reads, and each output is a scan
+    # with them set beside it, collected and written one at a time - at 100M tokens the documents' and text units'
+    # texts alone are 0.9 GB, and all seven tables held at once took the driver from 1.4 to 2.7 GB
+    lazy_reads = reads + optional_reads
     writes = ("documents", "text_units", "entities", "relationships", "communities", "community_reports", "covariates")
 
     def run(self, ctx: StepContext, tables: Tables) -> Tables:
-        units = tables["text_units"].drop("entity_ids", "relationship_ids", "covariate_ids", strict=False)
-        ents = tables["entities_summarized"]
-        rels = tables["relationships_summarized"]
+        scan = {name: df.lazy() for name, df in tables.items()}  # given frames (a caller's own) are read alike
+        units = scan["text_units"].drop("entity_ids", "relationship_ids", "covariate_ids", strict=False)
 
-        def ids_per_unit(df: pl.DataFrame, column: str) -> pl.DataFrame:
+        def ids_per_unit(table: str, column: str) -> pl.DataFrame:
             return (
-                df.select("id", "text_unit_ids")
+                scan[table]
+                .select("id", "text_unit_ids")
                 .explode("text_unit_ids")
                 .group_by("text_unit_ids")
                 .agg(pl.col("id").sort().alias(column))
                 .rename({"text_unit_ids": "unit"})
+                .collect()
             )
 
-        claims = tables.get("covariates", empty("covariates"))
+        claims = scan.get("covariates", empty("covariates").lazy())
         claims_per_unit = (
             claims.group_by("text_unit_id")
             .agg(pl.col("id").sort().alias("covariate_ids"))
             .rename({"text_unit_id": "unit"})
+            .collect()
         )
-        # the id lists are joined to a frame of ids alone, in the table's row order, then set beside the texts: a
-        # join of the whole table would copy every text unit's and document's text (0.8 GB at 100M tokens)
+        # the id lists in the table's row order, set beside its scan (no join of the texts: a join would copy them)
+        unit_keys = units.select("id", "document_id", "human_readable_id").collect()
         unit_ids = (
-            units.select("id")
-            .join(ids_per_unit(ents, "entity_ids"), left_on="id", right_on="unit", how="left", maintain_order="left")
+            unit_keys.select("id")
             .join(
-                ids_per_unit(rels, "relationship_ids"), left_on="id", right_on="unit", how="left", maintain_order="left"
+                ids_per_unit("entities_summarized", "entity_ids"),
+                left_on="id",
+                right_on="unit",
+                how="left",
+                maintain_order="left",
+            )
+            .join(
+                ids_per_unit("relationships_summarized", "relationship_ids"),
+                left_on="id",
+                right_on="unit",
+                how="left",
+                maintain_order="left",
             )
             .join(claims_per_unit, left_on="id", right_on="unit", how="left", maintain_order="left")
-        )
-        units = units.with_columns(
-            unit_ids["entity_ids"].fill_null([]),
-            unit_ids["relationship_ids"].fill_null([]),
-            unit_ids["covariate_ids"].fill_null([]),
+            .select(
+                pl.col("entity_ids").fill_null([]),
+                pl.col("relationship_ids").fill_null([]),
+                pl.col("covariate_ids").fill_null([]),
+            )
         )
         doc_units = (
-            units.select("id", "document_id", "human_readable_id")
-            .sort("human_readable_id")
+            unit_keys.sort("human_readable_id")
             .group_by("document_id", maintain_order=True)
-            .agg(pl.col("id").alias("unit_ids"))
+            .agg(pl.col("id").alias("text_unit_ids"))
         )
-        docs = tables["documents"]
-        listed = docs.select("id").join(
-            doc_units, left_on="id", right_on="document_id", how="left", maintain_order="left"
+        docs = scan["documents"].drop("text_unit_ids", strict=False)
+        listed = (
+            docs.select("id")
+            .collect()
+            .join(doc_units, left_on="id", right_on="document_id", how="left", maintain_order="left")
+            .select(pl.col("text_unit_ids").fill_null([]))
         )
-        docs = docs.with_columns(listed["unit_ids"].fill_null([]).alias("text_unit_ids"))
         return {
-            "documents": conform(docs, "documents"),
-            "text_units": conform(units, "text_units"),
-            "entities": conform(ents, "entities"),
-            "relationships": conform(rels, "relationships"),
-            "communities": conform(tables["communities"], "communities"),
-            "community_reports": conform(tables["community_reports"], "community_reports"),
+            "documents": conform(pl.concat([docs, listed.lazy()], how="horizontal"), "documents"),
+            "text_units": conform(pl.concat([units, unit_ids.lazy()], how="horizontal"), "text_units"),
+            "entities": conform(scan["entities_summarized"], "entities"),
+            "relationships": conform(scan["relationships_summarized"], "relationships"),
+            "communities": conform(scan["communities"], "communities"),
+            "community_reports": conform(scan["community_reports"], "community_reports"),
             "covariates": conform(claims, "covariates"),
         }
 
