@@ -50,29 +50,14 @@ class Finalize(BatchStep):
         )
         # the id lists in the table's row order, set beside its scan (no join of the texts: a join would copy them)
         unit_keys = units.select("id", "document_id", "human_readable_id").collect()
-        unit_ids = (
-            unit_keys.select("id")
-            .join(
-                ids_per_unit("entities_summarized", "entity_ids"),
-                left_on="id",
-                right_on="unit",
-                how="left",
-                maintain_order="left",
-            )
-            .join(
-                ids_per_unit("relationships_summarized", "relationship_ids"),
-                left_on="id",
-                right_on="unit",
-                how="left",
-                maintain_order="left",
-            )
-            .join(claims_per_unit, left_on="id", right_on="unit", how="left", maintain_order="left")
-            .select(
-                pl.col("entity_ids").fill_null([]),
-                pl.col("relationship_ids").fill_null([]),
-                pl.col("covariate_ids").fill_null([]),
-            )
-        )
+        unit_ids = unit_keys.select("id")
+        for per_unit in (
+            ids_per_unit("entities_summarized", "entity_ids"),
+            ids_per_unit("relationships_summarized", "relationship_ids"),
+            claims_per_unit,
+        ):
+            unit_ids = unit_ids.join(per_unit, left_on="id", right_on="unit", how="left", maintain_order="left")
+        unit_ids = unit_ids.select(pl.col(c).fill_null([]) for c in ("entity_ids", "relationship_ids", "covariate_ids"))
         doc_units = (
             unit_keys.sort("human_readable_id")
             .group_by("document_id", maintain_order=True)
