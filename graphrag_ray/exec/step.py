@@ -4,7 +4,8 @@ A step has a name, the tables it reads and the tables it writes, says whether it
 which: `model_ids`, so a run checks exactly those endpoints before any work), counts what happens through
 `stat_update` (datatrove's stats call; the executor adds the counts up per step into stats.json), and is either
   * a `BatchStep`: `run(ctx, tables) -> {table: DataFrame}` over whole tables (merge, communities), in the driver
-    (with an optional `prepare(ctx)`, as an item step's plan below), or
+    (with an optional `prepare(ctx)`, as an item step's plan below); the tables named in `lazy_reads` reach it as
+    scans of the run's files, and a LazyFrame it returns is collected as it is written, one table at a time, or
   * an `ItemStep`, fanned out by the executor over partitions and workers. As Ray Data keeps the stateful
     operator on the driver and ships a stateless transform, it has two sides:
     - the driver's plan, an `ItemPlan` made fresh for each run (`step.plan()`) and never shipped; it may keep what
