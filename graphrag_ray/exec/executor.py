@@ -100,6 +100,7 @@ class Executor:
         # step name -> (gate, future) of its plan's prepare(), run beside the step before it
         self._prepared: dict[str, tuple[threading.Event, Future]] = {}
         self._plans: dict[str, ItemPlan] = {}  # step name -> its driver-side plan in this run
+        self._narrow: set[str] = set()  # the tables read back with only some of their columns
 
     # -- steps -------------------------------------------------------------------------------------
     def run_steps(self, steps: list[Step], given: Tables | None = None, keep: set[str] | None = None) -> Tables:
@@ -133,24 +134,27 @@ class Executor:
                         self._prepared[following.name] = (gate, self.beside.thread(gate, prepare, self.ctx))
                     if step.background:
                         gate = self.beside.gate()
+                        # its tables join when a later step reads them: read back what the later steps read
+                        wanted = None if keep is None else self._wanted(steps[i + 1 :])
                         running[step.name] = (
                             step,
-                            lanes.submit(self.beside.run_after, gate, self._run_step, step, dict(tables)),
+                            lanes.submit(self.beside.run_after, gate, self._run_step, step, dict(tables), wanted),
                             gate,
                         )
                     else:
-                        # with `keep`, only what the next step reads is read back (a later one reads the rest)
-                        wanted = None if keep is None else self._reads(steps[i + 1 : i + 2])
+                        # with `keep`, only what the next step reads is read back, and of a table only the
+                        # columns it reads (a later step reads the rest)
+                        wanted = None if keep is None else self._wanted(steps[i + 1 : i + 2])
                         tables.update(self._run_step(step, tables, wanted))
                         self.beside.open(llm=False)
                     if keep is not None:
                         # every step's tables are in the run folder: memory holds only what the next step reads
                         # (a later one reads the rest back), and the caller reads `keep` back one at a time
                         following = steps[i + 1] if i + 1 < len(steps) else None
-                        needed = {*following.reads, *following.optional_reads} if following else set()
-                        needed -= set(following.lazy_reads) if following else set()  # it scans those
-                        for name in [n for n in tables if n not in needed and n not in (given or {})]:
-                            del tables[name]
+                        needed = self._wanted([following]) if following else {}
+                        for name in [n for n in tables if n not in (given or {})]:
+                            if name not in needed or not self._holds(name, tables[name], needed[name]):
+                                del tables[name]
                 self._join(running, tables, None)
         finally:
             self.beside.open(llm=True)  # work that never started must not keep its thread waiting
@@ -168,8 +172,25 @@ class Executor:
         return tables
 
     @staticmethod
-    def _reads(steps: list[Step]) -> set[str]:
-        return {name for step in steps for name in (*step.reads, *step.optional_reads)}
+    def _wanted(steps: list[Step]) -> dict[str, tuple[str, ...] | None]:
+        """The tables `steps` read and hold (not their scans), each with the columns they read (None: all)."""
+        wanted: dict[str, tuple[str, ...] | None] = {}
+        for step in steps:
+            for name in (*step.reads, *step.optional_reads):
+                if name in step.lazy_reads:
+                    continue
+                columns = step.read_columns.get(name)
+                if name in wanted:  # the union of what they read
+                    before = wanted[name]
+                    columns = None if before is None or columns is None else (*before, *columns)
+                wanted[name] = None if columns is None else tuple(dict.fromkeys(columns))
+        return wanted
+
+    def _holds(self, name: str, table: pl.DataFrame, columns: tuple[str, ...] | None) -> bool:
+        """Whether a held table has the `columns` a step reads (None: the whole table, not a narrow read)."""
+        if columns is None:
+            return name not in self._narrow
+        return set(columns) <= set(table.columns)
 
     def _plan(self, step: ItemStep) -> ItemPlan:
         """The step's plan for this run, made when first needed (its prepare() may run before the step)."""
@@ -199,9 +220,9 @@ class Executor:
         that is needed later (imports) while the run waits on the network, not while it sends."""
         self.beside.thread(self.beside.gate(llm_only=True), work)
 
-    def _run_step(self, step: Step, tables: Tables, wanted: set[str] | None = None) -> Tables:
+    def _run_step(self, step: Step, tables: Tables, wanted: dict[str, tuple[str, ...] | None] | None = None) -> Tables:
         """Run one step (or take its tables from an earlier attempt of the run); returns the tables it wrote, read
-        back from the run (of those, only the `wanted` ones when given)."""
+        back from the run (of those, only the `wanted` ones, and their wanted columns, when given)."""
         started = time.perf_counter()
         if step.name in self._prepared:  # begun beside the step before (or, if that had no calls, now)
             gate, prepared = self._prepared.pop(step.name)
@@ -210,7 +231,7 @@ class Executor:
         if self.run.step_done(step.name):
             self.stats[step.name] = {**self.run.step_stats(step.name), "resumed": True}
             log.info("step %s: done in an earlier attempt of this run, its tables read back", step.name)
-            return {w: self.run.load_table(w) for w in step.writes if wanted is None or w in wanted}
+            return self._read_back(step, wanted)
         log.info("step %s: starting (%s backend)", step.name, self.backend)
         inputs = {r: self._input(step, r, tables) for r in step.reads}
         for r in step.optional_reads:
@@ -249,7 +270,22 @@ class Executor:
         del out, inputs, step_failures  # before the tables are read back: not two copies of them at once
         _give_back_freed_memory()
         # continue from what is on disk, so a fresh run and a resumed one take the same path
-        return {w: self.run.load_table(w) for w in step.writes if wanted is None or w in wanted}
+        return self._read_back(step, wanted)
+
+    def _read_back(self, step: Step, wanted: dict[str, tuple[str, ...] | None] | None) -> Tables:
+        """The tables `step` wrote, from the run: the `wanted` ones in their wanted columns (None: all, whole)."""
+        if wanted is None:
+            self._narrow.difference_update(step.writes)
+            return {w: self.run.load_table(w) for w in step.writes}
+        out = {}
+        for name in [w for w in step.writes if w in wanted]:
+            columns = wanted[name]
+            out[name] = self.run.load_table(name, None if columns is None else list(columns))
+            if columns is None:
+                self._narrow.discard(name)
+            else:  # a later step that reads all of it reads it again
+                self._narrow.add(name)
+        return out
 
     def _input(self, step: Step, name: str, tables: Tables) -> pl.DataFrame | pl.LazyFrame | None:
         """A table the step reads: held, or read back from the run (only its `read_columns`, when it names them);
@@ -257,7 +293,7 @@ class Executor:
         if name in step.lazy_reads:
             return self.run.scan_table(name)
         columns = step.read_columns.get(name)
-        if name in tables:
+        if name in tables and self._holds(name, tables[name], columns):
             return tables[name].select(columns) if columns is not None else tables[name]
         return self.run.load_table(name, list(columns) if columns is not None else None)
 

@@ -440,6 +440,42 @@ def test_items_given_as_a_frame_are_the_same_partitions_as_a_list_and_a_step_get
     assert back.run_steps([WideTotal()])["total"]["sum"].item() == sum(n * n for n in range(23))
 
 
+class WriteWide(Total):
+    """Writes a table with a wide column and a narrow one."""
+
+    name, reads, writes = "write_wide", (), ("wide",)
+
+    def run(self, ctx, tables):
+        return {"wide": pl.DataFrame({"text": ["x" * 100] * 23, "square": [n * n for n in range(23)]})}
+
+
+class TextLength(Total):
+    """Reads the whole of a table that a step before it read one column of."""
+
+    name, reads, writes = "length", ("wide",), ("length",)
+
+    def run(self, ctx, tables):
+        assert tables["wide"].columns == ["text", "square"], tables["wide"].columns
+        return {"length": pl.DataFrame({"chars": [tables["wide"]["text"].str.len_chars().sum()]})}
+
+
+def test_between_steps_a_large_run_holds_only_the_columns_the_next_step_reads(tmp_path, backend, monkeypatch):
+    """With `keep` (a large run), a table is read back after the step that wrote it in the columns the next step
+    reads, not whole; a step after that which reads all of it still gets all of it."""
+    reads = []
+    load = RunState.load_table
+    monkeypatch.setattr(
+        RunState,
+        "load_table",
+        lambda self, name, columns=None: reads.append((name, columns)) or load(self, name, columns),
+    )
+    out = _executor(tmp_path, backend).run_steps([WriteWide(), WideTotal(), TextLength()], keep={"total", "length"})
+    assert out["total"]["sum"].item() == sum(n * n for n in range(23))
+    assert out["length"]["chars"].item() == 2300
+    wide_reads = [columns for name, columns in reads if name == "wide"]
+    assert wide_reads == [["square"], None], wide_reads  # narrow for the step after it, whole for the one after
+
+
 class ScannedLabels(Total):
     """Scans a table it only passes through, and returns a scan with a column set beside it."""
 

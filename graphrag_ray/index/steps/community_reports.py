@@ -114,6 +114,7 @@ class ReportPlan(ItemPlan):
         by_number, first, waiting = self.waiting
         if round_index == 0:
             items = first
+            self.waiting = (by_number, [], waiting)  # sent: the plan holds only the waiting ones
         else:
             sub_reports = (
                 {r["community"]: r for r in earlier["reports"].iter_rows(named=True)} if "reports" in earlier else {}
@@ -137,13 +138,20 @@ class ReportPlan(ItemPlan):
     def first_round(self, ctx: StepContext, tables: Tables) -> tuple[dict, list[dict], dict[int, list[dict]]]:
         """(communities by number, the first round's items, the others' items by level)."""
         communities = tables["communities"]
-        ents = tables["entities_summarized"].select("id", "human_readable_id", "title", "description", "degree")
-        rels = tables["relationships_summarized"].select(
-            "id", "human_readable_id", "source", "target", "description", "combined_degree"
-        )
-        ent_by_id = {r["id"]: r for r in ents.iter_rows(named=True)}
-        rel_by_id = {r["id"]: r for r in rels.iter_rows(named=True)}
-        by_number = {r["community"]: r for r in communities.iter_rows(named=True)}
+        # every row once as a dict, its strings shared: a community's id lists hold the rows' own id strings and a
+        # relationship's ends its entities' titles (copies of each id per level were 155 MB of a 100M run's driver)
+        ent_by_id = {r["id"]: r for r in tables["entities_summarized"].iter_rows(named=True)}
+        title = {r["title"]: r["title"] for r in ent_by_id.values()}
+        rel_by_id = {}
+        for r in tables["relationships_summarized"].iter_rows(named=True):
+            r["source"], r["target"] = title.get(r["source"], r["source"]), title.get(r["target"], r["target"])
+            rel_by_id[r["id"]] = r
+        by_number = {}
+        for r in communities.iter_rows(named=True):
+            r["entity_ids"] = [ent_by_id[e]["id"] for e in r["entity_ids"]]
+            r["relationship_ids"] = [rel_by_id[e]["id"] for e in r["relationship_ids"]]
+            by_number[r["community"]] = r
+        del title
         previous = self.previous_reports(ctx)
         cfg = ctx.settings.community_reports
         budget = cfg.max_input_length
@@ -225,6 +233,21 @@ class CommunityReports(ItemStep):
     uses_llm, settings_section = True, "community_reports"
     prompt_keys, update_prompt_keys = ("prompt",), ("update_prompt",)
     reads = ("communities", "entities_summarized", "relationships_summarized")
+    read_columns = {  # what a context and the reports' table are made of (a large run holds only these)
+        "communities": (
+            "id",
+            "community",
+            "level",
+            "parent",
+            "children",
+            "entity_ids",
+            "relationship_ids",
+            "period",
+            "size",
+        ),
+        "entities_summarized": ("id", "human_readable_id", "title", "description", "degree"),
+        "relationships_summarized": ("id", "human_readable_id", "source", "target", "description", "combined_degree"),
+    }
     writes = ("community_reports",)
     yields = {"reports": REPORT_ROW_SCHEMA}
     carries_results = True  # an update takes unchanged items' rows from the version it updates
