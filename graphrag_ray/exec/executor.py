@@ -9,7 +9,6 @@ calls already answered come from the cache.
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import threading
 import time
@@ -23,6 +22,7 @@ from graphrag_ray.errors import GraphRagRayError, StepFailedError
 from graphrag_ray.exec.beside import Beside
 from graphrag_ray.exec.carried import KEY_COLUMN, ItemKeys
 from graphrag_ray.exec.dispatch import dispatch
+from graphrag_ray.exec.held import HeldTables, Wanted, give_back_freed_memory, peak_rss_mb, wanted_by
 from graphrag_ray.exec.items import Part, item_count, partitions, sorted_items
 from graphrag_ray.exec.pools import Pool, WorkerSpec, open_pool
 from graphrag_ray.exec.progress import watching_limits
@@ -48,30 +48,6 @@ PARTITIONS_PER_WORKER = 2  # in flight per worker: one running, one queued, so n
 # a step's partition frames gathered in the driver are joined this many at a time: at 100M tokens extraction's
 # 14k small frames held twice the memory of their rows
 COMPACT_FRAMES = 64
-
-
-def _peak_rss_mb() -> int:
-    """This process's peak resident memory so far: the kernel's high-water mark (which a caller may have reset),
-    else getrusage's."""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) // 1024
-    except OSError:
-        pass
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
-
-
-def _give_back_freed_memory() -> None:
-    """Return the C heap's free pages to the system between steps (glibc keeps what Python's objects freed, so a
-    step's transient rows stayed resident and the next step's peak stacked on them); a no-op elsewhere."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
 
 
 class Executor:
@@ -100,7 +76,7 @@ class Executor:
         # step name -> (gate, future) of its plan's prepare(), run beside the step before it
         self._prepared: dict[str, tuple[threading.Event, Future]] = {}
         self._plans: dict[str, ItemPlan] = {}  # step name -> its driver-side plan in this run
-        self._narrow: set[str] = set()  # the tables read back with only some of their columns
+        self.held = HeldTables()  # what is read back between steps, and which tables were read narrow
 
     # -- steps -------------------------------------------------------------------------------------
     def run_steps(self, steps: list[Step], given: Tables | None = None, keep: set[str] | None = None) -> Tables:
@@ -135,7 +111,7 @@ class Executor:
                     if step.background:
                         gate = self.beside.gate()
                         # its tables join when a later step reads them: read back what the later steps read
-                        wanted = None if keep is None else self._wanted(steps[i + 1 :])
+                        wanted = None if keep is None else wanted_by(steps[i + 1 :])
                         running[step.name] = (
                             step,
                             lanes.submit(self.beside.run_after, gate, self._run_step, step, dict(tables), wanted),
@@ -144,16 +120,16 @@ class Executor:
                     else:
                         # with `keep`, only what the next step reads is read back, and of a table only the
                         # columns it reads (a later step reads the rest)
-                        wanted = None if keep is None else self._wanted(steps[i + 1 : i + 2])
+                        wanted = None if keep is None else wanted_by(steps[i + 1 : i + 2])
                         tables.update(self._run_step(step, tables, wanted))
                         self.beside.open(llm=False)
                     if keep is not None:
                         # every step's tables are in the run folder: memory holds only what the next step reads
                         # (a later one reads the rest back), and the caller reads `keep` back one at a time
                         following = steps[i + 1] if i + 1 < len(steps) else None
-                        needed = self._wanted([following]) if following else {}
+                        needed = wanted_by([following]) if following else {}
                         for name in [n for n in tables if n not in (given or {})]:
-                            if name not in needed or not self._holds(name, tables[name], needed[name]):
+                            if name not in needed or not self.held.holds(name, tables[name], needed[name]):
                                 del tables[name]
                 self._join(running, tables, None)
         finally:
@@ -170,27 +146,6 @@ class Executor:
             written = {w for step in steps for w in step.writes}
             return RunTables(self.run, keep & written, {"failures": tables["failures"]})
         return tables
-
-    @staticmethod
-    def _wanted(steps: list[Step]) -> dict[str, tuple[str, ...] | None]:
-        """The tables `steps` read and hold (not their scans), each with the columns they read (None: all)."""
-        wanted: dict[str, tuple[str, ...] | None] = {}
-        for step in steps:
-            for name in (*step.reads, *step.optional_reads):
-                if name in step.lazy_reads:
-                    continue
-                columns = step.read_columns.get(name)
-                if name in wanted:  # the union of what they read
-                    before = wanted[name]
-                    columns = None if before is None or columns is None else (*before, *columns)
-                wanted[name] = None if columns is None else tuple(dict.fromkeys(columns))
-        return wanted
-
-    def _holds(self, name: str, table: pl.DataFrame, columns: tuple[str, ...] | None) -> bool:
-        """Whether a held table has the `columns` a step reads (None: the whole table, not a narrow read)."""
-        if columns is None:
-            return name not in self._narrow
-        return set(columns) <= set(table.columns)
 
     def _plan(self, step: ItemStep) -> ItemPlan:
         """The step's plan for this run, made when first needed (its prepare() may run before the step)."""
@@ -220,7 +175,7 @@ class Executor:
         that is needed later (imports) while the run waits on the network, not while it sends."""
         self.beside.thread(self.beside.gate(llm_only=True), work)
 
-    def _run_step(self, step: Step, tables: Tables, wanted: dict[str, tuple[str, ...] | None] | None = None) -> Tables:
+    def _run_step(self, step: Step, tables: Tables, wanted: Wanted | None = None) -> Tables:
         """Run one step (or take its tables from an earlier attempt of the run); returns the tables it wrote, read
         back from the run (of those, only the `wanted` ones, and their wanted columns, when given)."""
         started = time.perf_counter()
@@ -231,7 +186,7 @@ class Executor:
         if self.run.step_done(step.name):
             self.stats[step.name] = {**self.run.step_stats(step.name), "resumed": True}
             log.info("step %s: done in an earlier attempt of this run, its tables read back", step.name)
-            return self._read_back(step, wanted)
+            return self.held.read_back(self.run, step, wanted)
         log.info("step %s: starting (%s backend)", step.name, self.backend)
         inputs = {r: self._input(step, r, tables) for r in step.reads}
         for r in step.optional_reads:
@@ -252,7 +207,7 @@ class Executor:
             self.run.save_tables({f"failures__{step.name}": step_failures})
         stats.update(
             wall_s=round(time.perf_counter() - started, 3),
-            driver_peak_rss_mb=_peak_rss_mb(),  # where a large run's driver memory grows
+            driver_peak_rss_mb=peak_rss_mb(),  # where a large run's driver memory grows
             failures=0 if step_failures is None else step_failures.height,
             ledger=step_ledger.to_dict(),
         )
@@ -268,24 +223,9 @@ class Executor:
             step_ledger.total().calls,
         )
         del out, inputs, step_failures  # before the tables are read back: not two copies of them at once
-        _give_back_freed_memory()
+        give_back_freed_memory()
         # continue from what is on disk, so a fresh run and a resumed one take the same path
-        return self._read_back(step, wanted)
-
-    def _read_back(self, step: Step, wanted: dict[str, tuple[str, ...] | None] | None) -> Tables:
-        """The tables `step` wrote, from the run: the `wanted` ones in their wanted columns (None: all, whole)."""
-        if wanted is None:
-            self._narrow.difference_update(step.writes)
-            return {w: self.run.load_table(w) for w in step.writes}
-        out = {}
-        for name in [w for w in step.writes if w in wanted]:
-            columns = wanted[name]
-            out[name] = self.run.load_table(name, None if columns is None else list(columns))
-            if columns is None:
-                self._narrow.discard(name)
-            else:  # a later step that reads all of it reads it again
-                self._narrow.add(name)
-        return out
+        return self.held.read_back(self.run, step, wanted)
 
     def _input(self, step: Step, name: str, tables: Tables) -> pl.DataFrame | pl.LazyFrame | None:
         """A table the step reads: held, or read back from the run (only its `read_columns`, when it names them);
@@ -293,7 +233,7 @@ class Executor:
         if name in step.lazy_reads:
             return self.run.scan_table(name)
         columns = step.read_columns.get(name)
-        if name in tables and self._holds(name, tables[name], columns):
+        if name in tables and self.held.holds(name, tables[name], columns):
             return tables[name].select(columns) if columns is not None else tables[name]
         return self.run.load_table(name, list(columns) if columns is not None else None)
 

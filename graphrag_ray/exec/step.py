@@ -121,7 +121,8 @@ class Step(ABC):
     reads: tuple[str, ...] = ()
     optional_reads: tuple[str, ...] = ()  # given when an earlier step of the method wrote them
     # of a table it reads, the only columns it uses: the step gets those alone (the documents' texts are 0.3 GB at
-    # 100M tokens, and a step that wants their dates need not hold them)
+    # 100M tokens, and a step that wants their dates need not hold them); a large run also holds only those between
+    # the step that writes the table and this one (exec/held.py)
     read_columns: dict[str, tuple[str, ...]] = {}
     # tables it reads as polars LazyFrames scanning the run's files, not held: a step that only passes them through
     # (finalize: the texts) returns LazyFrames too, and the executor collects and writes its tables one at a time
