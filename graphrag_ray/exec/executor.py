@@ -129,7 +129,7 @@ class Executor:
                         following = steps[i + 1] if i + 1 < len(steps) else None
                         needed = wanted_by([following]) if following else {}
                         for name in [n for n in tables if n not in (given or {})]:
-                            if name not in needed or not self.held.holds(name, tables[name], needed[name]):
+                            if name not in needed or not self.held.keeps(name, tables[name], needed[name]):
                                 del tables[name]
                 self._join(running, tables, None)
         finally:

@@ -51,6 +51,11 @@ class HeldTables:
                 self.narrow.add(name)
         return out
 
+    def keeps(self, name: str, table: pl.DataFrame, columns: tuple[str, ...] | None) -> bool:
+        """Whether to hold `table` for a step that reads `columns` of it: it has them and no others (a table wider
+        than the step reads is let go and read again narrow: a select of it would keep all of it in memory)."""
+        return self.holds(name, table, columns) and (columns is None or set(table.columns) <= set(columns))
+
     def holds(self, name: str, table: pl.DataFrame, columns: tuple[str, ...] | None) -> bool:
         """Whether a held table has the `columns` a step reads (None: the whole table, not a narrow read)."""
         if columns is None:

@@ -461,7 +461,8 @@ class TextLength(Total):
 
 def test_between_steps_a_large_run_holds_only_the_columns_the_next_step_reads(tmp_path, backend, monkeypatch):
     """With `keep` (a large run), a table is read back after the step that wrote it in the columns the next step
-    reads, not whole; a step after that which reads all of it still gets all of it."""
+    reads, not whole; a step after that which reads all of it still gets all of it, and a whole table held for one
+    step is not held whole for a next step that reads only some of it."""
     reads = []
     load = RunState.load_table
     monkeypatch.setattr(
@@ -469,11 +470,15 @@ def test_between_steps_a_large_run_holds_only_the_columns_the_next_step_reads(tm
         "load_table",
         lambda self, name, columns=None: reads.append((name, columns)) or load(self, name, columns),
     )
-    out = _executor(tmp_path, backend).run_steps([WriteWide(), WideTotal(), TextLength()], keep={"total", "length"})
-    assert out["total"]["sum"].item() == sum(n * n for n in range(23))
-    assert out["length"]["chars"].item() == 2300
-    wide_reads = [columns for name, columns in reads if name == "wide"]
-    assert wide_reads == [["square"], None], wide_reads  # narrow for the step after it, whole for the one after
+    for order, expected in (
+        ([WriteWide(), WideTotal(), TextLength()], [["square"], None]),  # narrow for the next step, whole later
+        ([WriteWide(), TextLength(), WideTotal()], [None, ["square"]]),  # whole, then let go and read narrow
+    ):
+        reads.clear()
+        out = _executor(tmp_path / type(order[1]).__name__, backend).run_steps(order, keep={"total", "length"})
+        assert out["total"]["sum"].item() == sum(n * n for n in range(23))
+        assert out["length"]["chars"].item() == 2300
+        assert [columns for name, columns in reads if name == "wide"] == expected
 
 
 class ScannedLabels(Total):
