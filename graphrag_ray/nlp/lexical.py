@@ -142,9 +142,9 @@ def write_lexical(folder: Path, tables: Mapping) -> None:
         table = tables[name] if name in tables else None
         if table is None or not table.height:
             continue
-        index = LexicalIndex.build(table["id"].to_list(), joined(table, columns))
-        del table
-        index.save(Path(folder) / LEXICAL_DIR / name)
+        ids, texts = table["id"].to_list(), joined(table, columns)
+        del table  # the texts' reader holds the only reference: read through, the table goes before BM25 is built
+        LexicalIndex.build(ids, texts).save(Path(folder) / LEXICAL_DIR / name)
 
 
 def joined(table, columns: tuple[str, ...], rows_at_once: int = 10_000) -> Iterator[str]:
