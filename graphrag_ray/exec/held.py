@@ -38,17 +38,11 @@ class HeldTables:
 
     def read_back(self, run: RunState, step: Step, wanted: Wanted | None) -> Tables:
         """The tables `step` wrote, from `run`: the `wanted` ones in their wanted columns (None: every one, whole)."""
-        if wanted is None:
-            self.narrow.difference_update(step.writes)
-            return {w: run.load_table(w) for w in step.writes}
         out = {}
-        for name in [w for w in step.writes if w in wanted]:
-            columns = wanted[name]
+        for name in [w for w in step.writes if wanted is None or w in wanted]:
+            columns = None if wanted is None else wanted[name]
             out[name] = run.load_table(name, None if columns is None else list(columns))
-            if columns is None:
-                self.narrow.discard(name)
-            else:
-                self.narrow.add(name)
+            (self.narrow.discard if columns is None else self.narrow.add)(name)
         return out
 
     def keeps(self, name: str, table: pl.DataFrame, columns: tuple[str, ...] | None) -> bool:
