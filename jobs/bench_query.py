@@ -193,7 +193,13 @@ def main() -> None:
         )
         load_s = time.perf_counter() - started
         started = time.perf_counter()  # built once per loaded index, on the first local query
-        _ = (data.entity_matcher, data.graph_walk._edges, data.lexical("entities"), data.lexical("text_units"))
+        _ = (
+            data.entity_matcher,
+            data.graph_walk._edges,
+            data.graph_walk.localises,
+            data.lexical("entities"),
+            data.lexical("text_units"),
+        )
         walk_s = time.perf_counter() - started
         models = Models.create(settings, folder)
         local = LocalSearch(data, models, settings, root=folder)

@@ -272,7 +272,7 @@ def main() -> None:
             ("ours_local_default", "ours, local search, as its default budget packs (offline)"),
         ):
             given = f"   ({m[key + '_units']:.1f} text units per question)" if key + "_units" in m else ""
-            print(f"{label:58}{m[key]:8.3f}{given}")
+            print(f"{label:58}{m[key]:8.4f}{given}")
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     sys.stdout.flush()

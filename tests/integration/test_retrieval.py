@@ -122,6 +122,39 @@ def test_a_name_on_most_pages_does_not_steer_the_walk_the_question_s_words_do(tm
         assert "Blue Ferry" not in sources_of(root, question, "local")
 
 
+DISTRICTS = ("Aldra", "Brekke", "Dalen")
+PARISHES = {  # 127 pages: each village page shares its district with 39 others and the priest's page (a third of
+    # the corpus), as long chunks of one subject share their names. The foundry's page shares none
+    **{
+        f"{district} Village {n}": f"{district} Village {n}: a village in {district} with a church and a school."
+        for district in DISTRICTS
+        for n in range(1, 41)
+    },
+    "Harald Vik": f"Harald Vik: Harald Vik was a priest who served in {', '.join(DISTRICTS)}.",
+    "Olsen Foundry": "Olsen Foundry: the foundry cast bronze church bells for every parish on the coast.",
+    **{f"Sea Chart {n}": f"Sea Chart {n}: a chart of the skerries drawn in {1700 + n}." for n in range(1, 6)},
+}
+
+
+def test_in_a_corpus_whose_passages_share_their_names_widely_the_question_s_words_rank_local_sources(
+    tmp_path, ray_session, no_key
+):
+    # a walk from HARALD VIK would spread over most pages: it says nothing about which passage is wanted, and the
+    # answer's page is one it never reaches. The question is read as naming nothing - by its words (BM25) first
+    from graphrag_ray.query.context import graph_walk
+
+    root = corpus_root(tmp_path, PARISHES, local_search={"top_k_entities": 1})
+    api.build_index(root=root, method="fast")
+    assert not api.open_index(root)[1].graph_walk.localises  # the median page shares a name with 40 of 126
+    question = "Which foundry cast the bronze bells for the churches where Harald Vik served?"
+    local = sources_of(root, question, "local")
+    assert set(local[:2]) == {"Olsen Foundry", "Harald Vik"}, local
+    with pytest.MonkeyPatch.context() as patch:  # the walk leading in any corpus: the foundry is never reached
+        patch.setattr(graph_walk, "LOCAL_MAX_SHARE", 1.0)
+        walked = sources_of(root, question, "local")
+        assert walked[0] == "Harald Vik" and "Olsen Foundry" not in walked, walked
+
+
 def test_the_lexical_index_after_add_edit_delete_equals_a_fresh_build(tmp_path, ray_session, no_key):
     root = corpus_root(tmp_path, PASSAGES)
     api.build_index(root=root, method="fast")
