@@ -105,9 +105,11 @@ def ranked_units(
         # restarts at the entities matched otherwise and at its BM25 text units - as extra seeds beside names,
         # those pulled in passages sharing the question's common words (jobs/bench_retrieval.py, 2Wiki)
         named = dict(data.entity_matcher.named(query))
-        entity_seeds = {e["id"]: named[e["id"]] for e in selected if e["id"] in named and _points(data, e)}
-        if not data.graph_walk.localises:  # every passage is near most others: a name points nowhere in particular
-            entity_seeds = {}
+        entity_seeds = (  # where every passage is near most others, a name points nowhere in particular
+            {e["id"]: named[e["id"]] for e in selected if e["id"] in named and _points(data, e)}
+            if data.graph_walk.localises
+            else {}
+        )
         first: list[str] = []
         unit_seeds: dict[str, float] = {}
         if not entity_seeds:  # a question about things, not names: its words decide, and the walk from them adds
