@@ -19,10 +19,13 @@ def ray_session():
     """Ray is started once per test session, with few CPUs (2-core machines)."""
     import ray
 
+    from graphrag_ray.exec.runtime import start_ray
+
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     if not ray.is_initialized():
-        # address="local": always a fresh instance of our own, never a cluster some other process left running
-        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+        # "local": always a fresh instance of our own (on loopback, as a command's), never a cluster some other
+        # process left running
+        start_ray("local", num_cpus=2)
     yield ray
     ray.shutdown()
 

@@ -225,6 +225,11 @@ def serve(
     proxy_location: str = typer.Option(
         "HeadOnly", "--proxy-location", help="HeadOnly (one address) or EveryNode (a proxy on every node)"
     ),
+    address: Optional[str] = typer.Option(
+        None,
+        "--address",
+        help="the Ray cluster to serve on (HOST:PORT; or RAY_ADDRESS); by default a cluster of its own, on loopback",
+    ),
 ) -> None:
     """Serve indexes over HTTP on Ray Serve: OpenAI's /v1/chat/completions and /v1/models, Ollama's /api/chat,
     /api/generate and /api/tags, retrieval-only /v1/context, /health. The model name picks the index and the
@@ -243,4 +248,5 @@ def serve(
         verbose=verbose(ctx),
         say=lambda line: sys.stderr.write(line + "\n"),
         proxy_location=proxy_location,
+        address=address,
     )

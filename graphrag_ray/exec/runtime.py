@@ -8,7 +8,6 @@ import os
 import socket
 import sys
 
-BACKENDS = ("local", "ray")
 log = logging.getLogger(__name__)
 
 
@@ -27,14 +26,15 @@ def _answers(address: str, timeout: float = 1.0) -> bool:
         return False
 
 
-def ray_address(temp_dir: str | None = None, join_recorded: bool = False) -> str | None:
-    """The address for `ray.init`: None lets Ray join what RAY_ADDRESS names (a submitted job, or a cluster
-    named on purpose); otherwise "local", a cluster of this process's own.
+def ray_address(temp_dir: str | None = None, address: str | None = None) -> str | None:
+    """The address for `ray.init`: the one a command was given (`--address`); None lets Ray join what RAY_ADDRESS
+    names (a submitted job, or a cluster named on purpose); otherwise "local", a cluster of this process's own.
 
-    A cluster `ray start` recorded on this machine is joined only with `join_recorded` (`serve`, whose
-    deployments belong on the cluster it is started beside): a plain run does not become a job on a cluster
-    nobody named - on a shared machine that was another user's, and its teardown killed the run. A record
-    naming a cluster that is gone is never followed (Ray would wait on it forever)."""
+    A cluster `ray start` merely recorded on this machine is never joined: on a shared machine that was another
+    user's - their replicas, their environment, their teardown killing the run. A record naming a live cluster is
+    said once, with how to join it on purpose."""
+    if address:
+        return address
     if os.environ.get("RAY_ADDRESS"):
         return None
     from ray._common.utils import get_ray_address_file
@@ -45,17 +45,66 @@ def ray_address(temp_dir: str | None = None, join_recorded: bool = False) -> str
     except OSError:
         return "local"
     if recorded and _answers(recorded):
-        if join_recorded:
-            return None
         log.warning(
-            "not joining the Ray cluster at %s (recorded by `ray start` in %s): a run joins a cluster only "
-            "when RAY_ADDRESS names it (RAY_ADDRESS=%s, as `ray job submit` sets it); starting one of "
-            "its own",
+            "not joining the Ray cluster at %s (recorded by `ray start` in %s): a command joins a cluster only "
+            "when RAY_ADDRESS (as `ray job submit` sets it) or --address names it; starting one of its own",
             recorded,
             record,
-            recorded,
         )
     return "local"
+
+
+def loopback_only() -> None:
+    """A cluster this process starts for itself listens on loopback only. Ray's ports (GCS, raylet, workers,
+    object manager, agents) have no authentication beyond a token and Ray's guidance is that only trusted hosts
+    reach them; by default Ray binds them on every interface. Ray's own single-machine mode (the one it uses on
+    macOS and Windows) takes 127.0.0.1 as the node's address, and every server binds that: set for this process
+    and the Ray processes it starts (they inherit the environment)."""
+    from ray._private import ray_constants
+
+    os.environ[ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False  # read at import; ray may already be imported
+
+
+def on_loopback_cluster() -> bool:
+    """This process belongs to a cluster started by `loopback_only` (its environment says so: Ray's processes
+    inherit it)."""
+    return os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") == "0"
+
+
+def serve_replicas_on_loopback() -> None:
+    """On a loopback-only cluster, a Ray Serve replica's inter-deployment gRPC server binds 127.0.0.1 as every
+    other server there does; Ray Serve writes `[::]:0` (every interface) for it. Called where a replica imports
+    our deployments, before the replica starts that server."""
+    if not on_loopback_cluster():
+        return
+    from ray.serve._private import replica
+
+    bind = replica.add_port_to_grpc_server
+    if getattr(bind, "on_loopback", False):
+        return
+
+    def on_loopback(server, address: str):
+        return bind(server, address.replace("[::]:", "127.0.0.1:", 1))
+
+    on_loopback.on_loopback = True
+    replica.add_port_to_grpc_server = on_loopback
+
+
+def start_ray(address: str | None, verbose: bool = False, **kwargs) -> None:
+    """`ray.init` at `address` ("local": a cluster of this process's own, on loopback only)."""
+    import ray
+
+    if address == "local":
+        loopback_only()
+    ray.init(
+        address=address,
+        include_dashboard=False,
+        log_to_driver=verbose,
+        logging_level=logging.INFO if verbose else logging.ERROR,
+        **kwargs,
+    )
+    _HOW["how"] = "started" if address == "local" else "joined"
 
 
 # how this process's Ray came up: "started" (a cluster of its own) or "joined"; unset: its caller initialised it
@@ -79,18 +128,12 @@ def where_ray_runs() -> str:
     return f"Ray: on the cluster this process is connected to at {address} ({shape})"
 
 
-def ensure_ray(verbose: bool = False, join_recorded: bool = False) -> None:
+def ensure_ray(verbose: bool = False, address: str | None = None) -> None:
+    """Ray initialised in this process: the cluster `address` (or RAY_ADDRESS) names, or one of its own."""
     import ray
 
     if not ray.is_initialized():
-        address = ray_address(join_recorded=join_recorded)
-        ray.init(
-            address=address,
-            include_dashboard=False,
-            log_to_driver=verbose,
-            logging_level=logging.INFO if verbose else logging.ERROR,
-        )
-        _HOW["how"] = "started" if address == "local" else "joined"
+        start_ray(ray_address(address=address), verbose)
 
 
 def choose_backend(

@@ -17,6 +17,7 @@ from ray import serve
 
 from graphrag_ray.config.load import load_settings
 from graphrag_ray.errors import UsageError
+from graphrag_ray.exec.runtime import serve_replicas_on_loopback
 from graphrag_ray.query.context.history import ConversationHistory
 from graphrag_ray.query.multi import index_name
 from graphrag_ray.serve.app import make_app
@@ -25,6 +26,7 @@ from graphrag_ray.serve.protocol import Busy, Target
 
 log = logging.getLogger(__name__)
 APP_NAME = "graphrag"
+serve_replicas_on_loopback()  # this module is what a replica imports first: before it binds its gRPC port
 
 
 def limiter_name(app_name: str) -> str:
@@ -155,11 +157,13 @@ class HandleBackend:
 class Ingress:
     """The HTTP ingress: routes every request to the deployments of the indexes its model names."""
 
-    def __init__(self, handles: dict[str, Any], key_root: str, request_log: str | None):
-        # the key is read here, from the first root's settings (.env included) or the environment: never an
-        # argument, which Ray Serve keeps in its application state
+    def __init__(self, handles: dict[str, Any], key_root: str, request_log: str | None, app_name: str = APP_NAME):
+        # the key is never an argument (Ray Serve keeps those in its application state): the one `serve` was given
+        # is handed over in the cluster's key-value store; otherwise (`serve deploy`, KubeRay) the first root's
+        # settings (.env included) or the replica's environment
         settings = load_settings(key_root)
-        self.api_key = settings.serve.api_key.get_secret_value() if settings.serve.api_key else None
+        handed = handed_key(app_name)
+        self.api_key = handed or (settings.serve.api_key.get_secret_value() if settings.serve.api_key else None)
         self.retry_after, self.request_log = settings.serve.retry_after_s, request_log
         self.backend = HandleBackend(handles, self.retry_after)
 
@@ -194,7 +198,28 @@ def build_app(args: dict):
             ray_actor_options={"num_cpus": cfg.replica_cpus},
         )
         handles[name] = deployment.bind(root, app_name)
-    return Ingress.bind(handles, roots[0], args.get("request_log"))
+    return Ingress.bind(handles, roots[0], args.get("request_log"), app_name)
+
+
+KEY_NAMESPACE = "graphrag-serve"
+
+
+def hand_key(app_name: str, key: str | None) -> None:
+    """The API key the command was given, for its ingress replicas to read (wherever they run: on a joined
+    cluster their environment is the cluster's, not the command's). None: whatever an earlier run left, removed."""
+    from ray.experimental.internal_kv import _internal_kv_del, _internal_kv_put
+
+    if key:
+        _internal_kv_put(f"key-{app_name}", key.encode(), overwrite=True, namespace=KEY_NAMESPACE)
+    else:
+        _internal_kv_del(f"key-{app_name}", namespace=KEY_NAMESPACE)
+
+
+def handed_key(app_name: str) -> str | None:
+    from ray.experimental.internal_kv import _internal_kv_get
+
+    value = _internal_kv_get(f"key-{app_name}", namespace=KEY_NAMESPACE)
+    return value.decode() if value else None
 
 
 def run_server(
@@ -206,15 +231,17 @@ def run_server(
     say=print,
     block: bool = True,
     proxy_location: str = "HeadOnly",
+    address: str | None = None,
 ) -> str:
-    """Serve the indexes at ROOTS on this Ray cluster (joined, or started here) until Ctrl-C; returns the base
-    URL (at once with block=False)."""
+    """Serve the indexes at ROOTS until Ctrl-C or SIGTERM, on the Ray cluster `address` or RAY_ADDRESS names, or
+    on one of its own (loopback only); returns the base URL (at once with block=False)."""
     import os
+    import signal
     import time
 
     import ray
 
-    from graphrag_ray.exec.runtime import ensure_ray
+    from graphrag_ray.exec.runtime import ensure_ray, where_ray_runs
 
     settings = [load_settings(root) for root in roots]
     for root, s in zip(roots, settings):  # a missing index is said now, not on the first question
@@ -222,9 +249,12 @@ def run_server(
         from graphrag_ray.storage.location import resolve
 
         read_index_tables(resolve(root, s.output.base_dir), ())
-    ensure_ray(verbose, join_recorded=True)  # deployments belong on the cluster `serve` is started beside
+    ensure_ray(verbose, address)  # a cluster named by --address / RAY_ADDRESS, or one of its own on loopback
+    say(where_ray_runs())
     # HeadOnly: one address, the one printed (several nodes on one host would each bind the port); a cluster
     # whose clients reach every node runs cluster/serve.yaml with EveryNode
+    key = settings[0].serve.api_key.get_secret_value() if settings[0].serve.api_key else None
+    hand_key(APP_NAME, key or os.environ.get("GRAPHRAG_SERVE_API_KEY") or None)
     serve.start(proxy_location=proxy_location, http_options={"host": host, "port": port})
     serve.run(build_app({"roots": roots, "request_log": request_log}), name=APP_NAME, route_prefix="/")
     url = f"http://{host}:{port}"
@@ -241,6 +271,11 @@ def run_server(
         )
     if not block:
         return url
+
+    def terminated(signum, frame):  # SIGTERM (a service manager, `kill`) stops it as Ctrl-C does
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, terminated)
     try:
         while True:
             time.sleep(3600)
@@ -260,6 +295,7 @@ def stop_server(app_name: str = APP_NAME) -> None:
     from graphrag_ray.llm.ratelimit import LIMITER_NAMESPACE
 
     serve.delete(app_name)
+    hand_key(app_name, None)
     try:
         ray.kill(ray.get_actor(limiter_name(app_name), namespace=LIMITER_NAMESPACE))
     except ValueError:  # never made: no request reached a replica

@@ -328,9 +328,9 @@ def test_work_beside_a_step_starts_once_that_step_has_work_running(tmp_path):
 
 
 def test_a_run_joins_only_the_cluster_it_is_told_of_and_never_a_dead_record(tmp_path, monkeypatch, caplog):
-    """RAY_ADDRESS (a submitted job, or a cluster named on purpose) is Ray's to use; a cluster `ray start`
-    recorded on the machine is joined only by `serve` (join_recorded), a plain run saying it did not join it;
-    a record naming a cluster that is gone is never followed (a plain `ray.init()` would wait on it forever)."""
+    """RAY_ADDRESS (a submitted job, or a cluster named on purpose) or a command's --address is Ray's to use; a
+    cluster `ray start` merely recorded on the machine is never joined - not by `serve` either - and the command
+    says it did not join it; a record naming a cluster that is gone is never followed."""
     import socket
 
     from graphrag_ray.exec.runtime import ray_address
@@ -343,7 +343,6 @@ def test_a_run_joins_only_the_cluster_it_is_told_of_and_never_a_dead_record(tmp_
         dead_port = closed.getsockname()[1]
     record.write_text(f"127.0.0.1:{dead_port}")
     assert ray_address(str(tmp_path)) == "local"
-    assert ray_address(str(tmp_path), join_recorded=True) == "local"
     with socket.socket() as head:
         head.bind(("127.0.0.1", 0))
         head.listen()
@@ -352,7 +351,7 @@ def test_a_run_joins_only_the_cluster_it_is_told_of_and_never_a_dead_record(tmp_
         with caplog.at_level("WARNING", logger="graphrag_ray.exec.runtime"):
             assert ray_address(str(tmp_path)) == "local"
         assert f"not joining the Ray cluster at {live}" in caplog.text
-        assert ray_address(str(tmp_path), join_recorded=True) is None  # serve: Ray joins the recorded cluster
+        assert ray_address(str(tmp_path), address=live) == live  # named on purpose (--address): joined
     monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{dead_port}")
     assert ray_address(str(tmp_path)) is None  # a submitted job's address is Ray's to use, never overridden
 
