@@ -18,6 +18,7 @@ import typer
 import typer.core
 
 from graphrag_ray import __version__
+from graphrag_ray.cli.terminal import printable
 from graphrag_ray.errors import GraphRagRayError
 from graphrag_ray.secrets import install_log_redaction, redact
 
@@ -195,7 +196,7 @@ def _subcommand(args: list[str]) -> str:
 def _fail(message: str, code: int, verbose: bool) -> None:
     if verbose:
         sys.stderr.write(redact(traceback.format_exc()))
-    sys.stderr.write(f"error: {message}\n")
+    sys.stderr.write(f"error: {printable(message)}\n")  # an error may quote a document or an answer
     sys.exit(code)
 
 

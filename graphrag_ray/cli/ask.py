@@ -11,6 +11,7 @@ from typing import Optional
 import typer
 
 from graphrag_ray.cli import CacheOpt, ConfigOpt, DataOpt, RootOpt, _use_cache, app
+from graphrag_ray.cli.terminal import printable, write_out
 from graphrag_ray.errors import GraphRagRayError
 
 LevelOpt = typer.Option(
@@ -140,7 +141,7 @@ def query(
             shown = False
             try:
                 async for piece in api.search_streaming(*asked, no_llm=no_llm, on_result=finished.append):
-                    sys.stdout.write(piece)
+                    sys.stdout.write(printable(piece))
                     sys.stdout.flush()
                     shown = shown or bool(piece)
             finally:  # a stream cut mid-answer: its error goes on a line of its own
@@ -151,13 +152,13 @@ def query(
         asyncio.run(stream())
         result = finished[0]
         if "route" in result.details:
-            sys.stderr.write(f"route: {result.details['route']} ({result.details['route_reason']})\n")
+            sys.stderr.write(printable(f"route: {result.details['route']} ({result.details['route_reason']})") + "\n")
     else:
         result = asyncio.run(api.search(*asked, context_only=context_only, no_llm=no_llm))
         if "route" in result.details:
-            typer.echo(f"route: {result.details['route']} ({result.details['route_reason']})")
-        typer.echo(result.context_text if context_only else result.response)
-    sys.stderr.write(result.usage_line() + "\n")
+            write_out(f"route: {result.details['route']} ({result.details['route_reason']})")
+        write_out(result.context_text if context_only else result.response)
+    sys.stderr.write(printable(result.usage_line()) + "\n")
 
 
 @app.command()
@@ -172,7 +173,7 @@ def chat(
     """A conversation with the index: local search, streaming, history and numbered follow-ups."""
     from graphrag_ray.api import chat as chat_loop
 
-    chat_loop(root, config, data, question_count=questions, response_type=response_type, no_llm=no_llm)
+    chat_loop(root, config, data, question_count=questions, response_type=response_type, no_llm=no_llm, write=write_out)
 
 
 @app.command("eval")

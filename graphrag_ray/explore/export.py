@@ -34,10 +34,21 @@ def export_graph(graph: IndexGraph, fmt: str, out: Path, level: int | None = Non
         pl.col(pl.String).fill_null(""), pl.col("weight").fill_null(1.0)
     )
     if fmt in ("graphml", "gexf"):
-        return [_networkx_file(nodes, edges, fmt, out / f"graph.{fmt}")]
+        return [_networkx_file(xml_legal(nodes), xml_legal(edges), fmt, out / f"graph.{fmt}")]
     if fmt == "csv":
         return _plain_csv(graph, nodes, edges, out)
     return _neo4j(graph, nodes, edges, out)
+
+
+# characters XML 1.0 cannot hold, even escaped (C0 controls but tab, newline, carriage return; U+FFFE, U+FFFF): a
+# description with one makes the whole file not well-formed, and Gephi or networkx refuse it. DEL and the C1
+# controls, which XML 1.0 discourages and XML 1.1 restricts, go too.
+XML_ILLEGAL = r"[\x00-\x08\x0B\x0C\x0E-\x1F\x7F-\x9F\x{FFFE}\x{FFFF}]"
+
+
+def xml_legal(df: pl.DataFrame) -> pl.DataFrame:
+    """Every text column with XML's illegal characters dropped (a node's title too: its edges are cleaned alike)."""
+    return df.with_columns(pl.col(pl.String).str.replace_all(XML_ILLEGAL, ""))
 
 
 def _networkx_file(nodes: pl.DataFrame, edges: pl.DataFrame, fmt: str, path: Path) -> Path:

@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import html
+import re
 
 import polars as pl
+
+# Markdown's active characters in running text: links and images (`[`, `]`, `(`, `)`, `!`), emphasis and code
+# (`*`, `_`, `` ` ``, `~`), table cells (`|`) and the escape itself. A backslash before any ASCII punctuation is
+# a plain character in CommonMark, GitHub's Markdown and python-markdown alike.
+_MARKDOWN_ACTIVE = re.compile(r"([\\`*_\[\]()!|~])")
 
 
 def inert(text: str) -> str:
     """Text from the data (an entity's name, a model's words) as Markdown that renders it as text: HTML's special
-    characters escaped (a `<script>` or a `<!--` in a name stays visible and inert), table pipes escaped, one line."""
-    return html.escape(text, quote=False).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    characters escaped (a `<script>`, a `<!--` or an `<http://…>` autolink stays visible and inert), Markdown's
+    active characters escaped (`[click](javascript:…)` and `![pixel](http://…)` are no link and no image), one line.
+    A model copies such text from a hostile document."""
+    one_line = text.replace("\r", " ").replace("\n", " ")
+    return _MARKDOWN_ACTIVE.sub(r"\\\1", html.escape(one_line, quote=False))
 
 
 def markdown_table(df: pl.DataFrame) -> str:

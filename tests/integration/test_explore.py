@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import csv
+import http.server
 import json
 import os
 import re
 import shutil
 import subprocess
+import threading
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -196,18 +198,53 @@ def test_mistakes_print_one_line(coffee, tmp_path):
     assert done.returncode == 1 and "no index at" in done.stderr and "Traceback" not in done.stderr
 
 
+class Tracker(http.server.BaseHTTPRequestHandler):
+    """A loopback server that counts every request a rendered page makes to it (an image fetched on load)."""
+
+    hits: list[str] = []
+
+    def do_GET(self):
+        Tracker.hits.append(self.path)
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def tracker():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Tracker)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
 HOSTILE_NAME = "EVIL<script>document.body.setAttribute('data-pwned','1')</script><!--"
 HOSTILE_TEXT = (
     "a page about <!--<script> tags</script> and <img src=x "
     "onerror=\"document.body.setAttribute('data-pwned','2')\"> & more"
+    # terminal control: an unterminated OSC (retitles, then swallows the screen), CSI, a bell, C0 and C1 bytes
+    "\x1b]0;pwned\x1b[2J\x07\x01\x08\x0b\x9b31m\x7f end"
 )
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def markdown_payload(tracker: str) -> str:
+    """Markdown that acts when rendered: a script link, an image fetched on load, an autolink, a reference image."""
+    return (
+        f"[click me](javascript:alert(4)) ![pixel]({tracker}/image.png) <{tracker}/autolink> "
+        f"![ref][t] <img src='{tracker}/html.png'> **bold** `code`"
+    )
 
 
 @pytest.fixture(scope="module")
-def hostile(coffee, tmp_path_factory):
-    """The coffee index with one entity named, and one description and report written, as a model might copy them
-    from a corpus about web pages."""
+def hostile(coffee, tmp_path_factory, tracker):
+    """The coffee index with one entity named and typed, and one description and report written, as a model might
+    copy them from a corpus about web pages."""
     from graphrag_ray.storage.tables import write_table
+
+    markdown_text = markdown_payload(tracker)
 
     root = tmp_path_factory.mktemp("hostile") / "root"
     shutil.copytree(coffee[0], root)
@@ -216,7 +253,13 @@ def hostile(coffee, tmp_path_factory):
     victim = entities.sort("degree", descending=True)["title"][0]
     rename = pl.when(pl.col("title") == victim).then(pl.lit(HOSTILE_NAME)).otherwise(pl.col("title"))
     write_table(
-        entities.with_columns(rename.alias("title"), pl.lit(HOSTILE_TEXT).alias("description")), index, "entities"
+        entities.with_columns(
+            rename.alias("title"),
+            pl.lit(HOSTILE_TEXT).alias("description"),
+            pl.when(pl.col("title") == victim).then(pl.lit(markdown_text)).otherwise(pl.col("type")).alias("type"),
+        ),
+        index,
+        "entities",
     )
     write_table(
         relationships.with_columns(
@@ -230,24 +273,34 @@ def hostile(coffee, tmp_path_factory):
     )
     reports = read_table(index, "community_reports")
     write_table(
-        reports.with_columns(pl.lit(HOSTILE_NAME).alias("title"), pl.lit(HOSTILE_TEXT).alias("summary")),
+        reports.with_columns(
+            pl.lit(HOSTILE_NAME + " " + markdown_text).alias("title"), pl.lit(HOSTILE_TEXT).alias("summary")
+        ),
         index,
         "community_reports",
     )
     return root
 
 
-def test_hostile_text_renders_inert_in_the_report(hostile, tmp_path):
+def test_hostile_text_renders_inert_in_the_report(hostile, tracker, tmp_path):
     import markdown  # python-markdown, as a reader's tool renders report.md
 
     report = api.write_index_report(hostile, tmp_path / "rep")
     text = (report if report.suffix == ".md" else report / "report.md").read_text(encoding="utf-8")
-    rendered = markdown.markdown(text, extensions=["tables"])
+    rendered = markdown.markdown(text + "\n\n[t]: " + tracker + "/reference.png\n", extensions=["tables"])
     tags = Tags()
     tags.feed(rendered)
     assert "script" not in tags.seen and not tags.comments, tags.seen
-    assert tags.handlers == [] and all(src.endswith(".png") for src in tags.images)  # only the report's charts
-    assert "EVIL&lt;script&gt;" in rendered  # shown as text, not dropped
+    assert tags.handlers == [] and all(not src.startswith("http") for src in tags.images), tags.images
+    assert not tags.links, tags.links  # no link at all: the report itself writes none
+    assert "**bold**" in rendered and "`code`" in rendered  # the data's emphasis and code stay as typed
+    assert "EVIL&lt;script&gt;" in rendered and "[click me](javascript:alert(4))" in rendered  # shown as text
+    page = tmp_path / "rep" / "report.html"
+    page.write_text(f"<!doctype html><meta charset=utf-8><body>{rendered}</body>", encoding="utf-8")
+    Tracker.hits.clear()
+    dom = headless_dom(page, tmp_path)  # opened as a person would: loaded, images fetched, scripts run
+    assert Tracker.hits == [], Tracker.hits
+    assert "EVIL&lt;script&gt;" in dom and not re.search(r"<body[^>]*data-pwned", dom)
 
 
 def test_hostile_text_leaves_the_view_drawable(hostile, tmp_path):
@@ -256,6 +309,13 @@ def test_hostile_text_leaves_the_view_drawable(hostile, tmp_path):
     page.feed(html)
     data = json.loads(next(text for kind, text in page.scripts if kind == "application/json"))
     assert HOSTILE_NAME in {e["title"] for e in data["entities"]}  # the data reaches the page whole
+    dom = headless_dom(tmp_path / "g.html", tmp_path)
+    assert 'id="status">loading…<' not in dom and "entities" in dom.split('id="status"', 1)[1][:300], dom[-2000:]
+    assert not re.search(r"<body[^>]*data-pwned", dom), "a script from the data ran"
+
+
+def headless_dom(page: Path, tmp_path: Path) -> str:
+    """The page's DOM after headless Chromium loaded it (and ran what it runs)."""
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:  # CI's set-up installs it: there, its absence is a failure, not a skip
         if os.environ.get("CI"):
@@ -275,27 +335,48 @@ def test_hostile_text_leaves_the_view_drawable(hostile, tmp_path):
             f"--user-data-dir={tmp_path / 'profile'}",
             "--virtual-time-budget=5000",
             "--dump-dom",
-            (tmp_path / "g.html").as_uri(),
+            page.as_uri(),
         ],
         capture_output=True,
         text=True,
         timeout=120,
     )
-    dom = done.stdout
-    assert 'id="status">loading…<' not in dom and "entities" in dom.split('id="status"', 1)[1][:300], dom[-2000:]
-    assert not re.search(r"<body[^>]*data-pwned", dom), "a script from the data ran"
+    return done.stdout
 
 
 class Tags(HTMLParser):
     def __init__(self):
         super().__init__()
-        self.seen, self.comments, self.images, self.handlers = set(), [], [], []
+        self.seen, self.comments, self.images, self.handlers, self.links = set(), [], [], [], []
 
     def handle_starttag(self, tag, attrs):
         self.seen.add(tag)
         self.handlers += [name for name, _ in attrs if name.startswith("on")]
         if tag == "img":
             self.images.append(dict(attrs).get("src", ""))
+        if tag == "a":
+            self.links.append(dict(attrs).get("href", ""))
 
     def handle_comment(self, data):
         self.comments.append(data)
+
+
+def test_exports_with_control_bytes_are_well_formed_xml(hostile, tmp_path):
+    import xml.etree.ElementTree as ET
+
+    for fmt in ("graphml", "gexf"):
+        (path,) = api.export_graph(hostile, fmt, tmp_path / fmt)
+        ET.parse(path)  # well-formed: Gephi and every XML reader open it
+        g = nx.read_graphml(path) if fmt == "graphml" else nx.read_gexf(path)
+        described = [d for _, d in g.nodes(data=True) if "a page about" in (d.get("description") or "")]
+        assert described and not CONTROL.search(described[0]["description"]), described[:1]
+        assert described[0]["description"].endswith(" end")  # the text around them kept
+
+
+def test_query_output_holds_no_terminal_control(hostile):
+    """Every entity's description (the hostile fixture's) holds control sequences; the context printed shows them."""
+    for extra in ([], ["--streaming"]):
+        done = cli("query", "--method", "local", "--context-only", *extra, "EVIL script 李明", root=hostile)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "a page about" in done.stdout  # the hostile description was printed...
+        assert not CONTROL.search(done.stdout + done.stderr), repr(CONTROL.findall(done.stdout + done.stderr))

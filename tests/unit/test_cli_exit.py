@@ -74,3 +74,18 @@ def test_verbose_before_or_after_the_subcommand_shows_the_traceback_and_is_kept_
         assert seen["verbose"] is True and seen["words"] == ["a"]
     finally:
         app.registered_commands[:] = [c for c in app.registered_commands if c.name != "probe-verbose"]
+
+
+def test_printable_strips_every_terminal_control_sequence_and_byte():
+    from graphrag_ray.cli.terminal import printable
+
+    assert printable("a\x1b]0;title\x07b") == "ab"  # OSC ended by BEL
+    assert printable("a\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\b") == "alinkb"  # OSC 8 hyperlink, ended by ST
+    assert printable("kept\x1b]0;unterminated swallows the rest") == "kept"
+    assert printable("a\x1b[2J\x1b[31mred\x1b[0m") == "ared"  # CSI
+    assert printable("a\x9b31mb\x9d0;t\x9cc") == "abc"  # C1 CSI and OSC
+    assert printable("bell\x07 back\x08 del\x7f nul\x00 vt\x0b ff\x0c") == "bell back del nul vt ff"
+    assert printable("line\r\nnext\ttab\rover") == "line\nnext\ttabover"
+    # a sequence cut between two streamed pieces cannot form: the ESC is gone from the first
+    assert "\x1b" not in printable("text \x1b") + printable("]0;title")
+    assert printable("李明 café ✓") == "李明 café ✓"
