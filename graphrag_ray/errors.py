@@ -22,6 +22,13 @@ class UsageError(GraphRagRayError):
     exit_code = 2
 
 
+class QuestionTooLong(UsageError):
+    """A question over query.max_question_chars: the client's mistake (400 from `serve`); the command exits 1, as a
+    question it cannot send."""
+
+    exit_code = 1
+
+
 class InputError(GraphRagRayError):
     """The input documents cannot be used."""
 

@@ -457,6 +457,12 @@ class ServeConfig(Section):
         64, "questions waiting for a replica; beyond them a request gets 429 with Retry-After", gt=0
     )
     retry_after_s: int = doc(2, "the Retry-After a refused request is given, in seconds", gt=0)
+    max_body_bytes: int = doc(1 << 20, "a larger request body is refused with 413, unread", gt=0)
+    max_field_chars: int = doc(
+        200,
+        "longest model name, response_type or role a request may send (the question: query.max_question_chars)",
+        gt=0,
+    )
     reload_check_s: float = doc(2.0, "how often a replica looks for a newly published version (CURRENT)", gt=0)
 
 

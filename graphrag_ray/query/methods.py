@@ -3,7 +3,7 @@ command line checks here before importing the engines)."""
 
 from __future__ import annotations
 
-from graphrag_ray.errors import GraphRagRayError, UsageError
+from graphrag_ray.errors import QuestionTooLong, UsageError
 
 QUERY_METHODS = ("local", "global", "drift", "basic", "hybrid", "auto")
 METHOD_ALIASES = {"contextual": "auto"}  # the routed mode under the name the GraphRAG articles' mode table uses
@@ -17,7 +17,7 @@ def check_method(
     if not query or not query.strip():
         raise UsageError("empty query: give the question as an argument, with --query, or --query-file")
     if max_chars is not None and len(query) > max_chars:
-        raise GraphRagRayError(
+        raise QuestionTooLong(
             f"the question is {len(query):,} characters, over query.max_question_chars "
             f"({max_chars:,}): shorten it or raise the setting"
         )

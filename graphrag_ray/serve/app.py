@@ -28,9 +28,11 @@ from graphrag_ray.errors import (
     LLMUnavailableError,
     UsageError,
 )
+from graphrag_ray.query.methods import check_method
 from graphrag_ray.serve import protocol
-from graphrag_ray.serve.index_service import OPTIONS
+from graphrag_ray.serve.index_service import history_of
 from graphrag_ray.serve.protocol import Busy, ModelNotFound, Target
+from graphrag_ray.serve.requests import BadRequest, BodyTooLarge, messages_of, options_of, parse_body, read_body
 
 log = logging.getLogger("ray.serve.graphrag")  # under ray.serve: lands in the replica's Serve log
 OPEN_PATHS = ("/health",)
@@ -38,6 +40,7 @@ OPEN_PATHS = ("/health",)
 
 class Backend(Protocol):
     indexes: list[str]
+    question_chars: dict[str, int]  # each index's query.max_question_chars
 
     async def info(self, index: str) -> dict: ...
 
@@ -56,7 +59,9 @@ def original(exc: BaseException) -> BaseException:
 def status_of(exc: BaseException) -> tuple[int, str | None]:
     if isinstance(exc, ModelNotFound):
         return 404, "model_not_found"
-    if isinstance(exc, (UsageError, ConfigError)):
+    if isinstance(exc, BodyTooLarge):
+        return 413, "request_too_large"
+    if isinstance(exc, (UsageError, ConfigError, BadRequest)):
         return 400, None
     if isinstance(exc, IndexMissingError):
         return 503, "index_unavailable"
@@ -65,12 +70,6 @@ def status_of(exc: BaseException) -> tuple[int, str | None]:
     if isinstance(exc, Busy):
         return 429, "busy"
     return 500, None
-
-
-def options_of(body: dict) -> dict:
-    """The query settings a request may set, as extra body fields (OpenAI SDK: extra_body) or Ollama options."""
-    found = {**(body.get("options") or {}), **body}
-    return {key: found[key] for key in OPTIONS if found.get(key) is not None}
 
 
 class RequestLog:
@@ -88,11 +87,40 @@ class RequestLog:
 
 
 def make_app(
-    backend: Backend, api_key: str | None = None, retry_after: int = 2, request_log: str | None = None
+    backend: Backend,
+    api_key: str | None = None,
+    retry_after: int = 2,
+    request_log: str | None = None,
+    max_body_bytes: int = 1 << 20,
+    max_field_chars: int = 200,
 ) -> FastAPI:
     api_key = api_key or os.environ.get("GRAPHRAG_SERVE_API_KEY") or None
     app = FastAPI(title="graphrag-ray", docs_url=None, redoc_url=None)
     journal = RequestLog(request_log)
+
+    async def body_of(request: Request, kind: str):
+        """The request's body as the model `kind` (serve/requests.py): 400 / 413 when it is not one."""
+        return parse_body(await read_body(request, max_body_bytes), kind, max_field_chars)
+
+    def checked(model: str, messages: list[dict], options: dict) -> Target:
+        """The target of a question checked here, as the command line checks it before loading anything: a client's
+        mistake (no question, too long, a bad level) is refused by the ingress, never raised in a replica."""
+        target = protocol.resolve_model(model, backend.indexes)
+        question, _ = history_of(messages)
+        limits = [backend.question_chars[i] for i in target.indexes if i in backend.question_chars]
+        check_method(question, target.method, options.get("community_level"), min(limits, default=None))
+        return target
+
+    @app.exception_handler(GraphRagRayError)
+    async def known_error(request: Request, exc: GraphRagRayError):
+        """Every refusal - the client's mistake, a missing index, a busy queue, a failing model - in the shape of
+        the protocol asked (Ollama's on /api/*): a status and one line, no traceback."""
+        return error(exc, ollama=request.url.path.startswith("/api/"))
+
+    @app.exception_handler(Exception)
+    async def engine_bug(request: Request, exc: Exception):
+        """Anything else is ours (a bug): 500 in the same shapes, logged with its traceback."""
+        return error(exc, ollama=request.url.path.startswith("/api/"))
 
     def error(exc: BaseException, ollama: bool = False) -> JSONResponse:
         exc = original(exc)
@@ -167,20 +195,16 @@ def make_app(
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
-        body = await request.json()
-        model = body.get("model", "")
-        try:
-            target = protocol.resolve_model(model, backend.indexes)
-            messages = body.get("messages") or []
-            if not body.get("stream"):
-                payload = await backend.ask(target, messages, options_of(body))
-                remember(request, target, payload)
-                return protocol.chat_completion(payload, model, target)
-            pieces = backend.stream(target, messages, options_of(body))
-            first = await first_of(pieces)
-        except Exception as exc:  # noqa: BLE001 - every failure is an OpenAI-shaped reply
-            return error(exc)
-        usage_wanted = bool((body.get("stream_options") or {}).get("include_usage"))
+        body = await body_of(request, "openai_chat")
+        model, messages = body.model, messages_of(body)
+        target = checked(model, messages, options_of(body))
+        if not body.stream:
+            payload = await backend.ask(target, messages, options_of(body))
+            remember(request, target, payload)
+            return protocol.chat_completion(payload, model, target)
+        pieces = backend.stream(target, messages, options_of(body))
+        first = await first_of(pieces)
+        usage_wanted = bool((body.stream_options or {}).get("include_usage"))
         return StreamingResponse(
             openai_events(request, pieces, first, model, target, usage_wanted), media_type="text/event-stream"
         )
@@ -219,16 +243,13 @@ def make_app(
     @app.post("/v1/context")
     async def context(request: Request):
         """Retrieval only: the context (entities, relationships, reports, sources...) with no answer call."""
-        body = await request.json()
-        try:
-            target = protocol.resolve_model(body.get("model", ""), backend.indexes)
-            messages = body.get("messages") or [{"role": "user", "content": body.get("query", "")}]
-            payload = await backend.context(target, messages, options_of(body))
-        except Exception as exc:  # noqa: BLE001 - as above
-            return error(exc)
+        body = await body_of(request, "context")
+        messages = messages_of(body) or [{"role": "user", "content": body.query}]
+        target = checked(body.model, messages, options_of(body))
+        payload = await backend.context(target, messages, options_of(body))
         remember(request, target, payload)
         return {
-            "model": body.get("model"),
+            "model": body.model,
             "indexes": list(target.indexes),
             "method": payload["method"],
             "context": payload["context"],
@@ -265,12 +286,9 @@ def make_app(
 
     @app.post("/api/show")
     async def ollama_show(request: Request):
-        body = await request.json()
-        name = body.get("model") or body.get("name") or ""
-        try:
-            target = protocol.resolve_model(name, backend.indexes)
-        except Exception as exc:  # noqa: BLE001
-            return error(exc, ollama=True)
+        body = await body_of(request, "ollama_show")
+        name = body.model or body.name
+        target = protocol.resolve_model(name, backend.indexes)
         return {
             "modelfile": "",
             "parameters": "",
@@ -282,31 +300,28 @@ def make_app(
 
     @app.post("/api/chat")
     async def ollama_chat(request: Request):
-        body = await request.json()
-        return await ollama_reply(request, body, body.get("messages") or [], chat=True)
+        body = await body_of(request, "ollama_chat")
+        return await ollama_reply(request, body, messages_of(body), chat=True)
 
     @app.post("/api/generate")
     async def ollama_generate(request: Request):
-        body = await request.json()
-        return await ollama_reply(request, body, [{"role": "user", "content": body.get("prompt", "")}], chat=False)
+        body = await body_of(request, "ollama_generate")
+        return await ollama_reply(request, body, [{"role": "user", "content": body.prompt}], chat=False)
 
-    async def ollama_reply(request: Request, body: dict, messages: list[dict], chat: bool):
-        model, started = body.get("model", ""), time.monotonic()
-        try:
-            target = protocol.resolve_model(model, backend.indexes)
-            if body.get("stream") is False:
-                payload = await backend.ask(target, messages, options_of(body))
-                remember(request, target, payload)
-                reply = protocol.ollama_final(payload, model, started, chat)
-                reply["message" if chat else "response"] = (
-                    {"role": "assistant", "content": payload["response"]} if chat else payload["response"]
-                )
-                reply["graphrag"] = protocol.extension(payload, target)
-                return reply
-            pieces = backend.stream(target, messages, options_of(body))
-            first = await first_of(pieces)
-        except Exception as exc:  # noqa: BLE001 - Ollama's error shape: {"error": "..."}
-            return error(exc, ollama=True)
+    async def ollama_reply(request: Request, body, messages: list[dict], chat: bool):
+        model, started = body.model, time.monotonic()
+        target = checked(model, messages, options_of(body))
+        if not body.stream:
+            payload = await backend.ask(target, messages, options_of(body))
+            remember(request, target, payload)
+            reply = protocol.ollama_final(payload, model, started, chat)
+            reply["message" if chat else "response"] = (
+                {"role": "assistant", "content": payload["response"]} if chat else payload["response"]
+            )
+            reply["graphrag"] = protocol.extension(payload, target)
+            return reply
+        pieces = backend.stream(target, messages, options_of(body))
+        first = await first_of(pieces)
         return StreamingResponse(
             ollama_lines(request, pieces, first, model, target, started, chat), media_type="application/x-ndjson"
         )

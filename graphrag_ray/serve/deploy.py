@@ -112,8 +112,9 @@ def parts(others: list | None) -> list[HandlePart]:
 class HandleBackend:
     """serve/app.py's backend over the index deployments' handles; a full queue becomes Busy (429)."""
 
-    def __init__(self, handles: dict[str, Any], retry_after: int):
+    def __init__(self, handles: dict[str, Any], retry_after: int, question_chars: dict[str, int] | None = None):
         self.handles, self.indexes, self.retry_after = handles, list(handles), retry_after
+        self.question_chars = question_chars or {}
 
     def _call(self, target: Target, options: dict, stream: bool = False):
         """(handle of the index that answers, the others as (name, handle, options))."""
@@ -157,18 +158,33 @@ class HandleBackend:
 class Ingress:
     """The HTTP ingress: routes every request to the deployments of the indexes its model names."""
 
-    def __init__(self, handles: dict[str, Any], key_root: str, request_log: str | None, app_name: str = APP_NAME):
+    def __init__(
+        self,
+        handles: dict[str, Any],
+        key_root: str,
+        request_log: str | None,
+        app_name: str = APP_NAME,
+        question_chars: dict[str, int] | None = None,
+    ):
         # the key is never an argument (Ray Serve keeps those in its application state): the one `serve` was given
         # is handed over in the cluster's key-value store; otherwise (`serve deploy`, KubeRay) the first root's
         # settings (.env included) or the replica's environment
         settings = load_settings(key_root)
         handed = handed_key(app_name)
         self.api_key = handed or (settings.serve.api_key.get_secret_value() if settings.serve.api_key else None)
-        self.retry_after, self.request_log = settings.serve.retry_after_s, request_log
-        self.backend = HandleBackend(handles, self.retry_after)
+        self.serve, self.request_log = settings.serve, request_log
+        self.backend = HandleBackend(handles, settings.serve.retry_after_s, question_chars)
 
     def __serve_build_asgi_app__(self):
-        return make_app(self.backend, self.api_key, self.retry_after, self.request_log)
+        limits = self.serve
+        return make_app(
+            self.backend,
+            self.api_key,
+            limits.retry_after_s,
+            self.request_log,
+            max_body_bytes=limits.max_body_bytes,
+            max_field_chars=limits.max_field_chars,
+        )
 
 
 def build_app(args: dict):
@@ -179,7 +195,7 @@ def build_app(args: dict):
     if not roots:
         raise UsageError("serve: give at least one --root (or `roots:` in the application's args)")
     app_name = args.get("name", APP_NAME)
-    handles = {}
+    handles, question_chars = {}, {}
     for root in roots:
         settings = load_settings(root)
         name = index_name(root, settings)
@@ -198,7 +214,8 @@ def build_app(args: dict):
             ray_actor_options={"num_cpus": cfg.replica_cpus},
         )
         handles[name] = deployment.bind(root, app_name)
-    return Ingress.bind(handles, roots[0], args.get("request_log"), app_name)
+        question_chars[name] = settings.query.max_question_chars
+    return Ingress.bind(handles, roots[0], args.get("request_log"), app_name, question_chars)
 
 
 KEY_NAMESPACE = "graphrag-serve"

@@ -52,6 +52,9 @@ def model_names(indexes: list[str]) -> list[str]:
 
 
 def resolve_model(model: str, indexes: list[str]) -> Target:
+    """The indexes and method a model name picks; ModelNotFound (quoting no more than a prefix of the name)."""
+    from graphrag_ray.serve.requests import shown
+
     name = (model or "").strip()
     if ":" in name:  # Ollama's tag (`:latest`)
         name = name.rsplit(":", 1)[0]
@@ -60,17 +63,19 @@ def resolve_model(model: str, indexes: list[str]) -> Target:
         if name in SERVED_METHODS and len(indexes) == 1:
             return Target((indexes[0],), name)
         raise ModelNotFound(
-            f"model {model!r}: name an index and a method, as <index>/<method> (have: "
+            f"model {shown(model)}: name an index and a method, as <index>/<method> (have: "
             f"{', '.join(indexes)}; methods: {', '.join(SERVED_METHODS)})"
         )
     where, method = name.rsplit("/", 1)
     method = ALIASES.get(method, method)
     if method not in SERVED_METHODS:
-        raise ModelNotFound(f"model {model!r}: unknown method {method!r} (have: {', '.join(SERVED_METHODS)})")
+        raise ModelNotFound(f"model {shown(model)}: unknown method {shown(method)} (have: {', '.join(SERVED_METHODS)})")
     chosen = tuple(indexes) if where == MULTI else tuple(where.split("+"))
     unknown = [i for i in chosen if i not in indexes]
     if unknown:
-        raise ModelNotFound(f"model {model!r}: no index named {unknown[0]!r} is served (have: {', '.join(indexes)})")
+        raise ModelNotFound(
+            f"model {shown(model)}: no index named {shown(unknown[0])} is served (have: {', '.join(indexes)})"
+        )
     return Target(chosen, method)
 
 

@@ -339,3 +339,56 @@ def test_serve_names_a_missing_index_in_one_line(tmp_path):
     )
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("error: no index at"), done.stderr
+
+
+def raw_post(url: str, path: str, body: bytes) -> tuple[int, dict]:
+    request = urllib.request.Request(
+        url + path, data=body, headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as refused:
+        return refused.code, json.loads(refused.read())
+
+
+def serve_tracebacks() -> int:
+    from ray._private.worker import global_worker
+
+    logs = Path(global_worker.node.get_session_dir_path()) / "logs"
+    return sum(p.read_text(errors="replace").count("Traceback") for p in logs.rglob("*.log") if p.is_file())
+
+
+def test_malformed_requests_get_400_or_413_in_their_protocols_shape_and_no_traceback(served):
+    url, question = served["url"], {"role": "user", "content": "Who keeps the lighthouse?"}
+    ok = {"model": "lighthouse/basic", "messages": [question]}
+    cases = {
+        "not JSON": (b"{not json", 400),
+        "a list": (b"[1, 2]", 400),
+        "messages as a string": (json.dumps({**ok, "messages": "hi"}).encode(), 400),
+        "community_level abc": (json.dumps({**ok, "community_level": "abc"}).encode(), 400),
+        "a 5,000-character question": (
+            json.dumps({**ok, "messages": [{"role": "user", "content": "why " * 1250}]}).encode(),
+            400,
+        ),
+        "a 95 KB response_type": (json.dumps({**ok, "response_type": "x" * 95_000}).encode(), 400),
+        "a 10,000-character model": (json.dumps({**ok, "model": "m" * 10_000}).encode(), 400),
+        "a 2 MB body": (json.dumps({**ok, "padding": "p" * 2_000_000}).encode(), 413),
+    }
+    before = serve_tracebacks()
+    for name, (body, status) in cases.items():
+        for path in ("/v1/chat/completions", "/api/chat"):
+            got, reply = raw_post(url, path, body)
+            assert got == status, (name, path, got, reply)
+            message = reply["error"] if path.startswith("/api/") else reply["error"]["message"]
+            assert isinstance(message, str) and 0 < len(message) < 300, (name, path, reply)
+            assert "Traceback" not in message and "m" * 100 not in message and "x" * 100 not in message
+    assert serve_tracebacks() == before  # a client's mistake is no error of ours: nothing in the logs
+    with pytest.raises(openai.BadRequestError):  # the real clients raise their own errors
+        client(served).chat.completions.create(model="lighthouse/basic", messages="hi")
+    with pytest.raises(openai.BadRequestError):
+        ask(served, "lighthouse/basic", "Who keeps it?", extra_body={"response_type": "x" * 95_000})
+    o = ollama.Client(host=url, headers={"Authorization": f"Bearer {KEY}"})
+    with pytest.raises(ollama.ResponseError) as refused:
+        o.chat(model="lighthouse/basic", messages=[{"role": "user", "content": "why " * 1250}])
+    assert refused.value.status_code == 400
