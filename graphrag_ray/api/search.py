@@ -9,6 +9,7 @@ from pathlib import Path
 from graphrag_ray.config.load import load_settings
 from graphrag_ray.config.settings import Settings
 from graphrag_ray.errors import UsageError
+from graphrag_ray.llm.deadline import question_deadline
 from graphrag_ray.llm.models import Models
 from graphrag_ray.storage.location import as_location, resolve
 from graphrag_ray.storage.tables import current_index
@@ -132,6 +133,16 @@ async def _engine(asked: dict, opened: list[Models]):
     )
 
 
+def _deadline_s(asked: dict) -> float:
+    """The question's query.deadline_s (its settings are loaded here once, and handed on to the engine)."""
+    root = asked["root"]
+    if isinstance(root, (list, tuple)) and len(root) > 1:
+        return load_settings(root[0]).query.deadline_s
+    if asked["settings"] is None:
+        asked["settings"] = load_settings(root[0] if isinstance(root, (list, tuple)) else root, asked["config_file"])
+    return asked["settings"].query.deadline_s
+
+
 @contextlib.asynccontextmanager
 async def _closing(*models: Models):
     """Around a public async API call: the Models it made (given, or added to the list it yields) close their
@@ -161,8 +172,8 @@ async def search(
 ):
     """Any method, `auto` included; returns a SearchResult (its details say the route taken)."""
     asked = dict(locals())
-    async with _closing() as opened:
-        engine, details = await _engine(asked, opened)
+    async with _closing() as opened, question_deadline(_deadline_s(asked)):
+        engine, details = await _engine(asked, opened)  # `auto` asks the model to route: within the deadline
         result = await (
             engine.context_only(query, conversation_history)
             if context_only
@@ -189,7 +200,7 @@ async def search_streaming(
     """Yield the answer's pieces as they arrive, for any method (`auto` routes first); `on_result(SearchResult)`
     is called at the end with the whole result."""
     asked = dict(locals())
-    async with _closing() as opened:
+    async with _closing() as opened, question_deadline(_deadline_s(asked)):
         engine, details = await _engine(asked, opened)
         async with contextlib.aclosing(engine.stream_search(query, conversation_history)) as chunks:
             async for chunk in chunks:  # left early: the stream is closed here, before the clients are

@@ -401,6 +401,12 @@ class QueryConfig(Section):
     question_gen_prompt: str = doc("prompts/question_gen_system.txt", "question generation prompt")
     router_prompt: str = doc("prompts/router.txt", "auto-routing classification prompt")
     hybrid_prompt: str = doc("prompts/hybrid_combine.txt", "hybrid search: prompt joining local and global answers")
+    deadline_s: float = doc(
+        120.0,
+        "a question's model calls (endpoint check, retries, stalls) end within this many seconds, with one line "
+        "naming the endpoint; 0: no deadline. Indexing has none: it judges a slow server by its progress",
+        ge=0,
+    )
     max_question_chars: int = doc(
         4000,
         "a longer question is refused before any call (DRIFT and global search "

@@ -95,7 +95,7 @@ class PlainProgress:
 
 def _slowest_in_flight() -> float | None:
     """The oldest chat request this process waits on (in-process workers; Ray's actors keep theirs)."""
-    from graphrag_ray.llm.client import slowest_in_flight
+    from graphrag_ray.llm.in_flight import slowest_in_flight
 
     return slowest_in_flight()
 

@@ -19,6 +19,7 @@ from graphrag_ray.errors import LLMUnavailableError
 from graphrag_ray.llm.cache import ResponseCache
 from graphrag_ray.llm.client import OpenAIClient, RateLimitedError, StalledError, TimedOutError, TransientLLMError
 from graphrag_ray.llm.concurrency import AdaptiveConcurrency
+from graphrag_ray.llm.deadline import within_deadline
 from graphrag_ray.llm.ledger import PaidJournal, Recording, UsageLedger, active_ledger
 from graphrag_ray.llm.retry import retrying
 from graphrag_ray.llm.tokens import tokenizer_for
@@ -146,7 +147,13 @@ class ModelBase:
         """One request through the retry loop (and alongside the endpoint check, for a query's first request)."""
         try:
             attempts = self._attempts(reserve, stage, send)
-            return await (attempts if self._endpoint_ok or not self.check_first else self._alongside_check(attempts))
+            async with within_deadline(self.client.where):  # a question's calls end by its deadline
+                return await (
+                    attempts if self._endpoint_ok or not self.check_first else self._alongside_check(attempts)
+                )
+        except LLMUnavailableError:
+            self.usage.record(stage, self.config.model, failures=1)
+            raise
         except TransientLLMError as exc:
             self.usage.record(stage, self.config.model, failures=1)
             policy = self.config.retry

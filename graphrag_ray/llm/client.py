@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from graphrag_ray.config.settings import ModelConfig
 from graphrag_ray.errors import LLMFatalError
+from graphrag_ray.llm import in_flight
 from graphrag_ray.llm.http import (
     NoAnswer,
     encode,
@@ -51,17 +52,6 @@ class TimedOutError(TransientLLMError):
 
 class StalledError(TransientLLMError):
     """A streamed request's endpoint sent nothing for stall_timeout: the server may still be generating it."""
-
-
-# endpoint -> when it last sent a piece of any answer to this process (time.monotonic())
-_PROGRESS: dict[tuple[str, str], float] = {}
-_IN_FLIGHT: dict[int, float] = {}  # chat requests of this process on their way: id -> when sent
-
-
-def slowest_in_flight() -> float | None:
-    """Seconds the oldest chat request of this process has been waiting for its answer (None: none waits)."""
-    started = min(_IN_FLIGHT.values(), default=None)
-    return None if started is None else time.monotonic() - started
 
 
 PROGRESS_CHECK_S = 1.0
@@ -182,15 +172,10 @@ class OpenAIClient:
         progress, not by the total time a long answer takes to generate."""
         if self.streams:
             usage: dict[str, Any] = {}
-            token = object()
-            _IN_FLIGHT[id(token)] = time.monotonic()
             pieces = received if received is not None else []  # the caller sees what came, if it is stopped
-            try:
-                async for piece in self.chat_stream(messages, params, usage):
-                    pieces.append(piece)
-                content = "".join(pieces)
-            finally:
-                _IN_FLIGHT.pop(id(token), None)
+            async for piece in self.chat_stream(messages, params, usage):
+                pieces.append(piece)
+            content = "".join(pieces)
             return Completion(
                 content,
                 usage.get("prompt_tokens", 0),
@@ -199,14 +184,7 @@ class OpenAIClient:
                 reasoning_tokens=usage.get("reasoning_tokens", 0),
                 reasoning=usage.get("reasoning", ""),
             )
-        token = object()
-        _IN_FLIGHT[id(token)] = time.monotonic()
-        try:
-            data = await self._shaped(
-                lambda wire: self._post_json("/chat/completions", self._body(messages, wire)), params
-            )
-        finally:
-            _IN_FLIGHT.pop(id(token), None)
+        data = await self._shaped(lambda wire: self._post_json("/chat/completions", self._body(messages, wire)), params)
         choice = (data.get("choices") or [{}])[0] or {}
         message = choice.get("message") or {}
         content, reasoning = split_reasoning(str(message.get("content") or ""), message)
@@ -241,6 +219,7 @@ class OpenAIClient:
 
     async def _post_json(self, path: str, body: dict[str, Any]) -> dict:
         """One POST of a JSON body; the answer's JSON object."""
+        token = in_flight.begin(self.where, self._endpoint)
         try:
             if self._sdk is not None:
                 import httpx2
@@ -259,6 +238,8 @@ class OpenAIClient:
             raise
         except Exception as exc:
             raise self._translate(exc) from None
+        finally:
+            in_flight.end(token)
         if not isinstance(data, dict):
             raise TransientLLMError(f"{self.where} sent an answer that is not a JSON object")
         return data
@@ -269,6 +250,7 @@ class OpenAIClient:
         """Yield the answer's text deltas (reasoning left out); fills usage_out with prompt / completion / reasoning
         tokens from the final chunk."""
         thinking = ThinkFilter()
+        token = in_flight.begin(self.where, self._endpoint)
         try:
             chunks = await self._shaped(
                 lambda wire: self._opened_stream(self._body(messages, wire, stream=True)),
@@ -300,6 +282,8 @@ class OpenAIClient:
             raise TransientLLMError(f"{self.where} sent a stream event that is not JSON") from None
         except Exception as exc:
             raise self._translate(exc) from None
+        finally:
+            in_flight.end(token)
 
     async def _opened_stream(self, body: dict[str, Any]) -> AsyncIterator[dict]:
         """The stream's events, its first one already read: a refusal (400) is raised here, before any text. The
@@ -320,7 +304,7 @@ class OpenAIClient:
         except BaseException:
             watchdog.cancel()
             raise
-        _PROGRESS[self._endpoint] = time.monotonic()
+        in_flight.progressed(self._endpoint)
 
         async def rest() -> AsyncIterator[dict]:
             try:
@@ -329,7 +313,7 @@ class OpenAIClient:
                 yield first
                 reader[0] = asyncio.current_task()  # the task reading on may not be the one that opened it
                 async for event in events:
-                    _PROGRESS[self._endpoint] = time.monotonic()
+                    in_flight.progressed(self._endpoint)
                     yield event
             except asyncio.CancelledError:
                 if stalled:
@@ -348,7 +332,7 @@ class OpenAIClient:
         stall = self.config.stall_timeout
         while True:
             await asyncio.sleep(min(PROGRESS_CHECK_S, stall))
-            if time.monotonic() - max(_PROGRESS.get(self._endpoint, 0.0), started) > stall:
+            if time.monotonic() - max(in_flight.last_progress(self._endpoint), started) > stall:
                 stalled.append(True)
                 reader[0].cancel()
                 return
@@ -459,6 +443,7 @@ class OpenAIClient:
 
     async def list_models(self) -> list[str]:
         """GET /models: proves the endpoint and key work without spending a token."""
+        token = in_flight.begin(self.where, self._endpoint)
         try:
             if self._sdk is not None:
                 return [m.id for m in (await self._sdk.models.list()).data]
@@ -474,6 +459,8 @@ class OpenAIClient:
             ) from None
         except Exception as exc:
             raise self._translate(exc) from None
+        finally:
+            in_flight.end(token)
 
     async def close(self) -> None:
         if not self.closed:

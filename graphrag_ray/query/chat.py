@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Callable
 
 from graphrag_ray.errors import GraphRagRayError
+from graphrag_ray.llm.deadline import question_deadline
 from graphrag_ray.query.context.history import ConversationHistory, ConversationRole
 from graphrag_ray.query.local import LocalSearch
 from graphrag_ray.query.question_gen import LocalQuestionGen
@@ -55,16 +56,18 @@ async def chat_loop(
             continue
         write("Assistant: ", end="")
         pieces = []
-        async for piece in local.stream_search(query, history):
-            pieces.append(piece)
-            write(piece, end="", flush=True)
+        async with question_deadline(local.settings.query.deadline_s):  # each turn's calls end in time
+            async for piece in local.stream_search(query, history):
+                pieces.append(piece)
+                write(piece, end="", flush=True)
         write("")
         if local.last_result is not None:
             write(local.last_result.usage_line())
         history.add_turn(ConversationRole.USER, query)
         history.add_turn(ConversationRole.ASSISTANT, "".join(pieces))
         try:
-            follow_ups = (await question_gen.agenerate(history.user_questions(), None, question_count)).response
+            async with question_deadline(local.settings.query.deadline_s):
+                follow_ups = (await question_gen.agenerate(history.user_questions(), None, question_count)).response
         except GraphRagRayError as exc:  # the answer stands; the conversation goes on without suggestions
             follow_ups = []
             write(f"[note] no follow-up questions this time: {exc}")

@@ -183,10 +183,17 @@ class IndexService:
         finally:
             self._turns.release()
 
+    def deadline(self):
+        """A question's model calls end within query.deadline_s of its turn (the queue before it is not the
+        model's wait); the 502 names the endpoint."""
+        from graphrag_ray.llm.deadline import question_deadline
+
+        return question_deadline(self.settings.query.deadline_s, report=None)
+
     async def ask(self, method: str, messages: list[dict], options: dict, others: list | None = None) -> dict:
         """The answer and its payload. `others`: further indexes asked with this one (query/multi.py), as parts
         (other deployments' handles): this replica makes the answer."""
-        async with self.turn():
+        async with self.turn(), self.deadline():
             return await self._ask(method, messages, options, others)
 
     async def _ask(self, method: str, messages: list[dict], options: dict, others: list | None) -> dict:
@@ -199,7 +206,7 @@ class IndexService:
         self, method: str, messages: list[dict], options: dict, others: list | None = None
     ) -> AsyncIterator[dict]:
         """{"delta": text} pieces as the answer arrives, then {"done": payload}."""
-        async with self.turn():
+        async with self.turn(), self.deadline():
             engine, question, history, details = await self._question(method, messages, options, others)
             async for piece in engine.stream_search(question, history):
                 if piece:
@@ -209,7 +216,7 @@ class IndexService:
 
     async def context(self, method: str, messages: list[dict], options: dict, others: list | None = None) -> dict:
         """The context a method would answer from, as tables of records, and its text; no answer call."""
-        async with self.turn():
+        async with self.turn(), self.deadline():
             engine, question, history, details = await self._question(method, messages, options, others)
             result = await engine.context_only(question, history)
         result.details.update(details)

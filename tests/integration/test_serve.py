@@ -392,3 +392,31 @@ def test_malformed_requests_get_400_or_413_in_their_protocols_shape_and_no_trace
     with pytest.raises(ollama.ResponseError) as refused:
         o.chat(model="lighthouse/basic", messages=[{"role": "user", "content": "why " * 1250}])
     assert refused.value.status_code == 400
+
+
+def test_a_question_to_a_silent_endpoint_gets_502_within_the_deadline(served, tmp_path):
+    """A model endpoint that accepts the connection and never answers: the served question ends within
+    query.deadline_s + 5 s with a 502 naming the endpoint."""
+    from ray import serve
+
+    from graphrag_ray.serve.deploy import build_app, stop_server
+    from tests.reliability.test_silent_endpoint import silent_endpoint
+
+    with silent_endpoint() as url:
+        root = tmp_path / "silent"
+        shutil.copytree(served["lighthouse"], root, ignore=shutil.ignore_patterns("cache"))
+        settings = yaml.safe_load((root / "settings.yaml").read_text(encoding="utf-8"))
+        settings["models"]["default_chat"]["api_base"] = url
+        settings["query"] = {"deadline_s": 8}
+        settings["serve"] = {"name": "silent", "replica_cpus": 0.25}
+        (root / "settings.yaml").write_text(yaml.safe_dump(settings, allow_unicode=True), encoding="utf-8")
+        serve.run(build_app({"roots": [str(root)], "name": "silent"}), name="silent", route_prefix="/silent")
+        try:
+            body = json.dumps({"model": "basic", "messages": [{"role": "user", "content": "Who keeps it?"}]})
+            started = time.monotonic()
+            status, reply = raw_post(served["url"] + "/silent", "/v1/chat/completions", body.encode())
+            took = time.monotonic() - started
+        finally:
+            stop_server("silent")
+    assert status == 502 and took <= 8 + 5, (status, took, reply)
+    assert url in reply["error"]["message"] and "query.deadline_s" in reply["error"]["message"], reply
