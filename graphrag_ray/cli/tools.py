@@ -61,6 +61,10 @@ def simulate_llm(
     stream_rate: float = typer.Option(0.0, help="tokens per second generated, as a slow local server (0: at once)"),
     serial: bool = typer.Option(False, help="one answer at a time; an abandoned one is generated to its end"),
     busy_models: bool = typer.Option(False, help="GET /models waits while an answer is generated (llama.cpp)"),
+    cut_streams: bool = typer.Option(
+        False, help="end a stream with [DONE] and no finish_reason when another request waits (llama-cpp-python)"
+    ),
+    prefill_rate: float = typer.Option(0.0, help="prompt tokens read per second before the first byte (0: at once)"),
 ) -> None:
     """Run the OpenAI-compatible simulator (for tests, benchmarks and rehearsals; costs nothing)."""
     from graphrag_ray.simulate.faults import FaultRates
@@ -94,6 +98,8 @@ def simulate_llm(
         stream_rate=stream_rate,
         serial=serial,
         busy_models=busy_models,
+        cut_streams=cut_streams,
+        prefill_rate=prefill_rate,
     )
     serve(config, host, port)
 

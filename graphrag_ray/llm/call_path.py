@@ -17,7 +17,14 @@ from typing import Any, Awaitable, Callable
 from graphrag_ray.config.settings import ModelConfig
 from graphrag_ray.errors import LLMUnavailableError
 from graphrag_ray.llm.cache import ResponseCache
-from graphrag_ray.llm.client import OpenAIClient, RateLimitedError, StalledError, TimedOutError, TransientLLMError
+from graphrag_ray.llm.client import (
+    CutStreamError,
+    OpenAIClient,
+    RateLimitedError,
+    StalledError,
+    TimedOutError,
+    TransientLLMError,
+)
 from graphrag_ray.llm.concurrency import AdaptiveConcurrency
 from graphrag_ray.llm.deadline import within_deadline
 from graphrag_ray.llm.ledger import PaidJournal, Recording, UsageLedger, active_ledger
@@ -188,6 +195,9 @@ class ModelBase:
         except (TimedOutError, StalledError):
             self.usage.record(stage, self.config.model, abandoned=1)
             raise
+        except CutStreamError:
+            self.usage.record(stage, self.config.model, cut_streams=1)
+            raise
 
     async def _alongside_check(self, work: Awaitable) -> Any:
         """`work`, after the endpoint check (an unreachable endpoint, a bad key, an unknown model are named within
@@ -247,8 +257,9 @@ class ModelBase:
                 )
                 self.limiter.learn(key, rpm, tpm, *self.client.announced_limits)
                 raise
-            except (StalledError, TimedOutError):
-                # the server may still be generating it: fewer requests at once, so the re-send does not pile on
+            except (StalledError, TimedOutError, CutStreamError):
+                # the server may still be generating it, or cuts streams while others wait: fewer requests at once,
+                # so the re-send does not pile on
                 self.limiter.settle(key, grant, 0)
                 slots.refused()
                 raise

@@ -54,6 +54,14 @@ class StalledError(TransientLLMError):
     """A streamed request's endpoint sent nothing for stall_timeout: the server may still be generating it."""
 
 
+class CutStreamError(TransientLLMError):
+    """A stream ended (`[DONE]`, or the connection closed) with no finish_reason: cut short, not finished - as
+    llama.cpp's servers cut a stream when another request waits. Asked again, with fewer requests in flight."""
+
+
+CUTS_BEFORE_WHOLE_ANSWERS = 2  # an endpoint that cuts this many streams is asked for whole answers from then on
+
+
 PROGRESS_CHECK_S = 1.0
 
 
@@ -126,6 +134,7 @@ class OpenAIClient:
         self.config = config
         self.closed = False
         self.announced_limits: tuple[int | None, int | None] = (None, None)
+        self.cuts = 0  # streams this endpoint cut short
         self.shape: RequestShape = shape_for(config)
         self._endpoint = (config.api_base, config.model)
         self.streams = config.api_type == "openai" and (
@@ -273,6 +282,8 @@ class OpenAIClient:
                         thinking.reasoning.append(str(reasoning))
                     if text := thinking.feed(str(delta.get("content") or "")):
                         yield text
+            if "finish_reason" not in usage_out:
+                raise self._cut()
             if rest := thinking.flush():
                 yield rest
             usage_out["reasoning"] = "".join(thinking.reasoning)
@@ -285,13 +296,30 @@ class OpenAIClient:
         finally:
             in_flight.end(token)
 
+    def _cut(self) -> CutStreamError:
+        """A cut stream: after a few, this client asks for whole answers (a server that cuts streams finishes
+        the requests it answers in one piece)."""
+        self.cuts += 1
+        if self.cuts == CUTS_BEFORE_WHOLE_ANSWERS and self.streams:
+            self.streams = False
+            log.warning(
+                "%s ended %d streams with no finish_reason (cut short: llama.cpp's server does so when another "
+                "request waits, see docs/llm.md): asking for whole answers from now on",
+                self.where,
+                self.cuts,
+            )
+        return CutStreamError(f"the stream from {self.where} ended with no finish_reason (cut short)")
+
     async def _opened_stream(self, body: dict[str, Any]) -> AsyncIterator[dict]:
         """The stream's events, its first one already read: a refusal (400) is raised here, before any text. The
         stream is given up only when its endpoint stalls (`_watch`)."""
         events = self._sdk_stream(body) if self._sdk is not None else self._direct_stream(body)
         reader = [asyncio.current_task()]  # the task to stop on a stall (the one reading, as it changes)
         stalled: list[bool] = []
-        watchdog = asyncio.ensure_future(self._watch(reader, time.monotonic(), stalled))
+        prompt_tokens = sum(len(str(m.get("content") or "")) for m in body.get("messages") or []) // 3
+        sent = time.monotonic()
+        reading = [in_flight.prefill_patience(self._endpoint, prompt_tokens)]  # patience for the prompt's reading
+        watchdog = asyncio.ensure_future(self._watch(reader, sent, stalled, reading))
         try:
             first = await events.__anext__()
         except StopAsyncIteration:
@@ -305,6 +333,8 @@ class OpenAIClient:
             watchdog.cancel()
             raise
         in_flight.progressed(self._endpoint)
+        in_flight.first_byte_after(self._endpoint, time.monotonic() - sent, prompt_tokens)
+        reading[0] = 0.0  # read: from here on, a silence is a stall
 
         async def rest() -> AsyncIterator[dict]:
             try:
@@ -324,15 +354,16 @@ class OpenAIClient:
 
         return rest()
 
-    async def _watch(self, reader: list, started: float, stalled: list) -> None:
+    async def _watch(self, reader: list, started: float, stalled: list, reading: list[float]) -> None:
         """Cancel `reader` once this endpoint has sent this process nothing - for this request or any other -
-        for stall_timeout seconds. A serial local server answering other requests first is making progress, so
-        the requests queued behind them wait, and are never sent twice. One watchdog per request (not a wait per
-        piece: a stream has hundreds of pieces)."""
+        for stall_timeout seconds (plus, before this request's first byte, `reading[0]`: the time its prompt takes
+        to read). A serial local server answering other requests first is making progress, so the requests queued
+        behind them wait, and are never sent twice. One watchdog per request (not a wait per piece: a stream has
+        hundreds of pieces)."""
         stall = self.config.stall_timeout
         while True:
             await asyncio.sleep(min(PROGRESS_CHECK_S, stall))
-            if time.monotonic() - max(in_flight.last_progress(self._endpoint), started) > stall:
+            if time.monotonic() - max(in_flight.last_progress(self._endpoint), started) > stall + reading[0]:
                 stalled.append(True)
                 reader[0].cancel()
                 return

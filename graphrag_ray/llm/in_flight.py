@@ -59,3 +59,24 @@ def oldest_wait(since: float) -> str | None:
     heard = _PROGRESS.get(waiting.endpoint, 0.0)
     news = f"last bytes {now - heard:.0f} s ago" if heard >= since else "no bytes yet"
     return f"{waiting.where}: {now - since:.0f} s, {news}"
+
+
+# Reading the prompt (prefill) comes before the first byte: a CPU server reads a few hundred tokens a second, so a
+# long prompt is silent for minutes and is not stalled. Seconds per prompt token, learned per endpoint from each
+# stream's first byte (the slowest recent reading); until then this assumed rate.
+ASSUMED_PREFILL_S_PER_TOKEN = 1 / 200
+_PREFILL: dict[Endpoint, float] = {}
+
+
+def first_byte_after(endpoint: Endpoint, seconds: float, prompt_tokens: int) -> None:
+    """A stream's first byte came `seconds` after it was sent, for a prompt of about `prompt_tokens`."""
+    if prompt_tokens < 256 or seconds <= 0:  # a short prompt's wait is latency and queueing, not reading
+        return
+    observed = seconds / prompt_tokens
+    known = _PREFILL.get(endpoint)
+    _PREFILL[endpoint] = observed if known is None else max(observed, 0.7 * known + 0.3 * observed)
+
+
+def prefill_patience(endpoint: Endpoint, prompt_tokens: int) -> float:
+    """Seconds a stream may stay silent before its first byte beyond stall_timeout: its prompt being read."""
+    return prompt_tokens * max(_PREFILL.get(endpoint, 0.0), ASSUMED_PREFILL_S_PER_TOKEN)

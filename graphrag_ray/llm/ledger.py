@@ -23,6 +23,7 @@ class Usage:
     counted_here: int = 0  # paid responses whose server reported no usage: their tokens were counted here
     abandoned: int = 0  # requests given up on after sending (timed out, stalled): maybe generated and
     #                             billed by the provider, with tokens no one saw (not in the figures above)
+    cut_streams: int = 0  # streams the server ended with no finish_reason (cut short, not finished): asked again
     cost: float = 0.0  # USD from the configured prices
 
     def add(self, other: "Usage") -> None:

@@ -88,34 +88,33 @@ class ChatModel(ModelBase):
         temperature: float | None = None,
         use_cache: bool = True,
         validate: Callable[[str], bool] | None = None,
-        partial_ok: bool = False,
         **extra: Any,
     ) -> ChatResult:
         """One completion. An answer that is not JSON where JSON was asked for, or that `validate(content)`
         rejects, is unusable: it is paid for once (recorded, and cached - a deterministic model would only repeat
         it) and asked again once, the request changed by a repair instruction (never by a temperature: reasoning
         models refuse any but their default). An answer cut at max_tokens before any of it was written (the budget
-        went to reasoning) is asked again once with twice the budget. With
-        `partial_ok`, an answer cut at max_tokens is returned as it is (`problem` says so: the caller keeps its
-        complete records) instead of being asked again - it would be cut again. A second unusable answer raises
-        UnusableAnswerError, naming the problem and how the answer began. With `retry_unusable` (a retry of the
-        failed items), a re-ask whose unusable answer came from the cache is sent again."""
+        went to reasoning), or before anything `validate` accepts (no complete record), is asked again once with
+        twice the budget; an answer cut after usable records is usable (the caller keeps its complete records). A
+        second unusable answer raises UnusableAnswerError, naming the problem and how the answer began. With
+        `retry_unusable` (a retry of the failed items), a re-ask whose unusable answer came from the cache is sent
+        again."""
         params = self._params(json_mode, response_format, max_tokens, temperature, extra)
 
         def ask(msgs: list[dict], settings: dict):
             return self._chat_once(msgs, settings, stage, use_cache, validate)
 
         first = await ask(messages, params)
-        if first.complete or (partial_ok and first.problem == CUT_OFF):
+        if first.complete:
             return first
-        if first.problem == CUT_BEFORE_ANSWER:
+        if first.problem in (CUT_BEFORE_ANSWER, CUT_OFF):  # nothing usable within the budget: a larger one
             repaired, changed = messages, {**params, "max_tokens": 2 * params["max_tokens"]}
         else:
             sample = json.dumps(_sample(first.content), ensure_ascii=False)
             repaired = messages + [{"role": "user", "content": REPAIR.format(problem=first.problem, sample=sample)}]
             changed = params
         second = await ask(repaired, changed)
-        if second.complete or (partial_ok and second.problem == CUT_OFF):
+        if second.complete:
             return second
         self.usage.record(stage, self.config.model, failures=1)
         raise UnusableAnswerError(

@@ -36,6 +36,10 @@ class SimulatorConfig:
     stream_rate: float = 0.0  # tokens per second a slow local server generates (0: at once)
     serial: bool = False  # one answer generated at a time, and an abandoned one generated to its end
     busy_models: bool = False  # GET /models waits while an answer is generated (llama.cpp's model lock)
+    # llama-cpp-python's server (interrupt_requests, on by default): a stream is ended with [DONE] and no
+    # finish_reason whenever another chat request is waiting
+    cut_streams: bool = False
+    prefill_rate: float = 0.0  # prompt tokens read per second before the first byte (a CPU server; 0: at once)
 
 
 class SlidingWindow:

@@ -34,6 +34,7 @@ class Simulator:
     def __init__(self, config: SimulatorConfig):
         self.config = config
         self.counts: Counter = Counter()
+        self.chat_in_progress = 0  # chat requests arrived and not yet answered (cut_streams)
         self.attempts: Counter = Counter()
         self.started = time.monotonic()
         # per model, as providers limit each model of a key separately
@@ -204,6 +205,13 @@ class Simulator:
             return _error(400, refused[0], refused[2], param=refused[1])
         model = body.get("model", "")
         self._arrived(model)
+        self.chat_in_progress += 1
+        try:
+            return await self._chat_answer(request, body, model, family)
+        finally:
+            self.chat_in_progress -= 1
+
+    async def _chat_answer(self, request: web.Request, body: dict, model: str, family: str) -> web.StreamResponse:
         self.sends[
             hashlib.sha256(
                 json.dumps(
@@ -263,6 +271,8 @@ class Simulator:
         self, request, body, model, kind, content, reasoning, thought, prompt_tokens, completion_tokens, finish, family
     ) -> web.StreamResponse:
         delay = self.config.latency + self.config.latency_per_token * completion_tokens
+        if self.config.prefill_rate:  # the prompt is read before anything is sent
+            delay += prompt_tokens / self.config.prefill_rate
         if self.config.stream_rate and not body.get("stream"):  # generated in full before the answer goes out
             delay += completion_tokens / self.config.stream_rate
         if delay > 0:
@@ -339,18 +349,24 @@ class Simulator:
         if reasoning and self.config.model_family == "deepseek-reasoner":
             for i in range(0, len(reasoning), 16):
                 await write(chunk({"reasoning_content": reasoning[i : i + 16], "content": None}), per_piece)
+        cut = False
         for i, piece in enumerate(pieces):
+            if self.config.cut_streams and self.chat_in_progress > 1:  # another request waits: this one is cut
+                self.counts["cut_streams"] += 1
+                cut = True
+                break
             await write(chunk({"content": piece}), per_piece)
             if i == 0 and self.config.stream_stall:
                 await asyncio.sleep(self.config.stream_stall)
-        await write(chunk({}, finish))
-        if (body.get("stream_options") or {}).get("include_usage") and not self.config.no_usage:
-            await write(chunk({}, None, usage))
+        if not cut:
+            await write(chunk({}, finish))
+            if (body.get("stream_options") or {}).get("include_usage") and not self.config.no_usage:
+                await write(chunk({}, None, usage))
         await write(b"data: [DONE]\n\n")
         if not gone:
             with contextlib.suppress(ConnectionResetError, RuntimeError):
                 await response.write_eof()
-        return response, not gone
+        return response, not gone and not cut
 
     async def embeddings(self, request: web.Request) -> web.Response:
         body, denied = await self._accepted(request)

@@ -276,3 +276,42 @@ def _seconds_until_said(args: list[str]) -> float:
     finally:
         run.kill()
         run.communicate()
+
+
+def test_streams_cut_short_are_asked_again_and_the_index_is_whole(tmp_path):
+    """llama-cpp-python's server ends a stream with [DONE] and no finish_reason whenever another request waits: a
+    cut stream is no answer. It is asked again (with fewer requests in flight, then as whole answers), so the index
+    publishes with no failure and the same graph as from a clean endpoint."""
+    with SimulatorProcess() as clean:
+        expected = local_project(tmp_path / "clean", clean.base_url, concurrency=8)
+        api.build_index(root=expected)
+    with SimulatorProcess(cut_streams=True, stream_rate=400) as cutting:  # answers take time: others wait
+        root = local_project(tmp_path / "cut", cutting.base_url, concurrency=8)
+        api.build_index(root=root)
+        stats = cutting.stats()
+    assert stats.get("cut_streams", 0) > 0, stats  # the endpoint did cut streams
+    index = published_index(root)
+    assert read_table(index, "failures").height == 0
+    titles = set(read_table(index, "entities")["title"])
+    assert titles == set(read_table(published_index(expected), "entities")["title"]) and len(titles) > 5
+    ledger = json.loads(next((root / "output").rglob("ledger.json")).read_text())
+    assert ledger["total"]["cut_streams"] == stats["cut_streams"], (ledger["total"], stats)
+
+
+def test_a_long_prompt_read_slowly_is_waited_for_not_sent_twice(tmp_path):
+    """A CPU server reads a 6,000-token prompt for 6 s before its first byte, against a stall_timeout of 2 s: the
+    wait before the first byte grows with the prompt, so the request is answered once."""
+    from graphrag_ray.config.load import load_settings
+    from graphrag_ray.llm.models import Models
+
+    with SimulatorProcess(prefill_rate=1000) as sim:
+        root = local_project(tmp_path / "p", sim.base_url, stall_timeout=2)
+        models = Models.create(load_settings(root), root)
+        prompt = "李明 咖啡 " * 3000  # about 6,000 tokens
+        answer = models.run(
+            models.chat("default_chat").chat([{"role": "user", "content": prompt}], stage="long_prompt")
+        )
+        stats = sim.stats()
+    assert answer and stats["max_sends_of_one_request"] == 1, stats
+    usage = models.ledger.to_dict()["total"]
+    assert usage["abandoned"] == 0 and usage["calls"] == 1 and usage["prompt_tokens"] >= 5000, usage

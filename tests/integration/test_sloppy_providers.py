@@ -297,3 +297,21 @@ def sim_calls_of(done: subprocess.CompletedProcess) -> int:
     """The calls an index command's usage table says it paid (its total row)."""
     row = [line for line in done.stdout.splitlines() if line.lstrip("│ ").startswith("total")][-1]
     return int(row.split("│")[3].strip().replace(",", ""))
+
+
+def test_a_unit_cut_at_max_tokens_before_any_record_is_asked_again_then_a_failure(tmp_path, ray_session):
+    """An answer that hit max_tokens with no complete record is no extraction: asked again with twice the budget,
+    and when that is cut too the unit is a failure with its reason - never a unit done with nothing found."""
+    with SimulatorProcess() as sim:
+        root = coffee_root(tmp_path / "tiny", sim.base_url)
+        settings = yaml.safe_load((root / "settings.yaml").read_text(encoding="utf-8"))
+        settings["models"]["extract_chat"] = {**settings["models"]["default_chat"], "max_tokens": 4}
+        settings["extract_graph"] = {"model_id": "extract_chat", "max_gleanings": 0}
+        settings["output"] = {"max_failure_ratio": 1.0}  # published with its failures, to be looked at
+        (root / "settings.yaml").write_text(yaml.safe_dump(settings, allow_unicode=True), encoding="utf-8")
+        run = api.build_index(root=root)
+    units = read_table(run.index, "text_units").height
+    failures = read_table(run.index, "failures").filter(pl.col("step") == "extract_graph")
+    assert failures.height == units, failures
+    assert all("cut off at max_tokens" in reason for reason in failures["reason"]), failures["reason"].to_list()
+    assert run.ledger.total("extract_graph").calls == 2 * units  # each asked twice: 4, then 8 tokens

@@ -86,7 +86,7 @@ class ExtractClaims(ItemStep):
             completion_delimiter=COMPLETION_DELIMITER,
         )
         first = [{"role": "user", "content": prompt}]
-        answer = await chat.chat(first, stage=STAGE, validate=usable_claims, partial_ok=True)
+        answer = await chat.chat(first, stage=STAGE, validate=usable_claims)
         claims, unparsed = parse_claims(answer.content)
         for _ in range(cfg.max_gleanings):
             more = [
@@ -97,7 +97,7 @@ class ExtractClaims(ItemStep):
                 }
             ]
             try:
-                glean = await chat.chat(first + more, stage=STAGE, validate=usable_claims, partial_ok=True)
+                glean = await chat.chat(first + more, stage=STAGE, validate=usable_claims)
             except UnusableAnswerError:  # gleaning ends; the claims found so far stand
                 self.stat_update("gleanings_unusable")
                 break

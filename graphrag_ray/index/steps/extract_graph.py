@@ -63,7 +63,7 @@ class ExtractGraph(ItemStep):
             return bool(without_copies(parse_tuples(content), examples, item["text"])[0].records) or says_none(content)
 
         # an answer cut at max_tokens keeps its complete records (gleaning asks for the rest)
-        answer = await chat.chat(first, stage=STAGE, validate=usable, partial_ok=True)
+        answer = await chat.chat(first, stage=STAGE, validate=usable)
         self.stat_update("cut_answers", int(answer.cut))
         found = own(answer.content)
         try:
@@ -91,7 +91,7 @@ class ExtractGraph(ItemStep):
                     ),
                 }
             ]
-            glean = await chat.chat(first + more, stage=STAGE, validate=usable, partial_ok=True)
+            glean = await chat.chat(first + more, stage=STAGE, validate=usable)
             self.stat_update("cut_answers", int(glean.cut))
             self.stat_update("gleaning_rounds")
             extra = own(glean.content)
