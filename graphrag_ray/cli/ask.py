@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from graphrag_ray.cli import CacheOpt, ConfigOpt, DataOpt, RootOpt, _use_cache, app
-from graphrag_ray.cli.terminal import printable, write_out
+from graphrag_ray.cli.terminal import LineReader, asyncio_handles_ctrl_c, printable, write_out
 from graphrag_ray.errors import GraphRagRayError
 
 LevelOpt = typer.Option(
@@ -149,12 +149,14 @@ def query(
                     sys.stdout.write("\n")
                     sys.stdout.flush()
 
-        asyncio.run(stream())
+        with asyncio_handles_ctrl_c():
+            asyncio.run(stream())
         result = finished[0]
         if "route" in result.details:
             sys.stderr.write(printable(f"route: {result.details['route']} ({result.details['route_reason']})") + "\n")
     else:
-        result = asyncio.run(api.search(*asked, context_only=context_only, no_llm=no_llm))
+        with asyncio_handles_ctrl_c():
+            result = asyncio.run(api.search(*asked, context_only=context_only, no_llm=no_llm))
         if "route" in result.details:
             write_out(f"route: {result.details['route']} ({result.details['route_reason']})")
         write_out(result.context_text if context_only else result.response)
@@ -173,7 +175,17 @@ def chat(
     """A conversation with the index: local search, streaming, history and numbered follow-ups."""
     from graphrag_ray.api import chat as chat_loop
 
-    chat_loop(root, config, data, question_count=questions, response_type=response_type, no_llm=no_llm, write=write_out)
+    with asyncio_handles_ctrl_c():  # the prompt is read by the event loop: Ctrl-C there leaves at once
+        chat_loop(
+            root,
+            config,
+            data,
+            question_count=questions,
+            response_type=response_type,
+            no_llm=no_llm,
+            read=LineReader(),
+            write=write_out,
+        )
 
 
 @app.command("eval")

@@ -8,6 +8,7 @@ sequence cut between two streamed pieces cannot form either."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 
@@ -36,3 +37,60 @@ def write_out(text: str = "", end: str = "\n", flush: bool = False, stream=None)
     out.write(printable(str(text)) + end)
     if flush:
         out.flush()
+
+
+class LineReader:
+    """Lines typed at a prompt, read without blocking the event loop: Ctrl-C at the prompt cancels the command at
+    once (a blocking input() is not interrupted when the signal lands on another of the process's threads). Reads
+    the descriptor itself, keeping what arrived beyond a line for the next one; where the loop cannot watch the
+    descriptor (a regular file), it reads it plainly."""
+
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stdin
+        self.pending = b""
+        self.ended = False
+
+    async def __call__(self, prompt: str = "") -> str:
+        import asyncio
+        import os
+
+        sys.stdout.write(prompt)
+        sys.stdout.flush()
+        fd = self.stream.fileno()
+        while b"\n" not in self.pending and not self.ended:
+            loop = asyncio.get_running_loop()
+            ready = loop.create_future()
+            try:
+                loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
+            except (PermissionError, OSError):  # a regular file: always readable
+                ready.set_result(None)
+            else:
+                try:
+                    await ready
+                finally:
+                    loop.remove_reader(fd)
+            chunk = os.read(fd, 65536)
+            self.pending += chunk
+            self.ended = not chunk
+        if not self.pending and self.ended:
+            raise EOFError
+        line, _, self.pending = self.pending.partition(b"\n")
+        return line.decode("utf-8", errors="replace").rstrip("\r")
+
+
+@contextlib.contextmanager
+def asyncio_handles_ctrl_c():
+    """Around an asyncio.run whose waits are all awaits (a query, a chat whose prompt is read by LineReader):
+    Ctrl-C cancels its main task, which ends its streams and closes its clients cleanly, then asyncio.run raises
+    KeyboardInterrupt ("error: interrupted", 130) - never a KeyboardInterrupt raised inside a stream's write."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # asyncio.run installs its own over it
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

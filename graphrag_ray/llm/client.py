@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import logging
 import base64
 import binascii
@@ -182,8 +183,9 @@ class OpenAIClient:
         if self.streams:
             usage: dict[str, Any] = {}
             pieces = received if received is not None else []  # the caller sees what came, if it is stopped
-            async for piece in self.chat_stream(messages, params, usage):
-                pieces.append(piece)
+            async with contextlib.aclosing(self.chat_stream(messages, params, usage)) as stream:
+                async for piece in stream:
+                    pieces.append(piece)
             content = "".join(pieces)
             return Completion(
                 content,
@@ -265,23 +267,24 @@ class OpenAIClient:
                 lambda wire: self._opened_stream(self._body(messages, wire, stream=True)),
                 {**params, "stream_options": {"include_usage": True}},
             )
-            async for chunk in chunks:
-                if chunk.get("error"):  # an error sent inside the stream, after its 200
-                    raise TransientLLMError(
-                        f"the stream from {self.where} ended with an error: {redact(str(chunk['error'])[:200])}"
-                    )
-                if usage := chunk.get("usage"):
-                    usage_out["prompt_tokens"] = usage.get("prompt_tokens") or 0
-                    usage_out["completion_tokens"] = usage.get("completion_tokens") or 0
-                    usage_out["reasoning_tokens"] = reasoning_tokens_of(usage)
-                for choice in chunk.get("choices") or []:
-                    if choice.get("finish_reason"):
-                        usage_out["finish_reason"] = choice["finish_reason"]
-                    delta = choice.get("delta") or {}
-                    if reasoning := delta.get("reasoning_content") or delta.get("reasoning"):
-                        thinking.reasoning.append(str(reasoning))
-                    if text := thinking.feed(str(delta.get("content") or "")):
-                        yield text
+            async with contextlib.aclosing(chunks):  # left early or failed: closed here, in this task, at once
+                async for chunk in chunks:
+                    if chunk.get("error"):  # an error sent inside the stream, after its 200
+                        raise TransientLLMError(
+                            f"the stream from {self.where} ended with an error: {redact(str(chunk['error'])[:200])}"
+                        )
+                    if usage := chunk.get("usage"):
+                        usage_out["prompt_tokens"] = usage.get("prompt_tokens") or 0
+                        usage_out["completion_tokens"] = usage.get("completion_tokens") or 0
+                        usage_out["reasoning_tokens"] = reasoning_tokens_of(usage)
+                    for choice in chunk.get("choices") or []:
+                        if choice.get("finish_reason"):
+                            usage_out["finish_reason"] = choice["finish_reason"]
+                        delta = choice.get("delta") or {}
+                        if reasoning := delta.get("reasoning_content") or delta.get("reasoning"):
+                            thinking.reasoning.append(str(reasoning))
+                        if text := thinking.feed(str(delta.get("content") or "")):
+                            yield text
             if "finish_reason" not in usage_out:
                 raise self._cut()
             if rest := thinking.flush():
@@ -331,6 +334,7 @@ class OpenAIClient:
             raise
         except BaseException:
             watchdog.cancel()
+            await events.aclose()
             raise
         in_flight.progressed(self._endpoint)
         in_flight.first_byte_after(self._endpoint, time.monotonic() - sent, prompt_tokens)
@@ -351,6 +355,7 @@ class OpenAIClient:
                 raise
             finally:
                 watchdog.cancel()
+                await events.aclose()  # the connection's reader, closed in the task that read it
 
         return rest()
 
@@ -378,8 +383,9 @@ class OpenAIClient:
             if reply.status >= 400:
                 raise self._from_status(reply.status, reply.headers, reply.error_text(), reply.error_param())
             self._note_limits(reply.headers)
-            async for event in server_sent_events(lines):
-                yield event
+            async with contextlib.aclosing(lines), contextlib.aclosing(server_sent_events(lines)) as events:
+                async for event in events:
+                    yield event
 
     async def _sdk_stream(self, body: dict[str, Any]) -> AsyncIterator[dict]:
         import openai

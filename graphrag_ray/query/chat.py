@@ -3,7 +3,8 @@ numbered follow-up suggestions (as in the question-generation article's demo).""
 
 from __future__ import annotations
 
-from typing import Callable
+import inspect
+from typing import Any, Callable
 
 from graphrag_ray.errors import GraphRagRayError
 from graphrag_ray.llm.deadline import question_deadline
@@ -17,7 +18,7 @@ EXIT_WORDS = ("exit", "quit", "q")
 async def chat_loop(
     local: LocalSearch,
     question_gen: LocalQuestionGen,
-    read: Callable[[str], str] = input,
+    read: Callable[[str], Any] = input,
     write: Callable[..., None] = print,
     question_count: int = 3,
 ) -> ConversationHistory:
@@ -32,7 +33,8 @@ async def chat_loop(
                 write(f"  [{i}] {question}")
             write("  (or type a new question, or exit)")
         try:
-            user = read("\nUser: ").strip()
+            user = read("\nUser: ")
+            user = (await user if inspect.isawaitable(user) else user).strip()  # `read` may be async (the CLI's)
         except EOFError:
             break
         if not user:

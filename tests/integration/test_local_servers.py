@@ -315,3 +315,32 @@ def test_a_long_prompt_read_slowly_is_waited_for_not_sent_twice(tmp_path):
     assert answer and stats["max_sends_of_one_request"] == 1, stats
     usage = models.ledger.to_dict()["total"]
     assert usage["abandoned"] == 0 and usage["calls"] == 1 and usage["prompt_tokens"] >= 5000, usage
+
+
+def test_a_run_whose_every_answer_is_garbage_ends_in_one_line_every_time(tmp_path):
+    """Twenty runs against an endpoint whose every answer is garbage: each fails with one error line and no
+    traceback - no stream reader left to be closed by the interpreter at exit ("generator didn't stop after
+    athrow()", "an error occurred during closing of asynchronous generator")."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with SimulatorProcess(answer_mode="garbage") as sim:
+        roots = [local_project(tmp_path / f"p{i}", sim.base_url) for i in range(2)]  # one per run at a time
+
+        def run(i: int) -> tuple[int, str]:
+            done = subprocess.run(
+                [sys.executable, "-m", "graphrag_ray.cli", "index", "--root", str(roots[i % 2]), "--no-cache"],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            return done.returncode, done.stderr
+
+        with ThreadPoolExecutor(2) as pool:  # run i and i+1 at once, on their own roots
+            runs = []
+            for pair in range(0, 20, 2):
+                runs += list(pool.map(run, (pair, pair + 1)))
+    for code, err in runs:
+        errors = [line for line in err.splitlines() if line.startswith("error:")]
+        assert "items failed" in errors[-1] and "unusable" in errors[-1], errors
+        noise = [w for w in ("Traceback", "athrow", "closing of asynchronous generator", "Task exception") if w in err]
+        assert code == 1 and len(errors) == 1 and not noise, (code, noise, err[-3000:])

@@ -153,6 +153,66 @@ def test_ctrl_c_exits_130_with_one_line(root, stalling, command):
     assert again.returncode == 0, again.stderr
 
 
+def test_ctrl_c_at_the_chat_prompt_leaves_at_once_in_a_terminal(root, stalling):
+    """In a real terminal (a pty: Ctrl-C is the terminal's, sent to the foreground process group) at the `User:`
+    prompt: exit 130 within a second, no Enter needed."""
+    import os
+    import pty
+
+    pid, terminal = pty.fork()
+    if pid == 0:  # the child: the command, with the pty as its controlling terminal
+        os.execv(sys.executable, [*CLI, "chat", "--root", str(root), "-c", str(stalling)])
+    seen = b""
+    deadline = time.monotonic() + 120
+    while b"User:" not in seen and time.monotonic() < deadline:
+        seen += os.read(terminal, 4096)
+    assert b"User:" in seen, seen
+    time.sleep(0.3)
+    os.write(terminal, b"\x03")  # Ctrl-C typed
+    pressed, status = time.monotonic(), None
+    while time.monotonic() - pressed < 5:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.02)
+    took = time.monotonic() - pressed
+    if status is None or not done:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    output = b""
+    try:
+        while chunk := os.read(terminal, 4096):
+            output += chunk
+    except OSError:  # the pty closes with its child
+        pass
+    assert done and os.waitstatus_to_exitcode(status) == 130, (status, output)
+    assert took < 1.0, took
+    assert b"error: interrupted" in output and b"Traceback" not in output, output
+
+
+def test_ctrl_c_during_a_streamed_answer_is_one_line_every_time(root, stalling):
+    """Twenty times: interrupted while the answer streams (it pauses after its first piece), the command ends the
+    stream cleanly - one line, no asyncio traceback from inside the stream's write."""
+
+    def interrupted() -> tuple[int, str]:
+        proc = subprocess.Popen(
+            [*CLI, "query", "李明是谁？(interrupted again)", "--streaming", "--root", str(root), "-c", str(stalling)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        proc.stdout.read(1)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        return proc.returncode, err.decode()
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(lambda _: interrupted(), range(20)))
+    bad = [(code, err) for code, err in runs if code != 130 or err.strip() != "error: interrupted"]
+    assert not bad, bad[:3]
+
+
 # 5 --------------------------------------------------------------------------------------------------------------
 def test_leaving_a_stream_early_is_quiet(root, stalling):
     piped = subprocess.run(
