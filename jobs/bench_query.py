@@ -195,8 +195,7 @@ def main() -> None:
         started = time.perf_counter()  # built once per loaded index, on the first local query
         _ = (
             data.entity_matcher,
-            data.graph_walk._edges,
-            data.graph_walk.localises,
+            data.graph_walk.weights(settings.local_search.ranking),
             data.lexical("entities"),
             data.lexical("text_units"),
         )

@@ -1,21 +1,30 @@
-"""Benchmark: retrieval on public benchmarks, beside the peers' published figures.
+"""Benchmark: retrieval on public benchmarks, beside the peers' published figures - every corpus in every document
+shape, every question set in a dev half (tune there) and a test half (report there; never tuned on).
+
+Document shapes: a titled passage is written `Title: text` (fast-graphrag's 2Wiki files) or `Title\ntext` (HippoRAG's
+files, Markdown, wiki dumps: the title on its own line). GraphRAG-Bench's corpora are long untitled documents: one
+shape. Halves: a question set's even positions are the dev half, its odd positions the test half.
 
 2WikiMultiHopQA as fast-graphrag's benchmark runs it (circlemind-ai/fast-graphrag:benchmarks, MIT): the corpus is
-the first N questions' context passages, deduplicated in first-seen order (421 for 51 questions, 780 for 101;
-HippoRAG's 2wikimultihopqa_corpus.json holds them in that order), each inserted as "title: text"; a question
-counts when every supporting passage's title is among the first 8 retrieved passages. Their scorer is re-run on
-their own result files first (it must print their published figures). Then our index, offline - the `fast`
-method, `type: local_embedding`, no chat endpoint - and our basic and local search (context only, no answer
-call), and BM25 (bm25s, lower-cased words, no stop words) at the same k.
+the first N questions' context passages, deduplicated in first-seen order (421 for 51 questions, 780 for 101); a
+question counts when every supporting passage's title is among the first 8 retrieved passages. Their scorer is re-run
+on their own result files first (it must print their published figures, on all their questions).
 
-GraphRAG-Bench Medical (yishanyuan/GraphRAG-Benchmark, MIT: the corpus and each question's evidence statements):
-one ~1 MB document in our default text units; a statement counts as retrieved when at least 80 % of its words
-(the lexical index's: case-folded, no stop words) are in one of the k retrieved text units; a question's evidence
-recall is the share of its statements retrieved, and the figure is the mean over the questions.
+HotpotQA (HippoRAG's legacy `hotpotqa_train`: 100 questions, 994 passages): recall@2 and recall@5 of the supporting
+passages (HippoRAG's metric), averaged over the questions.
 
-Data: jobs/data/2wiki and jobs/data/graphrag_bench (derived from those repositories; see their READMEs).
+GraphRAG-Bench Medical (one ~1 MB document) and Novel (20 novels, ~1.2 M tokens) (yishanyuan/GraphRAG-Benchmark,
+MIT): a statement of a question's evidence counts as retrieved when at least 80 % of its words (the lexical index's:
+case-folded, no stop words) are in one of the k retrieved text units; a question's evidence recall is the share of
+its statements retrieved; the figure is the mean over the questions.
 
-    python jobs/bench_retrieval.py [--sizes 51 101] [--k 8] [--medical-k 10] [--medical-questions 2062] [--keep DIR]
+Ours: the `fast` method offline (`type: local_embedding`, no chat endpoint), basic and local search, context only (no
+answer call); BM25 (bm25s, lower-cased words) over the same passages / text units at the same k.
+
+Data: jobs/data/{2wiki,hotpotqa,graphrag_bench} (derived from those repositories; see their READMEs).
+
+    python jobs/bench_retrieval.py [--corpora 2wiki hotpotqa medical novel] [--shapes colon newline] [--standard]
+                                   [--keep DIR]
 """
 
 from __future__ import annotations
@@ -34,35 +43,47 @@ from pathlib import Path
 import polars as pl
 import yaml
 
-DATA = Path(__file__).parent / "data" / "2wiki"
-MEDICAL = Path(__file__).parent / "data" / "graphrag_bench"
+DATA = Path(__file__).parent / "data"
 STATEMENT_COVERED = 0.8
 CORPUS_SIZE = {51: 421, 101: 780}
+SHAPES = {"colon": "{title}: {text}", "newline": "{title}\n{text}"}
 PUBLISHED = {
     "graph": "fast-graphrag (gpt-4o-mini, OpenAI embeddings, PPR)",
     "nano": "nano-graphrag local (GraphRAG)",
     "vdb": "vector DB, text-embedding-3-small",
     "lightrag": "LightRAG local",
 }
+HALVES = ("dev", "test")
+
+
+def halves(items: list) -> dict[str, list]:
+    """The dev half (even positions: tune here) and the test half (odd positions: report here)."""
+    return {"dev": items[0::2], "test": items[1::2]}
 
 
 def perfect_share(rows: list[tuple[list[str], list[str]]]) -> float:
     """fast-graphrag's scorer: the share of questions whose every ground-truth title was retrieved."""
-    return sum(1 for truth, got in rows if set(truth) <= set(got)) / len(rows)
+    return sum(1 for truth, got in rows if set(truth) <= set(got)) / max(1, len(rows))
 
 
-def passages() -> list[dict]:
-    with gzip.open(DATA / "corpus_780.jsonl.gz", "rt", encoding="utf-8") as f:
+def recall_at(rows: list[tuple[list[str], list[str]]], k: int) -> float:
+    """HippoRAG's recall@k: the share of a question's supporting titles among the first k retrieved, averaged."""
+    return sum(len(set(truth) & set(got[:k])) / len(set(truth)) for truth, got in rows) / max(1, len(rows))
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
         return [json.loads(line) for line in f]
 
 
-def project(root: Path, corpus: list[dict]) -> Path:
+def project(root: Path, corpus: list[dict], shape: str) -> Path:
+    """A project whose input is the titled passages written in `shape`."""
     (root / "input").mkdir(parents=True)
     pl.DataFrame(
         {
             "id": [f"p{i:04d}" for i in range(len(corpus))],
             "title": [p["title"] for p in corpus],
-            "text": [f"{p['title']}: {p['text']}" for p in corpus],
+            "text": [SHAPES[shape].format(title=p["title"], text=p["text"]) for p in corpus],
         }
     ).write_csv(root / "input" / "corpus.csv")
     return project_settings(root)
@@ -82,12 +103,24 @@ def project_settings(root: Path, chat_base: str = "http://127.0.0.1:9/v1") -> Pa
     return root
 
 
-def bm25_titles(corpus: list[dict], questions: list[str], k: int) -> list[list[str]]:
+def built(root: Path, make, method: str = "fast") -> float:
+    """Seconds to build the index at `root` (made by `make(root)` first); 0 when it was kept from a run before."""
+    from graphrag_ray.api import build_index
+
+    if (root / "output").exists():
+        return 0.0
+    make(root)
+    started = time.perf_counter()
+    build_index(root=root, method=method)
+    return time.perf_counter() - started
+
+
+def bm25_titles(corpus: list[dict], shape: str, questions: list[str], k: int) -> list[list[str]]:
     import bm25s
 
     words = re.compile(r"\w+")
     retriever = bm25s.BM25()
-    retriever.index([words.findall(f"{p['title']}: {p['text']}".lower()) for p in corpus], show_progress=False)
+    retriever.index([words.findall(SHAPES[shape].format(**p).lower()) for p in corpus], show_progress=False)
     vocab = set(retriever.vocab_dict)
     found = []
     for q in questions:
@@ -98,11 +131,11 @@ def bm25_titles(corpus: list[dict], questions: list[str], k: int) -> list[list[s
 
 
 async def our_titles(root: Path, questions: list[str], method: str, k: int) -> list[list[str]]:
+    """The titles of the first k passages a method gives (its Sources, in order), per question."""
     from graphrag_ray.api import open_index
     from graphrag_ray.query.factory import make_engine
 
     settings, data, models = open_index(root)
-    titles = {r["id"]: r["title"] for r in pl.read_csv(root / "input" / "corpus.csv").iter_rows(named=True)}
     unit_document = dict(zip(data.text_units["human_readable_id"].to_list(), data.text_units["document_id"].to_list()))
     documents = _document_titles(root)
     engine = make_engine(method, data, models, settings, root, no_llm=True)
@@ -115,33 +148,92 @@ async def our_titles(root: Path, questions: list[str], method: str, k: int) -> l
             if title and title not in got:
                 got.append(title)
         found.append(got[:k])
-    assert titles  # the input the index was built from
     return found
 
 
-def medical(work: Path, k: int, limit: int) -> dict:
-    """Evidence recall at k text units on GraphRAG-Bench Medical: BM25 over the same units, our basic and local."""
+def titled(name: str, corpus: list[dict], questions: list[dict], truth_key: str, score, ks: list[int], args, work):
+    """One corpus of titled passages: every shape, both halves; BM25, basic and local (and the standard method)."""
+    rows = []
+    text = [q["question"] for q in questions]
+    truth = [q[truth_key] for q in questions]
+    for shape in args.shapes:
+        row = {"corpus": name, "shape": shape}
+        root = work / f"{name}-{shape}"
+        row["index_s"] = built(root, lambda r, shape=shape: project(r, corpus, shape))
+        got = {"bm25": bm25_titles(corpus, shape, text, max(ks))}
+        for method in ("basic", "local"):
+            started = time.perf_counter()
+            got[method] = asyncio.run(our_titles(root, text, method, max(ks)))
+            row[f"{method}_ms"] = 1000 * (time.perf_counter() - started) / len(text)
+        if args.standard:  # the LLM graph, its extraction by the simulator (no real model is reachable here)
+            from graphrag_ray.simulate.process import SimulatorProcess
+
+            standard = work / f"{name}-{shape}-standard"
+            with SimulatorProcess() as sim:
+                built(
+                    standard,
+                    lambda r, shape=shape: project_settings(project(r, corpus, shape), sim.base_url),
+                    "standard",
+                )
+                got["standard"] = asyncio.run(our_titles(standard, text, "local", max(ks)))
+        for method, found in got.items():
+            pairs = list(zip(truth, found))
+            for half, chosen in halves(pairs).items():
+                for k in ks:
+                    row[f"{method}@{k}/{half}"] = score(chosen, k)
+        rows.append(row)
+    return rows
+
+
+def two_wiki(args, work) -> list[dict]:
+    corpus = read_jsonl(DATA / "2wiki" / "corpus_780.jsonl.gz")
+    by_size = json.loads((DATA / "2wiki" / "questions.json").read_text(encoding="utf-8"))
+    rows = []
+    for n in args.sizes:
+        questions = [{"question": q["question"], "truth": q["ground_truth"]} for q in by_size[str(n)]]
+        rows += titled(
+            f"2wiki-{n}",
+            corpus[: CORPUS_SIZE[n]],
+            questions,
+            "truth",
+            lambda pairs, k: perfect_share([(t, g[:k]) for t, g in pairs]),
+            [8],
+            args,
+            work,
+        )
+    return rows
+
+
+def hotpotqa(args, work) -> list[dict]:
+    corpus = read_jsonl(DATA / "hotpotqa" / "corpus.jsonl.gz")
+    questions = json.loads((DATA / "hotpotqa" / "questions.json").read_text(encoding="utf-8"))
+    return titled("hotpotqa", corpus, questions, "supporting", recall_at, [2, 5], args, work)
+
+
+def evidence(name: str, documents: list[tuple[str, str]], questions: list[dict], ks: list[int], work) -> dict:
+    """Evidence recall at k text units on a GraphRAG-Bench corpus: BM25 over the same units, our basic and local."""
     import bm25s
 
-    from graphrag_ray.api import build_index, open_index
+    from graphrag_ray.api import open_index
     from graphrag_ray.nlp.lexical import tokens
     from graphrag_ray.query.factory import make_engine
 
-    with gzip.open(MEDICAL / "medical_questions.json.gz", "rt", encoding="utf-8") as f:
-        questions = json.load(f)[:limit]
-    root = work / "medical"
-    if not (root / "output").exists():
-        (root / "input").mkdir(parents=True, exist_ok=True)
-        with gzip.open(MEDICAL / "medical_corpus.txt.gz", "rt", encoding="utf-8") as f:
-            (root / "input" / "medical.txt").write_text(f.read(), encoding="utf-8")
-        project_settings(root)
-        build_index(root=root, method="fast")
+    root = work / name
+
+    def make(r: Path) -> None:
+        (r / "input").mkdir(parents=True, exist_ok=True)
+        for file_name, text in documents:
+            (r / "input" / f"{file_name}.txt").write_text(text, encoding="utf-8")
+        project_settings(r)
+
+    row = {"corpus": name, "shape": "untitled", "index_s": built(root, make)}
     settings, data, models = open_index(root)
     units = data.text_units.sort("human_readable_id")
     unit_words = {u["human_readable_id"]: set(tokens(u["text"])) for u in units.iter_rows(named=True)}
+    row["units"] = units.height
 
-    def recall(evidence: str, got: list[int]) -> float:
-        statements = [set(tokens(s)) for s in evidence.split("; ") if tokens(s)]
+    def recall(statements_text: str, got: list[int]) -> float:
+        statements = [set(tokens(s)) for s in statements_text.split("; ") if tokens(s)]
         covered = sum(
             1 for words in statements if any(len(words & unit_words[u]) >= STATEMENT_COVERED * len(words) for u in got)
         )
@@ -152,36 +244,47 @@ def medical(work: Path, k: int, limit: int) -> dict:
     ids = units["human_readable_id"].to_list()
     plain.index([words.findall(t.lower()) for t in units["text"].to_list()], show_progress=False)
     vocab = set(plain.vocab_dict)
-    row = {"questions": len(questions), "units": units.height}
-    scores = []
+    got: dict[str, list[list[int]]] = {"bm25": []}
     for q in questions:
         found, _ = plain.retrieve(
-            [[t for t in words.findall(q["question"].lower()) if t in vocab] or ["the"]], k=k, show_progress=False
+            [[t for t in words.findall(q["question"].lower()) if t in vocab] or ["the"]], k=max(ks), show_progress=False
         )
-        scores.append(recall(q["evidence"], [ids[i] for i in found[0]]))
-    row["bm25"] = sum(scores) / len(scores)
-
-    async def ours(method: str, budget: int | None = None) -> tuple[float, float]:
-        """(mean evidence recall, mean text units given, at most k)"""
-        chosen = settings
-        if budget:  # room for k text units: the ranking at k, not what the default budget packs
-            chosen = settings.model_copy(deep=True)
-            chosen.local_search.max_context_tokens = chosen.basic_search.max_context_tokens = budget
-        engine = make_engine(method, data, models, chosen, root, no_llm=True)
-        total, given = 0.0, 0
-        for q in questions:
-            result = await engine.context_only(q["question"])
-            got = [int(s["id"]) for s in result.context_data.get("sources", [])][:k]
-            total, given = total + recall(q["evidence"], got), given + len(got)
-        return total / len(questions), given / len(questions)
-
+        got["bm25"].append([ids[i] for i in found[0]])
     # room for k whole text units: local search gives text units half of its budget, and the Sources table's header
-    # and ids take some of it (k units exactly left local search with k - 1 on most questions)
-    room = 2 * (k + 1) * int(units["n_tokens"].max())
+    # and ids take some of it
+    chosen = settings.model_copy(deep=True)
+    chosen.local_search.max_context_tokens = chosen.basic_search.max_context_tokens = (
+        2 * (max(ks) + 1) * int(units["n_tokens"].max())
+    )
     for method in ("basic", "local"):
-        row[f"ours_{method}"], row[f"ours_{method}_units"] = asyncio.run(ours(method, room))
-        row[f"ours_{method}_default"], row[f"ours_{method}_default_units"] = asyncio.run(ours(method))
+        engine = make_engine(method, data, models, chosen, root, no_llm=True)
+        started, got[method] = time.perf_counter(), []
+        for q in questions:
+            result = asyncio.run(engine.context_only(q["question"]))
+            got[method].append([int(s["id"]) for s in result.context_data.get("sources", [])])
+        row[f"{method}_ms"] = 1000 * (time.perf_counter() - started) / len(questions)
+    for method, found in got.items():
+        for half, chosen_rows in halves(list(zip(questions, found))).items():
+            for k in ks:
+                row[f"{method}@{k}/{half}"] = sum(recall(q["evidence"], f[:k]) for q, f in chosen_rows) / len(
+                    chosen_rows
+                )
     return row
+
+
+def medical(args, work) -> list[dict]:
+    with gzip.open(DATA / "graphrag_bench" / "medical_questions.json.gz", "rt", encoding="utf-8") as f:
+        questions = json.load(f)[: args.questions]
+    with gzip.open(DATA / "graphrag_bench" / "medical_corpus.txt.gz", "rt", encoding="utf-8") as f:
+        documents = [("medical", f.read())]
+    return [evidence("medical", documents, questions, [5, 10], work)]
+
+
+def novel(args, work) -> list[dict]:
+    with gzip.open(DATA / "graphrag_bench" / "novel_questions.json.gz", "rt", encoding="utf-8") as f:
+        questions = json.load(f)[: args.questions]
+    documents = [(d["name"], d["text"]) for d in read_jsonl(DATA / "graphrag_bench" / "novel_corpus.jsonl.gz")]
+    return [evidence("novel", documents, questions, [5, 10], work)]
 
 
 def _document_titles(root: Path) -> dict[str, str]:
@@ -191,88 +294,59 @@ def _document_titles(root: Path) -> dict[str, str]:
     return dict(zip(docs["id"].to_list(), docs["title"].to_list()))
 
 
+def report(rows: list[dict]) -> None:
+    """One line per corpus, shape, metric and method: dev and test halves side by side; the test half is the figure."""
+    print(f"{'corpus':12}{'shape':10}{'metric':16}{'method':10}{'dev':>8}{'test':>8}   local - basic (test)")
+    for row in rows:
+        metrics = sorted({key.split("/")[0].split("@")[1] for key in row if "@" in key}, key=int)
+        methods = [m for m in ("bm25", "basic", "local", "standard") if any(k.startswith(m + "@") for k in row)]
+        for k in metrics:
+            for method in methods:
+                dev, test = row[f"{method}@{k}/dev"], row[f"{method}@{k}/test"]
+                gap = ""
+                if method == "local":
+                    delta = test - row[f"basic@{k}/test"]
+                    gap = f"   {delta:+.4f}" + ("   LOSS" if delta < 0 else "")
+                metric = (
+                    "all-in-8"
+                    if row["corpus"].startswith("2wiki")
+                    else (f"recall@{k}" if row["corpus"] == "hotpotqa" else f"evidence@{k}")
+                )
+                print(f"{row['corpus']:12}{row['shape']:10}{metric:16}{method:10}{dev:8.4f}{test:8.4f}{gap}")
+        timing = f"index {row.get('index_s', 0):.1f}s (0: kept), per question basic {row['basic_ms']:.0f} ms, local {row['local_ms']:.0f} ms"
+        print(f"{'':12}{'':10}{timing}")
+
+
+def peers_line(sizes: list[int]) -> None:
+    with gzip.open(DATA / "2wiki" / "peer_results.json.gz", "rt", encoding="utf-8") as f:
+        peers = json.load(f)
+    print("2WikiMultiHopQA, the peers' published figures (all questions; their files re-scored with their rule):")
+    for method, label in PUBLISHED.items():
+        figures = "  ".join(
+            f"{n}: {perfect_share([(a['ground_truth'], a['evidence']) for a in peers[f'{method}_{n}']]):.2f}"
+            for n in sizes
+        )
+        print(f"  {label:56}{figures}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--corpora", nargs="+", default=["2wiki", "hotpotqa", "medical", "novel"])
+    parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
     parser.add_argument("--sizes", type=int, nargs="+", default=[51, 101])
-    parser.add_argument("--k", type=int, default=8)
+    parser.add_argument("--questions", type=int, default=100_000, help="GraphRAG-Bench: at most this many questions")
     parser.add_argument("--standard", action="store_true", help="also the standard method, against the simulator")
-    parser.add_argument("--medical-k", type=int, default=10)
-    parser.add_argument("--medical-questions", type=int, default=2062)
     parser.add_argument("--keep", type=Path, help="build the indexes here and keep them")
     args = parser.parse_args()
-
-    from graphrag_ray.api import build_index
-
-    questions_by_size = json.loads((DATA / "questions.json").read_text(encoding="utf-8"))
-    with gzip.open(DATA / "peer_results.json.gz", "rt", encoding="utf-8") as f:
-        peers = json.load(f)
-    corpus = passages()
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench-retrieval-"))
-    table = []
-    for n in args.sizes:
-        questions = questions_by_size[str(n)]
-        truth = [q["ground_truth"] for q in questions]
-        text = [q["question"] for q in questions]
-        row = {"questions": n}
-        for method in PUBLISHED:  # their scorer on their files: reproduces the published figure
-            row[method] = perfect_share([(a["ground_truth"], a["evidence"]) for a in peers[f"{method}_{n}"]])
-        sub = corpus[: CORPUS_SIZE[n]]
-        row["bm25"] = perfect_share(list(zip(truth, bm25_titles(sub, text, args.k))))
-        root = work / f"2wiki-{n}"
-        if root.exists() and not args.keep:
-            shutil.rmtree(root)
-        if not (root / "output").exists():
-            project(root, sub)
-            started = time.perf_counter()
-            build_index(root=root, method="fast")
-            row["index_s"] = time.perf_counter() - started
-        for method in ("basic", "local"):
-            started = time.perf_counter()
-            got = asyncio.run(our_titles(root, text, method, args.k))
-            row[f"ours_{method}"] = perfect_share(list(zip(truth, got)))
-            row[f"ours_{method}_ms"] = 1000 * (time.perf_counter() - started) / len(text)
-        if args.standard:  # the LLM graph, its extraction by the simulator (no real model is reachable here)
-            from graphrag_ray.simulate.process import SimulatorProcess
-
-            standard = work / f"2wiki-{n}-standard"
-            with SimulatorProcess() as sim:
-                if not (standard / "output").exists():
-                    project(standard, sub)
-                    project_settings(standard, sim.base_url)
-                    build_index(root=standard, method="standard")
-                got = asyncio.run(our_titles(standard, text, "local", args.k))
-            row["standard_local"] = perfect_share(list(zip(truth, got)))
-        table.append(row)
-    print(f"2WikiMultiHopQA: share of questions with every supporting passage among the first {args.k} retrieved")
-    print(f"{'method':58}" + "".join(f"{r['questions']:>8}" for r in table))
-    for key, label in [
-        *PUBLISHED.items(),
-        ("bm25", f"BM25 top {args.k} (bm25s, lower-cased words)"),
-        ("ours_basic", f"ours, basic search, top {args.k} (offline)"),
-        ("ours_local", f"ours, local search, first {args.k} Sources (offline)"),
-        *([("standard_local", "ours, standard method (simulator), local, first 8")] if args.standard else []),
-    ]:
-        print(f"{label:58}" + "".join(f"{r[key]:8.2f}" for r in table))
-    for r in table:
-        print(
-            f"  {r['questions']} questions: fast index {r.get('index_s', 0):.1f}s; per question basic "
-            f"{r['ours_basic_ms']:.0f} ms, local {r['ours_local_ms']:.0f} ms (context built, no answer call)"
-        )
-    if args.medical_questions:
-        m = medical(work, args.medical_k, args.medical_questions)
-        print(
-            f"\nGraphRAG-Bench Medical ({m['questions']} questions, {m['units']} text units): mean evidence recall at "
-            f"{args.medical_k} text units (a statement: {STATEMENT_COVERED:.0%} of its words in one unit)"
-        )
-        for key, label in (
-            ("bm25", f"BM25 top {args.medical_k}"),
-            ("ours_basic", f"ours, basic search, top {args.medical_k} (offline)"),
-            ("ours_local", f"ours, local search, first {args.medical_k} Sources (offline)"),
-            ("ours_basic_default", "ours, basic search, as its default budget packs (offline)"),
-            ("ours_local_default", "ours, local search, as its default budget packs (offline)"),
-        ):
-            given = f"   ({m[key + '_units']:.1f} text units per question)" if key + "_units" in m else ""
-            print(f"{label:58}{m[key]:8.4f}{given}")
+    runs = {"2wiki": two_wiki, "hotpotqa": hotpotqa, "medical": medical, "novel": novel}
+    if "2wiki" in args.corpora:
+        peers_line(args.sizes)
+    rows = []
+    for name in args.corpora:
+        rows += runs[name](args, work)
+    print()
+    report(rows)
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     sys.stdout.flush()

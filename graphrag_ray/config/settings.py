@@ -8,16 +8,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import Field, SecretStr
 
+from graphrag_ray.config.ranking import RankingConfig
+from graphrag_ray.config.sections import Section, doc
 
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=())
-
-
-def doc(default, description: str, **kw):
-    """A field with its default and its one-line description (shown in settings.yaml)."""
-    return Field(default=default, description=description, **kw)
+__all__ = ["Section", "doc", "RankingConfig"]  # re-exported: the sections are built from them
 
 
 class RateLimitConfig(Section):
@@ -337,6 +333,7 @@ class LocalSearchConfig(QueryModels):
         "graph, as HippoRAG and fast-graphrag rank passages: a passage one hop away can enter) or graphrag "
         "(Microsoft GraphRAG's: the matched entities' own text units, in entity order)",
     )
+    ranking: RankingConfig = doc(RankingConfig(), "how ppr orders the Sources: every constant, with its provenance")
 
 
 class GlobalSearchConfig(Section):

@@ -34,7 +34,12 @@ _EN_JOINERS = (
     "das",
 )
 _POSSESSIVE = re.compile(r"['’]s?$")  # Frank Sinatra's album: the name is Frank Sinatra
-_EN_PHRASE = re.compile(r"\b[A-Z][\w'’&-]*(?:\s+(?:" + "|".join(_EN_JOINERS) + r")?\s*[A-Z][\w'’&-]*)*")
+# a name's words are separated by spaces or tabs, never by a line break: a title on its own line ("Christopher
+# Nolan\nChristopher Edward Nolan is ...") ends where its line does, as a heading, a list item or a table cell does
+_SAME_LINE = r"[^\S\r\n]"
+_EN_PHRASE = re.compile(
+    rf"\b[A-Z][\w'’&-]*(?:{_SAME_LINE}+(?:" + "|".join(_EN_JOINERS) + rf")?{_SAME_LINE}*[A-Z][\w'’&-]*)*"
+)
 _EN_STOP = {
     "The",
     "A",
@@ -197,12 +202,35 @@ def _jieba():
     return jieba.posseg
 
 
+_HEADING = re.compile(r"#{1,6}[^\S\n]+(.+?)[^\S\n]*#*[^\S\n]*$")
+TITLE_MAX_CHARS, TITLE_MAX_WORDS = 120, 15
+
+
+def title_line(text: str) -> str | None:
+    """The title a text opens with, on a line of its own: a Markdown heading (`# Title`), or a short first line
+    followed by more text that does not end as a sentence or a clause does (`Christopher Nolan\nChristopher Edward
+    Nolan is ...`). None when the text opens with prose."""
+    body = text.lstrip()
+    line, newline, rest = body.partition("\n")
+    line = line.strip()
+    if heading := _HEADING.fullmatch(line):
+        return heading.group(1).strip() or None
+    if not newline or not rest.strip() or not line or len(line) > TITLE_MAX_CHARS:
+        return None
+    if len(line.split()) > TITLE_MAX_WORDS or line[-1] in ".!?。！？:;,，；：、" or not any(c.isalpha() for c in line):
+        return None
+    return line
+
+
 def mentions(text: str, concept_min_count: int = 2) -> list[Mention]:
-    """Every proper-noun mention, plus common nouns (>= 2 characters) repeated concept_min_count times."""
+    """Every proper-noun mention, plus common nouns (>= 2 characters) repeated concept_min_count times; a title on
+    the text's first line (`title_line`) is a mention of its own, whatever the spotters make of its words."""
     found: list[Mention] = []
     if _CJK.search(text):
         found.extend(_zh_mentions(text, concept_min_count))
     found.extend(_en_mentions(text))
+    if (title := title_line(text)) and not any(m.name == title and m.start == text.find(title) for m in found):
+        found.append(Mention(title, "TITLE", text.find(title)))
     found.sort(key=lambda m: m.start)
     return found
 

@@ -42,6 +42,7 @@ class LocalSearch(QueryEngine):
             self.cfg.top_k_entities,
             self.cfg.oversample,
             self.exclude_entities,
+            self.cfg.ranking,
         )
         count = self.chat(self.cfg.chat_model_id).tokenizer.count
         return build_local_context(

@@ -110,16 +110,22 @@ def test_a_name_on_most_pages_does_not_steer_the_walk_the_question_s_words_do(tm
     # NORDLAND is in 8 of 18 text units: its entity points nowhere in particular, so the question is read as naming
     # nothing - by its words first (BM25), as basic search reads it. Walking from NORDLAND alone never reaches the
     # ferry company's page: nothing links it to Nordland
-    from graphrag_ray.query.context import local_context
-
     root = corpus_root(tmp_path, REGION, local_search={"top_k_entities": 1})
     api.build_index(root=root, method="fast")
     question = "Which ferry company in Nordland went broke in winter?"
     assert sources_of(root, question, "local")[0] == "Blue Ferry"
     assert sources_of(root, question, "basic")[0] == "Blue Ferry"
-    with pytest.MonkeyPatch.context() as patch:  # every name seeding the walk: the ferry's page is never reached
-        patch.setattr(local_context, "SEED_MAX_SPREAD", 1.0)
-        assert "Blue Ferry" not in sources_of(root, question, "local")
+    # the ranking is read from settings: every name seeding the walk, and the walk alone deciding - the ferry's
+    # page is never reached
+    set_ranking(root, seed_max_spread=1.0, focus_floor=1.0)
+    assert "Blue Ferry" not in sources_of(root, question, "local")
+
+
+def set_ranking(root: Path, **ranking) -> None:
+    """local_search.ranking in ROOT's settings.yaml set to `ranking` (a new question reads it)."""
+    settings = yaml.safe_load((root / "settings.yaml").read_text(encoding="utf-8"))
+    settings.setdefault("local_search", {})["ranking"] = ranking
+    (root / "settings.yaml").write_text(yaml.safe_dump(settings), encoding="utf-8")
 
 
 DISTRICTS = ("Aldra", "Brekke", "Dalen")
@@ -139,20 +145,22 @@ PARISHES = {  # 127 pages: each village page shares its district with 39 others 
 def test_in_a_corpus_whose_passages_share_their_names_widely_the_question_s_words_rank_local_sources(
     tmp_path, ray_session, no_key
 ):
-    # a walk from HARALD VIK would spread over most pages: it says nothing about which passage is wanted, and the
-    # answer's page is one it never reaches. The question is read as naming nothing - by its words (BM25) first
-    from graphrag_ray.query.context import graph_walk
+    # a walk from HARALD VIK spreads over most pages (his page shares a district with 120 of 126): it says little
+    # about which passage is wanted, and the answer's page is one it never reaches. The walk's weight follows how
+    # far the names reach, so here the question's words rank the Sources (no threshold between corpora decides it)
+    from graphrag_ray.config.ranking import RankingConfig
 
     root = corpus_root(tmp_path, PARISHES, local_search={"top_k_entities": 1})
     api.build_index(root=root, method="fast")
-    assert not api.open_index(root)[1].graph_walk.localises  # the median page shares a name with 40 of 126
+    settings, data, _ = api.open_index(root)
+    harald = [e["id"] for e in data.entity_rows.values() if e["title"] == "HARALD VIK"]
+    assert data.graph_walk.focus(harald, RankingConfig()) > 0.9
     question = "Which foundry cast the bronze bells for the churches where Harald Vik served?"
     local = sources_of(root, question, "local")
-    assert set(local[:2]) == {"Olsen Foundry", "Harald Vik"}, local
-    with pytest.MonkeyPatch.context() as patch:  # the walk leading in any corpus: the foundry is never reached
-        patch.setattr(graph_walk, "LOCAL_MAX_SHARE", 1.0)
-        walked = sources_of(root, question, "local")
-        assert walked[0] == "Harald Vik" and "Olsen Foundry" not in walked, walked
+    assert local[0] == "Olsen Foundry" and "Harald Vik" in local[:3], local
+    set_ranking(root, focus_floor=1.0)  # the walk deciding whatever its names' reach: the foundry is never reached
+    walked = sources_of(root, question, "local")
+    assert walked[0] == "Harald Vik" and "Olsen Foundry" not in walked, walked
 
 
 def test_the_lexical_index_after_add_edit_delete_equals_a_fresh_build(tmp_path, ray_session, no_key):

@@ -71,3 +71,19 @@ def test_two_names_joined_by_and_are_two_entities_and_a_possessive_names_its_own
     assert not {n for n in found if " and " in n or n.endswith(("'s", "’s"))}, found
     for m in mentions(text):  # each mention's offset is where its name is written
         assert text[m.start : m.start + len(m.name)] == m.name, m
+
+
+def test_a_name_never_spans_a_line_break_and_a_title_line_is_its_documents_entity():
+    """`Title\\ntext` (HippoRAG's files, Markdown, wiki dumps) as `Title: text`: the title is a name of its own."""
+    from graphrag_ray.nlp.entities import title_line
+
+    newline = {m.name for m in mentions("Christopher Nolan\nChristopher Edward Nolan is a British film director.")}
+    colon = {m.name for m in mentions("Christopher Nolan: Christopher Edward Nolan is a British film director.")}
+    assert "Christopher Nolan" in newline and "Christopher Nolan" in colon
+    assert not any("\n" in name for name in newline)
+    assert all("\n" not in m.name for m in mentions("Ada Marsh\nGrey Point\n- Lighthouse Keeper\n| Fresnel Lens |"))
+    assert title_line("# The Lighthouse of Ada\nSome text.") == "The Lighthouse of Ada"  # a Markdown heading
+    assert title_line("Inception\nInception is a 2010 science fiction film.") == "Inception"
+    assert title_line("It was a dark night.\nThe keeper slept.") is None  # prose opens the text
+    assert title_line("Inception") is None  # a title with nothing under it is no document's title
+    assert "李明的咖啡店" in {m.name for m in mentions("李明的咖啡店\n2024年3月，李明决定在杭州开一家咖啡店。")}

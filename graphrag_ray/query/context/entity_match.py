@@ -13,11 +13,11 @@ import math
 import re
 from functools import cached_property
 
+from graphrag_ray.config.ranking import RankingConfig
 from graphrag_ray.nlp.lexical import CJK_RUN, english_stop_words
 
 _WORD = re.compile(r"[^\W_]+")
-GENERIC_SHARE = 0.5  # in more than this share of the text units: generic (with at least MIN_UNITS of them)
-MIN_UNITS = 10
+DEFAULT_RANKING = RankingConfig()  # generic_share, generic_min_units: local_search.ranking
 
 
 def words(text: str) -> list[str]:
@@ -40,7 +40,7 @@ class EntityMatcher:
             if phrase and not CJK_RUN.search(phrase[0]):
                 self.by_phrase.setdefault(phrase, []).append(entity_id)
         self.lengths = sorted({len(p) for p in self.by_phrase})  # a lookup per word and phrase length
-        self._asked: dict[str, tuple[tuple[str, float], ...]] = {}  # the last questions' answers
+        self._asked: dict[tuple, tuple[tuple[str, float], ...]] = {}  # the last questions' answers
 
     @cached_property
     def _chinese_lengths(self) -> list[int]:
@@ -56,28 +56,31 @@ class EntityMatcher:
                 spans += [(i, i + length, e) for e in self.chinese.get(query[i : i + length], ())]
         return spans
 
-    def generic(self, entity_id: str) -> bool:
+    def generic(self, entity_id: str, ranking: RankingConfig = DEFAULT_RANKING) -> bool:
+        """Names nothing in particular: its words are all stop words, or it is in more than `generic_share` of the
+        text units (in an index of at least `generic_min_units`)."""
         row = self.rows[entity_id]
         phrase = words(row["title"] or "")
         if not phrase or all(w in english_stop_words() for w in phrase):
             return True
         spread = len(row["text_unit_ids"] or [])
-        return self.units >= MIN_UNITS and spread > GENERIC_SHARE * self.units
+        return self.units >= ranking.generic_min_units and spread > ranking.generic_share * self.units
 
     def rarity(self, entity_id: str) -> float:
         """log(1 + units / units holding it): a name in one passage outweighs one in fifty."""
         return math.log(1 + self.units / max(1, len(self.rows[entity_id]["text_unit_ids"] or [])))
 
-    def named(self, query: str) -> list[tuple[str, float]]:
+    def named(self, query: str, ranking: RankingConfig = DEFAULT_RANKING) -> list[tuple[str, float]]:
         """(entity id, rarity) of the entities the query names, rarest first; generic ones left out. (Asked twice
         per local query - for the slots and for the walk's seeds - it is worked out once.)"""
-        if query not in self._asked:
+        key = (query, ranking.generic_share, ranking.generic_min_units)
+        if key not in self._asked:
             if len(self._asked) >= 64:
                 self._asked.clear()
-            self._asked[query] = self._named(query)
-        return list(self._asked[query])
+            self._asked[key] = self._named(query, ranking)
+        return list(self._asked[key])
 
-    def _named(self, query: str) -> tuple[tuple[str, float], ...]:
+    def _named(self, query: str, ranking: RankingConfig) -> tuple[tuple[str, float], ...]:
         spans: list[tuple[int, int, str]] = []  # (start, end) in the query's words
         written = _WORD.findall(query)
         said = [w.casefold() for w in written]
@@ -97,7 +100,7 @@ class EntityMatcher:
         longest = _maximal(spans)
         if self.chinese and CJK_RUN.search(query):
             longest += _maximal(self._chinese_spans(query.casefold()))
-        found = [e for e in dict.fromkeys(longest) if not self.generic(e)]
+        found = [e for e in dict.fromkeys(longest) if not self.generic(e, ranking)]
         return tuple(
             sorted(((e, self.rarity(e)) for e in found), key=lambda p: (-p[1], -len(self.rows[p[0]]["title"])))
         )

@@ -13,30 +13,9 @@ from functools import cached_property
 
 import numpy as np
 
-from graphrag_ray.query.context.entity_match import GENERIC_SHARE
+from graphrag_ray.config.ranking import RankingConfig
 
-# 0.6 of the walk follows edges (HippoRAG's 0.5 restarted more), so mass stays within a few hops of the question
-DAMPING = 0.6
-HOPS = 3  # the walk runs on the seeds' neighbourhood: entity -> its passage -> a name in it -> that
-MAX_NODES = 5_000  # name's passage; mass further out is negligible at this damping, and a query must not pay
-HUB_DEGREE = 500  # for the whole graph. A hub is reached, not walked through
-MEMBERSHIP = 5.0  # weight of an entity - text unit edge, against a relationship's (scaled to a mean of 1):
-# the walk is after passages, and in the fast method's graph a relationship only repeats that two share one
-ITERATIONS, TOLERANCE = 100, 1e-10
-# a text unit's score is divided by (its edges) ** UNIT_DEGREE_POWER: a long page naming fifty things collects mass
-# from all of them without being about any. jobs/bench_retrieval.py, the standard method on 2Wiki (0.92/0.90 ->
-# 0.94/0.92, with DAMPING 0.6); the fast method's 0.96/0.93 and Medical's recall unchanged
-UNIT_DEGREE_POWER = 0.25
-# the walk localises only where a passage shares its names with few others. In a corpus of long chunks of one subject
-# (GraphRAG-Bench Medical: 199 text units of 1,200 tokens, 27 names each) the median passage shares a name with 56 %
-# of the others, and a walk from any name spreads over the whole corpus; on 2Wiki's pages (100 tokens), under 3 %.
-# Where the median passage shares names with more than LOCAL_MAX_SHARE of the text units, the names lead no walk
-# (query/context/local_context.py). Judged on a sample of SAMPLE_UNITS text units, and only in a corpus of at least
-# LOCAL_MIN_UNITS: in a small one every passage is near every other. jobs/bench_retrieval.py: Medical local search
-# 0.663 -> 0.668 (basic search's 0.668: there its Sources are basic's), 2Wiki 0.96/0.94 for both methods unchanged
-LOCAL_MAX_SHARE = 0.25
-LOCAL_MIN_UNITS = 100
-SAMPLE_UNITS = 256
+# every constant of the walk is a setting: local_search.ranking (config/ranking.py), with its provenance
 
 
 class GraphWalk:
@@ -49,7 +28,8 @@ class GraphWalk:
 
     @cached_property
     def _edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(indptr, neighbour, weight): both directions of every edge, grouped by node (CSR)."""
+        """(indptr, neighbour, weight): both directions of every edge, grouped by node (CSR). A membership edge
+        (entity - text unit) has weight -1 here: `weights` gives it the ranking's membership weight."""
         by_title = dict(zip(self._entities["title"].to_list(), range(len(self.entity_ids))))
         entities, units = self._positions
         a, b, w = [], [], []
@@ -71,7 +51,7 @@ class GraphWalk:
                 if unit in units:
                     a.append(entities[entity_id])
                     b.append(units[unit])
-                    w.append(MEMBERSHIP)
+                    w.append(-1.0)
         src = np.asarray(a + b, dtype=np.int64)
         dst = np.asarray(b + a, dtype=np.int64)
         weight = np.asarray(w + w, dtype=np.float64)
@@ -80,25 +60,42 @@ class GraphWalk:
         indptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=nodes))])
         return indptr, dst[order], weight[order]
 
-    @cached_property
-    def localises(self) -> bool:
-        """Whether a walk from a name stays near it: the median text unit (of an evenly spaced sample) shares an
-        entity with at most LOCAL_MAX_SHARE of the other text units. Hubs and names on most text units (generic:
-        query/context/entity_match.py) do not count: the one is not walked through, the other never seeds a walk."""
+    def weights(self, ranking: RankingConfig) -> np.ndarray:
+        """The edges' weights under `ranking` (the membership weight set), worked out once per weight."""
+        cache = self.__dict__.setdefault("_weights", {})
+        if ranking.membership_weight not in cache:
+            weight = self._edges[2]
+            cache[ranking.membership_weight] = np.where(weight < 0, ranking.membership_weight, weight)
+        return cache[ranking.membership_weight]
+
+    def focus(self, entity_ids: list[str], ranking: RankingConfig) -> float:
+        """How far a question's names reach: the share of the text units that share an entity (not a hub, not
+        generic) with the names' own text units. Small for names that stay among a few passages (2Wiki's pages),
+        large where every passage shares names with most others (long chunks of one subject)."""
         units = len(self.unit_ids)
-        if units < LOCAL_MIN_UNITS:
-            return True
+        entities, _ = self._positions
+        seeds = np.asarray([entities[e] for e in entity_ids if e in entities], dtype=np.int64)
+        if not len(seeds) or units < 2:
+            return 0.0
         indptr, neighbour, _ = self._edges
-        offset, degree = len(self.entity_ids), np.diff(indptr)
+        offset = len(self.entity_ids)
+        own = neighbour[edge_positions(indptr, seeds)[0]]
+        own = np.unique(own[own >= offset])
+        names = neighbour[edge_positions(indptr, own)[0]]
+        names = np.unique(names[names < offset])
+        linking = self._linking(ranking)
+        names = names[linking[names]]
+        near = neighbour[edge_positions(indptr, names)[0]]
+        reached = len(np.unique(np.concatenate([near[near >= offset], own])))
+        return (reached - len(own)) / max(1, units - len(own))
+
+    def _linking(self, ranking: RankingConfig) -> np.ndarray:
+        """Which entity nodes link passages: not hubs, not in most text units (generic)."""
+        indptr, neighbour, _ = self._edges
+        offset, units = len(self.entity_ids), len(self.unit_ids)
+        degree = np.diff(indptr)
         in_units = np.bincount(np.repeat(np.arange(len(degree)), degree), weights=neighbour >= offset)
-        linking = (degree <= HUB_DEGREE) & (in_units <= GENERIC_SHARE * units)
-        shares = []
-        for unit in np.unique(np.linspace(0, units - 1, SAMPLE_UNITS).astype(np.int64)) + offset:
-            names = neighbour[indptr[unit] : indptr[unit + 1]]
-            names = names[(names < offset) & linking[names]]
-            near = neighbour[edge_positions(indptr, names)[0]]
-            shares.append((len(np.unique(near[near >= offset])) - 1) / (units - 1))
-        return float(np.median(shares)) <= LOCAL_MAX_SHARE
+        return (degree <= ranking.hub_degree) & (in_units <= ranking.generic_share * units)
 
     @cached_property
     def _positions(self) -> tuple[dict[str, int], dict[str, int]]:
@@ -108,8 +105,11 @@ class GraphWalk:
             {u: len(self.entity_ids) + i for i, u in enumerate(self.unit_ids)},
         )
 
-    def scores(self, entity_seeds: dict[str, float], unit_seeds: dict[str, float]) -> list[tuple[str, float]]:
+    def scores(
+        self, entity_seeds: dict[str, float], unit_seeds: dict[str, float], ranking: RankingConfig | None = None
+    ) -> list[tuple[str, float]]:
         """(text unit id, PageRank) from the seeds, best first (ties: table order); none without seeds."""
+        ranking = ranking or RankingConfig()
         offset = len(self.entity_ids)
         entities, units = self._positions
         seeds: dict[int, float] = {}
@@ -122,26 +122,27 @@ class GraphWalk:
         if not seeds:
             return []
         seed_nodes = np.asarray(sorted(seeds), dtype=np.int64)
-        nodes = self._around(seed_nodes)
+        nodes = self._around(seed_nodes, ranking)
         reset = np.zeros(len(nodes))
         reset[np.searchsorted(nodes, seed_nodes)] = [seeds[int(n)] for n in seed_nodes]
-        scores = self._pagerank(nodes, reset / reset.sum())
+        scores = self._pagerank(nodes, reset / reset.sum(), ranking)
         unit = (nodes >= offset) & (scores > 0)
         nodes, scores = nodes[unit], scores[unit]
-        if UNIT_DEGREE_POWER:
+        if ranking.unit_degree_power:
             indptr = self._edges[0]
             degree = (indptr[nodes + 1] - indptr[nodes]).astype(np.float64)
-            scores = scores / np.maximum(degree, 1.0) ** UNIT_DEGREE_POWER
+            scores = scores / np.maximum(degree, 1.0) ** ranking.unit_degree_power
         order = np.lexsort((nodes, -scores))  # best first; ties: table order
         return [
             (self.unit_ids[node - offset], score)
             for node, score in zip((nodes[order]).tolist(), scores[order].tolist())
         ]
 
-    def _pagerank(self, nodes: np.ndarray, reset: np.ndarray) -> np.ndarray:
+    def _pagerank(self, nodes: np.ndarray, reset: np.ndarray, ranking: RankingConfig) -> np.ndarray:
         """Personalised PageRank on the subgraph of `nodes` (sorted): the walk moves along an edge in proportion
         to its weight, or restarts at `reset` (always, from a node with no edge inside)."""
-        indptr, neighbour, weight = self._edges
+        indptr, neighbour, _ = self._edges
+        weight = self.weights(ranking)
         local = np.full(len(indptr) - 1, -1, dtype=np.int64)
         local[nodes] = np.arange(len(nodes))
         take, counts = edge_positions(indptr, nodes)
@@ -153,28 +154,29 @@ class GraphWalk:
         step = np.divide(w, out[src], out=np.zeros_like(w), where=out[src] > 0)
         dangling = out == 0
         x = reset.copy()
-        for _ in range(ITERATIONS):
+        damping = ranking.damping
+        for _ in range(ranking.iterations):
             moved = np.bincount(dst, weights=x[src] * step, minlength=len(nodes))
-            following = DAMPING * moved + (1 - DAMPING + DAMPING * x[dangling].sum()) * reset
-            if np.abs(following - x).sum() < TOLERANCE:
+            following = damping * moved + (1 - damping + damping * x[dangling].sum()) * reset
+            if np.abs(following - x).sum() < ranking.tolerance:
                 return following
             x = following
         return x
 
-    def _around(self, seeds: np.ndarray) -> np.ndarray:
-        """The nodes within HOPS of the seeds (sorted), not expanding past hubs, at most about MAX_NODES."""
+    def _around(self, seeds: np.ndarray, ranking: RankingConfig) -> np.ndarray:
+        """The nodes within `hops` of the seeds (sorted), not expanding past hubs, at most about `max_nodes`."""
         indptr, neighbour, _ = self._edges
         seen = np.zeros(len(indptr) - 1, dtype=bool)
         seen[seeds] = True
         frontier, total = seeds, len(seeds)
-        for hop in range(HOPS):
+        for hop in range(ranking.hops):
             if hop:  # a hub is reached, not walked through (a seed always is)
-                frontier = frontier[indptr[frontier + 1] - indptr[frontier] <= HUB_DEGREE]
+                frontier = frontier[indptr[frontier + 1] - indptr[frontier] <= ranking.hub_degree]
             reached = np.unique(neighbour[edge_positions(indptr, frontier)[0]])
             frontier = reached[~seen[reached]]
             seen[frontier] = True
             total += len(frontier)
-            if total > MAX_NODES:
+            if total > ranking.max_nodes:
                 break
         return np.flatnonzero(seen)
 

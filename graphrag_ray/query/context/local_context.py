@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Callable
 
+from graphrag_ray.config.ranking import RankingConfig
 from graphrag_ray.config.settings import LocalSearchConfig
 from graphrag_ray.query.context.budget import pack_table
 from graphrag_ray.query.context.history import ConversationHistory
@@ -30,19 +31,7 @@ LOCAL_CONTEXT_LOOKUPS = (
 )
 log = logging.getLogger(__name__)
 CLAIM_COLUMNS = ("object_id", "type", "status", "start_date", "end_date", "description")
-UNIT_SEEDS = 10  # text units BM25 finds for a question naming no entity, where the graph walk restarts
-# a question naming entities: the walk's score of a text unit times (1 + LEXICAL_WEIGHT x its BM25 score for the
-# question, both scaled to their best): of the passages one hop from the names, the one the question's other words
-# point at ("the composer of ...") comes first. jobs/bench_retrieval.py: 2Wiki 0.94/0.91 -> 0.96/0.93 at 8 passages
-# (fusing the 5 best BM25 units by reciprocal rank instead: 0.94/0.90); GraphRAG-Bench Medical 0.661 -> 0.647
-LEXICAL_WEIGHT = 2.0
-# a name whose words are in more than this share of the text units (and in MIN_SPREAD_UNITS of them) does not point
-# the walk anywhere in particular: its entity's own text units are a few of the many that say it (GraphRAG-Bench
-# Medical's STAGE: the entity in 8 text units, the word in 85 of 199). A question naming only such names is read as
-# naming none. jobs/bench_retrieval.py: 2Wiki 0.96/0.93 -> 0.96/0.94 (fast), 0.94/0.93 -> 0.96/0.94 (standard);
-# Medical 0.651 -> 0.663; the same from 0.025 to 0.04 (0.02: 2Wiki-51 0.92)
-SEED_MAX_SPREAD = 0.03
-MIN_SPREAD_UNITS = 5
+# every ranking constant is a setting: local_search.ranking (config/ranking.py), with its provenance
 
 
 @dataclass
@@ -57,12 +46,19 @@ class LocalContext:
 
 
 async def map_query_to_entities(
-    query: str, data: IndexData, embed: Callable | None, k: int, oversample: int, exclude: set[str] | None = None
+    query: str,
+    data: IndexData,
+    embed: Callable | None,
+    k: int,
+    oversample: int,
+    exclude: set[str] | None = None,
+    ranking: RankingConfig | None = None,
 ) -> list[dict]:
     """Entities for a query: those it names (whole words, rarest first: query/context/entity_match.py), then the
     best BM25 matches of their names and descriptions, then the nearest descriptions in LanceDB. Generic entities
     (stop words, in most text units) never take a slot."""
     exclude = {e.casefold() for e in (exclude or set())}
+    ranking = ranking or RankingConfig()
     picked: list[dict] = []
     seen: set[str] = set()
     matcher = data.entity_matcher
@@ -74,12 +70,12 @@ async def map_query_to_entities(
             and row["id"] not in seen
             and row["title"].casefold() not in exclude
             and len(picked) < k
-            and not matcher.generic(entity_id)
+            and not matcher.generic(entity_id, ranking)
         ):
             seen.add(row["id"])
             picked.append(row)
 
-    for entity_id, _ in matcher.named(query):
+    for entity_id, _ in matcher.named(query, ranking):
         take(entity_id)
     if len(picked) < k and data.entities.height:
         for entity_id, _ in data.lexical("entities").search(query, k * oversample):
@@ -101,28 +97,8 @@ def ranked_units(
     graphrag: Microsoft GraphRAG's order (the selected entities' own text units, by entity, then by how many chosen
     relationships they hold)."""
     if cfg.text_unit_ranking == "ppr" and query and data.text_units.height:
-        # the walk restarts where the question points: at the entities it names. Only a question naming none
-        # restarts at the entities matched otherwise and at its BM25 text units - as extra seeds beside names,
-        # those pulled in passages sharing the question's common words (jobs/bench_retrieval.py, 2Wiki)
-        named = dict(data.entity_matcher.named(query))
-        entity_seeds = (  # where every passage is near most others, a name points nowhere in particular
-            {e["id"]: named[e["id"]] for e in selected if e["id"] in named and _points(data, e)}
-            if data.graph_walk.localises
-            else {}
-        )
-        first: list[str] = []
-        unit_seeds: dict[str, float] = {}
-        if not entity_seeds:  # a question about things, not names: its words decide, and the walk from them adds
-            # what they do not say (jobs/bench_retrieval.py, GraphRAG-Bench Medical: the walk alone recalled less)
-            entity_seeds = {e["id"]: data.entity_matcher.rarity(e["id"]) for e in selected}
-            hits = data.lexical("text_units").search(query, UNIT_SEEDS)
-            unit_seeds = {unit_id: score / hits[0][1] for unit_id, score in hits}
-            first = list(unit_seeds)
-        scored = [(u, s) for u, s in data.graph_walk.scores(entity_seeds, unit_seeds) if u not in unit_seeds]
-        if not first and scored:  # the names lead; the question's other words choose among what they reach
-            scored = _reweighted(scored, data.lexical("text_units").scores(query, [u for u, _ in scored]))
-        walked = [u for u, _ in scored]
-        return [data.text_unit_rows[u] for u in first + walked if u in data.text_unit_rows]
+        order = _walked_units(data, query, selected, cfg.ranking)
+        return [data.text_unit_rows[u] for u in order if u in data.text_unit_rows]
     units: list[tuple[int, int, dict]] = []
     seen_units: set[str] = set()
     for order, entity in enumerate(selected):
@@ -256,7 +232,7 @@ def build_local_context(
     )
     if kept_u:
         records["sources"] = [{"id": u["human_readable_id"], "text": u["text"]} for u in units[:kept_u]]
-    named = dict(data.entity_matcher.named(query)) if query else {}
+    named = dict(data.entity_matcher.named(query, cfg.ranking)) if query else {}
     return LocalContext("\n".join(parts), records, selected, tables, sum(1 for e in selected if e["id"] in named))
 
 
@@ -290,19 +266,63 @@ def _ranked_relationships(data: IndexData, selected: list[dict], titles: set[str
     return out
 
 
-def _points(data: IndexData, entity: dict) -> bool:
-    """Whether the entity's name points the walk somewhere: its words are in at most SEED_MAX_SPREAD of the text
-    units (or MIN_SPREAD_UNITS of them, in a small index)."""
-    lexical = data.lexical("text_units")
-    limit = max(SEED_MAX_SPREAD, MIN_SPREAD_UNITS / max(1, len(lexical.ids)))
+def _walked_units(data: IndexData, query: str, selected: list[dict], ranking: RankingConfig) -> list[str]:
+    """Text unit ids in Sources order, by personalised PageRank fused with the question's words.
+
+    A question naming entities: the walk restarts at its names (by rarity), and its other words choose among what
+    the names reach (`lexical_weight`). That ranking and BM25's are fused per question by reciprocal rank, the
+    walk's weight following how localised the names are (`GraphWalk.focus`): where the names' passages share
+    names with few others (a page about a person), the walk decides; where they share them with much of the corpus
+    (long chunks of one subject, a novel's cast), the words do - smoothly, with no threshold between corpora.
+    A question naming nothing (or only names on most pages) is read by its words: BM25's units first, then the
+    walk from them."""
+    matcher, lexical = data.entity_matcher, data.lexical("text_units")
+    named = dict(matcher.named(query, ranking))
+    seeds = {e["id"]: named[e["id"]] for e in selected if e["id"] in named and _points(lexical, e, ranking)}
+    hits = lexical.search(query, ranking.unit_seeds)
+    if not seeds:  # a question about things, not names: its words decide, and the walk from them adds what they
+        # do not say (jobs/bench_retrieval.py, GraphRAG-Bench Medical: the walk alone recalled less)
+        unit_seeds = {unit_id: score / hits[0][1] for unit_id, score in hits}
+        entity_seeds = {e["id"]: matcher.rarity(e["id"]) for e in selected}
+        walked = [u for u, _ in data.graph_walk.scores(entity_seeds, unit_seeds, ranking) if u not in unit_seeds]
+        return list(unit_seeds) + walked
+    scored = data.graph_walk.scores(seeds, {}, ranking)
+    if scored:  # the names lead; the question's other words choose among what they reach
+        scored = _reweighted(scored, lexical.scores(query, [u for u, _ in scored]), ranking)
+    walked = [u for u, _ in scored]
+    focus = data.graph_walk.focus(list(seeds), ranking)
+    walk_weight = ranking.focus_floor / max(ranking.focus_floor, focus)
+    if walk_weight >= 1.0 or not hits:
+        return walked
+    words = [u for u, _ in lexical.search(query, max(len(walked), ranking.unit_seeds))]
+    return fused({"walk": walked, "words": words}, {"walk": walk_weight, "words": 1.0 - walk_weight}, ranking)
+
+
+def fused(rankings: dict[str, list[str]], weights: dict[str, float], ranking: RankingConfig) -> list[str]:
+    """Weighted reciprocal rank fusion: each item scores the sum of weight / (fusion_k + rank) over the rankings
+    that hold it; best first (ties: the first ranking's order)."""
+    score: dict[str, float] = {}
+    for name, order in rankings.items():
+        for rank, item in enumerate(order):
+            score[item] = score.get(item, 0.0) + weights[name] / (ranking.fusion_k + rank)
+    first = {item: i for i, item in enumerate(next(iter(rankings.values())))}
+    return sorted(score, key=lambda item: (-score[item], first.get(item, len(first))))
+
+
+def _points(lexical, entity: dict, ranking: RankingConfig) -> bool:
+    """Whether the entity's name points the walk somewhere: its words are in at most `seed_max_spread` of the
+    text units (or `min_spread_units` of them, in a small index)."""
+    limit = max(ranking.seed_max_spread, ranking.min_spread_units / max(1, len(lexical.ids)))
     return lexical.spread(entity["title"] or "") <= limit
 
 
-def _reweighted(scored: list[tuple[str, float]], lexical: list[float]) -> list[tuple[str, float]]:
+def _reweighted(
+    scored: list[tuple[str, float]], lexical: list[float], ranking: RankingConfig
+) -> list[tuple[str, float]]:
     best_walk, best_lexical = scored[0][1], max(lexical) or 1.0
     return sorted(
         (
-            (unit, walk / best_walk * (1 + LEXICAL_WEIGHT * words / best_lexical))
+            (unit, walk / best_walk * (1 + ranking.lexical_weight * words / best_lexical))
             for (unit, walk), words in zip(scored, lexical)
         ),
         key=lambda p: -p[1],

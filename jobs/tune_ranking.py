@@ -1,0 +1,118 @@
+"""Tune one `local_search.ranking` setting on the **dev halves** only: local search's figure on every corpus and
+document shape for each value tried, from the indexes `jobs/bench_retrieval.py --keep DIR` built (run that first).
+The test halves are never read here: report a chosen value with bench_retrieval.py, which prints both.
+
+    python jobs/tune_ranking.py --keep DIR --setting focus_floor --values 0.02 0.05 0.1 0.2 1.0
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gzip
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import bench_retrieval as bench  # noqa: E402
+
+
+def titled_dev(root: Path, questions: list[dict], truth_key: str, score, k: int, ranking: dict) -> float:
+    dev = bench.halves(questions)["dev"]
+    got = asyncio.run(titles_with(root, [q["question"] for q in dev], k, ranking))
+    return score(list(zip([q[truth_key] for q in dev], got)), k)
+
+
+async def titles_with(root: Path, questions: list[str], k: int, ranking: dict) -> list[list[str]]:
+    from graphrag_ray.api import open_index
+    from graphrag_ray.query.factory import make_engine
+
+    settings, data, models = open_index(root)
+    settings.local_search.ranking = settings.local_search.ranking.model_copy(update=ranking)
+    unit_document = dict(zip(data.text_units["human_readable_id"].to_list(), data.text_units["document_id"].to_list()))
+    documents = bench._document_titles(root)
+    engine = make_engine("local", data, models, settings, root, no_llm=True)
+    found = []
+    for q in questions:
+        result = await engine.context_only(q)
+        got: list[str] = []
+        for source in result.context_data.get("sources", []):
+            title = documents.get(unit_document.get(int(source["id"])))
+            if title and title not in got:
+                got.append(title)
+        found.append(got[:k])
+    return found
+
+
+def evidence_dev(root: Path, questions: list[dict], k: int, ranking: dict) -> float:
+    from graphrag_ray.api import open_index
+    from graphrag_ray.nlp.lexical import tokens
+    from graphrag_ray.query.factory import make_engine
+
+    settings, data, models = open_index(root)
+    units = data.text_units
+    unit_words = {u["human_readable_id"]: set(tokens(u["text"])) for u in units.iter_rows(named=True)}
+    chosen = settings.model_copy(deep=True)
+    chosen.local_search.max_context_tokens = 2 * (k + 1) * int(units["n_tokens"].max())
+    chosen.local_search.ranking = chosen.local_search.ranking.model_copy(update=ranking)
+    engine = make_engine("local", data, models, chosen, root, no_llm=True)
+    total = 0.0
+    dev = bench.halves(questions)["dev"]
+    for q in dev:
+        got = [int(s["id"]) for s in asyncio.run(engine.context_only(q["question"])).context_data.get("sources", [])]
+        statements = [set(tokens(s)) for s in q["evidence"].split("; ") if tokens(s)]
+        covered = sum(
+            1
+            for words in statements
+            if any(len(words & unit_words[u]) >= bench.STATEMENT_COVERED * len(words) for u in got[:k])
+        )
+        total += covered / len(statements) if statements else 1.0
+    return total / len(dev)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--keep", type=Path, required=True, help="the folder bench_retrieval.py --keep built")
+    parser.add_argument("--setting", required=True)
+    parser.add_argument("--values", type=float, nargs="+", required=True)
+    args = parser.parse_args()
+    wiki = json.loads((bench.DATA / "2wiki" / "questions.json").read_text(encoding="utf-8"))
+    hotpot = json.loads((bench.DATA / "hotpotqa" / "questions.json").read_text(encoding="utf-8"))
+    with gzip.open(bench.DATA / "graphrag_bench" / "medical_questions.json.gz", "rt", encoding="utf-8") as f:
+        medical = json.load(f)
+    with gzip.open(bench.DATA / "graphrag_bench" / "novel_questions.json.gz", "rt", encoding="utf-8") as f:
+        novel = json.load(f)
+    columns = []
+    for shape in bench.SHAPES:
+        for n in (51, 101):
+            columns.append((f"2wiki-{n} {shape}", args.keep / f"2wiki-{n}-{shape}", "wiki", n))
+        columns.append((f"hotpot@5 {shape}", args.keep / f"hotpotqa-{shape}", "hotpot", 5))
+    columns += [("medical@10", args.keep / "medical", "medical", 10), ("novel@10", args.keep / "novel", "novel", 10)]
+    columns = [c for c in columns if (c[1] / "output").exists()]
+    print(f"local search, dev halves only, {args.setting} =")
+    print(f"{'value':>8}" + "".join(f"{name:>20}" for name, *_ in columns))
+    for value in args.values:
+        ranking = {args.setting: type(getattr(bench_ranking(), args.setting))(value)}
+        figures = []
+        for _, root, kind, n in columns:
+            if kind == "wiki":
+                questions = [{"question": q["question"], "truth": q["ground_truth"]} for q in wiki[str(n)]]
+                figures.append(titled_dev(root, questions, "truth", lambda p, k: bench.perfect_share(p), 8, ranking))
+            elif kind == "hotpot":
+                figures.append(titled_dev(root, hotpot, "supporting", bench.recall_at, n, ranking))
+            else:
+                figures.append(evidence_dev(root, medical if kind == "medical" else novel, n, ranking))
+        print(f"{value:8g}" + "".join(f"{f:20.4f}" for f in figures))
+        sys.stdout.flush()
+
+
+def bench_ranking():
+    from graphrag_ray.config.ranking import RankingConfig
+
+    return RankingConfig()
+
+
+if __name__ == "__main__":
+    main()
