@@ -130,12 +130,17 @@ def bm25_titles(corpus: list[dict], shape: str, questions: list[str], k: int) ->
     return found
 
 
-async def our_titles(root: Path, questions: list[str], method: str, k: int) -> list[list[str]]:
-    """The titles of the first k passages a method gives (its Sources, in order), per question."""
+async def our_titles(
+    root: Path, questions: list[str], method: str, k: int, ranking: dict | None = None
+) -> list[list[str]]:
+    """The titles of the first k passages a method gives (its Sources, in order), per question; `ranking`: settings
+    of local_search.ranking changed (jobs/tune_ranking.py)."""
     from graphrag_ray.api import open_index
     from graphrag_ray.query.factory import make_engine
 
     settings, data, models = open_index(root)
+    if ranking:
+        settings.local_search.ranking = settings.local_search.ranking.model_copy(update=ranking)
     unit_document = dict(zip(data.text_units["human_readable_id"].to_list(), data.text_units["document_id"].to_list()))
     documents = _document_titles(root)
     engine = make_engine(method, data, models, settings, root, no_llm=True)

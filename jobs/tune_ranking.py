@@ -21,29 +21,8 @@ import bench_retrieval as bench  # noqa: E402
 
 def titled_dev(root: Path, questions: list[dict], truth_key: str, score, k: int, ranking: dict) -> float:
     dev = bench.halves(questions)["dev"]
-    got = asyncio.run(titles_with(root, [q["question"] for q in dev], k, ranking))
+    got = asyncio.run(bench.our_titles(root, [q["question"] for q in dev], "local", k, ranking))
     return score(list(zip([q[truth_key] for q in dev], got)), k)
-
-
-async def titles_with(root: Path, questions: list[str], k: int, ranking: dict) -> list[list[str]]:
-    from graphrag_ray.api import open_index
-    from graphrag_ray.query.factory import make_engine
-
-    settings, data, models = open_index(root)
-    settings.local_search.ranking = settings.local_search.ranking.model_copy(update=ranking)
-    unit_document = dict(zip(data.text_units["human_readable_id"].to_list(), data.text_units["document_id"].to_list()))
-    documents = bench._document_titles(root)
-    engine = make_engine("local", data, models, settings, root, no_llm=True)
-    found = []
-    for q in questions:
-        result = await engine.context_only(q)
-        got: list[str] = []
-        for source in result.context_data.get("sources", []):
-            title = documents.get(unit_document.get(int(source["id"])))
-            if title and title not in got:
-                got.append(title)
-        found.append(got[:k])
-    return found
 
 
 def evidence_dev(root: Path, questions: list[dict], k: int, ranking: dict) -> float:
@@ -77,7 +56,10 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, required=True, help="the folder bench_retrieval.py --keep built")
     parser.add_argument("--setting", required=True)
     parser.add_argument("--values", type=float, nargs="+", required=True)
+    parser.add_argument("--fixed", nargs="*", default=[], help="other settings held at a value: NAME=VALUE")
     args = parser.parse_args()
+    defaults = bench_ranking()
+    fixed = {name: type(getattr(defaults, name))(float(value)) for name, value in (f.split("=", 1) for f in args.fixed)}
     wiki = json.loads((bench.DATA / "2wiki" / "questions.json").read_text(encoding="utf-8"))
     hotpot = json.loads((bench.DATA / "hotpotqa" / "questions.json").read_text(encoding="utf-8"))
     with gzip.open(bench.DATA / "graphrag_bench" / "medical_questions.json.gz", "rt", encoding="utf-8") as f:
@@ -91,10 +73,10 @@ def main() -> None:
         columns.append((f"hotpot@5 {shape}", args.keep / f"hotpotqa-{shape}", "hotpot", 5))
     columns += [("medical@10", args.keep / "medical", "medical", 10), ("novel@10", args.keep / "novel", "novel", 10)]
     columns = [c for c in columns if (c[1] / "output").exists()]
-    print(f"local search, dev halves only, {args.setting} =")
+    print(f"local search, dev halves only ({', '.join(args.fixed) or 'defaults'}), {args.setting} =")
     print(f"{'value':>8}" + "".join(f"{name:>20}" for name, *_ in columns))
     for value in args.values:
-        ranking = {args.setting: type(getattr(bench_ranking(), args.setting))(value)}
+        ranking = {**fixed, args.setting: type(getattr(defaults, args.setting))(value)}
         figures = []
         for _, root, kind, n in columns:
             if kind == "wiki":

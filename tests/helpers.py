@@ -146,3 +146,31 @@ def check_communities(index) -> None:
         assert len(members) == len(set(members)), "every entity in one community per level"
     level0 = {e for ids in comms.filter(pl.col("level") == 0)["entity_ids"] for e in ids}
     assert level0 == entities
+
+
+def offline_example(root: Path, executor: str = "auto") -> Path:
+    """examples/coffee_shop copied to ROOT (the offline `fast` method, no endpoint), run on `executor`."""
+    import shutil
+
+    example = Path(__file__).parents[1] / "examples" / "coffee_shop"
+    shutil.copytree(example, root, ignore=shutil.ignore_patterns("output", "cache", "runs", "logs"))
+    settings = yaml.safe_load((root / "settings.yaml").read_text(encoding="utf-8"))
+    settings["workers"]["executor"] = executor
+    (root / "settings.yaml").write_text(yaml.safe_dump(settings, allow_unicode=True), encoding="utf-8")
+    return root
+
+
+def built_offline_example(root: Path, executor: str = "auto") -> Path:
+    """`offline_example`, indexed by the command in a process of its own."""
+    import subprocess
+    import sys
+
+    offline_example(root, executor)
+    done = subprocess.run(
+        [sys.executable, "-m", "graphrag_ray.cli", "index", "--root", str(root), "--method", "fast"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return root

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -17,13 +16,11 @@ from pathlib import Path
 
 import psutil
 import pytest
-import yaml
 
+from tests.helpers import built_offline_example, offline_example
 from tests.integration.test_serve import free_port
 
 pytestmark = pytest.mark.reliability
-
-COFFEE = Path(__file__).parents[2] / "examples" / "coffee_shop"
 
 
 def listening(pid: int) -> set[tuple[str, int]]:
@@ -50,15 +47,6 @@ def beyond_loopback(sockets: set[tuple[str, int]]) -> set[tuple[str, int]]:
     return {s for s in sockets if not loopback(s[0])}
 
 
-def fast_root(root: Path, executor: str = "auto") -> Path:
-    """The coffee shop example (the offline `fast` method, no endpoint), on the executor asked for."""
-    shutil.copytree(COFFEE, root, ignore=shutil.ignore_patterns("output", "cache", "runs", "logs"))
-    settings = yaml.safe_load((root / "settings.yaml").read_text(encoding="utf-8"))
-    settings["workers"]["executor"] = executor
-    (root / "settings.yaml").write_text(yaml.safe_dump(settings, allow_unicode=True), encoding="utf-8")
-    return root
-
-
 def command(*args: str, env: dict | None = None) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "graphrag_ray.cli", *args],
@@ -70,7 +58,7 @@ def command(*args: str, env: dict | None = None) -> subprocess.Popen:
 
 
 def test_a_ray_executor_index_listens_on_loopback_only(tmp_path):
-    root = fast_root(tmp_path / "root", "ray")
+    root = offline_example(tmp_path / "root", "ray")
     run = command("index", "--root", str(root), "--method", "fast")
     seen: set[tuple[str, int]] = set()
     while run.poll() is None:  # sampled through the run: Ray's daemons, its workers and actors as they come
@@ -118,14 +106,7 @@ def stop(proc: subprocess.Popen) -> tuple[int, str]:
 
 @pytest.mark.slow
 def test_serve_binds_loopback_joins_only_what_it_is_told_and_enforces_its_own_key(tmp_path):
-    root = fast_root(tmp_path / "root")
-    built = subprocess.run(
-        [sys.executable, "-m", "graphrag_ray.cli", "index", "--root", str(root), "--method", "fast"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert built.returncode == 0, built.stderr[-2000:]
+    root = built_offline_example(tmp_path / "root")
     ray_bin = Path(sys.executable).parent / "ray"
     head_port = free_port()
     # someone else's cluster, recorded on the machine by `ray start`, with its own environment and key

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -17,9 +16,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.helpers import built_offline_example
+
 pytestmark = pytest.mark.reliability
 
-COFFEE = Path(__file__).parents[2] / "examples" / "coffee_shop"
 DEADLINE = 12.0
 
 
@@ -34,15 +34,7 @@ def silent_endpoint():
 
 def silent_root(tmp: Path, base_url: str) -> Path:
     """The coffee shop index (built offline), its chat model then pointed at the silent endpoint with a key."""
-    root = tmp / "root"
-    shutil.copytree(COFFEE, root, ignore=shutil.ignore_patterns("output", "cache", "runs", "logs"))
-    built = subprocess.run(
-        [sys.executable, "-m", "graphrag_ray.cli", "index", "--root", str(root), "--method", "fast"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert built.returncode == 0, built.stderr[-2000:]
+    root = built_offline_example(tmp / "root")
     settings = yaml.safe_load((root / "settings.yaml").read_text(encoding="utf-8"))
     settings["models"]["default_chat"].update({"api_base": base_url, "api_key": "sk-silent", "model": "gpt-4o-mini"})
     settings["query"] = {"deadline_s": DEADLINE}

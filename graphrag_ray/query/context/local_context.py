@@ -291,7 +291,7 @@ def _walked_units(data: IndexData, query: str, selected: list[dict], ranking: Ra
         scored = _reweighted(scored, lexical.scores(query, [u for u, _ in scored]), ranking)
     walked = [u for u, _ in scored]
     focus = data.graph_walk.focus(list(seeds), ranking)
-    walk_weight = ranking.focus_floor / max(ranking.focus_floor, focus)
+    walk_weight = (ranking.focus_floor / max(ranking.focus_floor, focus)) ** ranking.focus_power
     if walk_weight >= 1.0 or not hits:
         return walked
     words = [u for u, _ in lexical.search(query, max(len(walked), ranking.unit_seeds))]
