@@ -72,6 +72,9 @@ def main() -> None:
             columns.append((f"2wiki-{n} {shape}", args.keep / f"2wiki-{n}-{shape}", "wiki", n))
         columns.append((f"hotpot@5 {shape}", args.keep / f"hotpotqa-{shape}", "hotpot", 5))
     columns += [("medical@10", args.keep / "medical", "medical", 10), ("novel@10", args.keep / "novel", "novel", 10)]
+    for shape in bench.SHAPES:  # the standard method's graphs (the simulator's extraction), where --standard built them
+        for n in (51, 101):
+            columns.append((f"std 2wiki-{n} {shape}", args.keep / f"2wiki-{n}-{shape}-standard", "wiki", n))
     columns = [c for c in columns if (c[1] / "output").exists()]
     print(f"local search, dev halves only ({', '.join(args.fixed) or 'defaults'}), {args.setting} =")
     print(f"{'value':>8}" + "".join(f"{name:>20}" for name, *_ in columns))

@@ -62,14 +62,14 @@ class RankingConfig(Section):
     fusion_k: float = doc(
         10.0, "reciprocal rank fusion's constant (1 / (k + rank)) when the walk's and BM25's rankings are fused", gt=0
     )
-    focus_floor: float = doc(
-        0.085,
-        "how far a question's names reach: the share of the corpus sharing a name with their own text units. "
-        "The walk's weight in the fusion is (floor / max(floor, that share)) ** focus_power, BM25's the rest: the "
-        "walk decides for names that stay among a few passages, the words for names that reach much of the corpus, "
-        "and between them the weight falls smoothly (no threshold between corpora). Tuned on the dev halves of "
-        "2Wiki, HotpotQA (both shapes), GraphRAG-Bench Medical and Novel: jobs/results/tune_ranking.txt",
+    walk_reach: float = doc(
+        80.0,
+        "how far a question's names reach: how many other text units share a name with their own. The walk's "
+        "weight in the fusion is (walk_reach / max(walk_reach, that count)) ** reach_power, BM25's the rest: the "
+        "walk decides for names that stay among a few passages, the words for names that reach many, and between "
+        "them the weight falls smoothly (no threshold between corpora). Chosen on the dev halves of 2Wiki-51/101 "
+        "and HotpotQA (both shapes, fast and standard graphs), GraphRAG-Bench Medical and Novel, from 10 to 160 "
+        "(jobs/results/tune_ranking.txt)",
         gt=0,
-        le=1,
     )
-    focus_power: float = doc(1.0, "how fast the walk's weight falls past focus_floor (dev halves: 1 over 2, 3)", gt=0)
+    reach_power: float = doc(1.0, "how fast the walk's weight falls past walk_reach", gt=0)

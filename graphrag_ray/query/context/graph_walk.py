@@ -68,15 +68,16 @@ class GraphWalk:
             cache[ranking.membership_weight] = np.where(weight < 0, ranking.membership_weight, weight)
         return cache[ranking.membership_weight]
 
-    def focus(self, entity_ids: list[str], ranking: RankingConfig) -> float:
-        """How far a question's names reach: the share of the text units that share an entity (not a hub, not
-        generic) with the names' own text units. Small for names that stay among a few passages (2Wiki's pages),
-        large where every passage shares names with most others (long chunks of one subject)."""
-        units = len(self.unit_ids)
+    def reach(self, entity_ids: list[str], ranking: RankingConfig) -> int:
+        """How far a question's names reach: how many other text units share an entity (not a hub, not generic)
+        with the names' own text units - the passages a walk from them spreads over. A few for names that stay
+        among their own pages (2Wiki's people and films), hundreds where every passage shares names with many others
+        (long chunks of one subject, a novel's cast). A count, not a share: a walk cannot single out one passage of
+        three hundred whether the corpus holds a thousand or a million."""
         entities, _ = self._positions
         seeds = np.asarray([entities[e] for e in entity_ids if e in entities], dtype=np.int64)
-        if not len(seeds) or units < 2:
-            return 0.0
+        if not len(seeds):
+            return 0
         indptr, neighbour, _ = self._edges
         offset = len(self.entity_ids)
         own = neighbour[edge_positions(indptr, seeds)[0]]
@@ -86,8 +87,7 @@ class GraphWalk:
         linking = self._linking(ranking)
         names = names[linking[names]]
         near = neighbour[edge_positions(indptr, names)[0]]
-        reached = len(np.unique(np.concatenate([near[near >= offset], own])))
-        return (reached - len(own)) / max(1, units - len(own))
+        return len(np.unique(np.concatenate([near[near >= offset], own]))) - len(own)
 
     def _linking(self, ranking: RankingConfig) -> np.ndarray:
         """Which entity nodes link passages: not hubs, not in most text units (generic)."""

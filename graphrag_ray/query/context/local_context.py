@@ -271,7 +271,7 @@ def _walked_units(data: IndexData, query: str, selected: list[dict], ranking: Ra
 
     A question naming entities: the walk restarts at its names (by rarity), and its other words choose among what
     the names reach (`lexical_weight`). That ranking and BM25's are fused per question by reciprocal rank, the
-    walk's weight following how localised the names are (`GraphWalk.focus`): where the names' passages share
+    walk's weight following how far the names reach (`GraphWalk.reach`): where the names' passages share
     names with few others (a page about a person), the walk decides; where they share them with much of the corpus
     (long chunks of one subject, a novel's cast), the words do - smoothly, with no threshold between corpora.
     A question naming nothing (or only names on most pages) is read by its words: BM25's units first, then the
@@ -290,8 +290,8 @@ def _walked_units(data: IndexData, query: str, selected: list[dict], ranking: Ra
     if scored:  # the names lead; the question's other words choose among what they reach
         scored = _reweighted(scored, lexical.scores(query, [u for u, _ in scored]), ranking)
     walked = [u for u, _ in scored]
-    focus = data.graph_walk.focus(list(seeds), ranking)
-    walk_weight = (ranking.focus_floor / max(ranking.focus_floor, focus)) ** ranking.focus_power
+    reach = data.graph_walk.reach(list(seeds), ranking)
+    walk_weight = (ranking.walk_reach / max(ranking.walk_reach, reach)) ** ranking.reach_power
     if walk_weight >= 1.0 or not hits:
         return walked
     words = [u for u, _ in lexical.search(query, max(len(walked), ranking.unit_seeds))]
