@@ -219,6 +219,8 @@ def title_line(text: str) -> str | None:
         return None
     if len(line.split()) > TITLE_MAX_WORDS or line[-1] in ".!?。！？:;,，；：、" or not any(c.isalpha() for c in line):
         return None
+    if len(line.split()) >= 2 and line.isupper() or any(c in line for c in "<>{}=|"):
+        return None  # an ALL-CAPS line is boilerplate ("MAIN CONTENT STARTS HERE"), one with markup is no title
     return line
 
 

@@ -86,4 +86,6 @@ def test_a_name_never_spans_a_line_break_and_a_title_line_is_its_documents_entit
     assert title_line("Inception\nInception is a 2010 science fiction film.") == "Inception"
     assert title_line("It was a dark night.\nThe keeper slept.") is None  # prose opens the text
     assert title_line("Inception") is None  # a title with nothing under it is no document's title
+    assert title_line("MAIN CONTENT STARTS HERE\nThe firewall ...") is None  # boilerplate, not a title
+    assert title_line("<div class=x>\nText") is None
     assert "李明的咖啡店" in {m.name for m in mentions("李明的咖啡店\n2024年3月，李明决定在杭州开一家咖啡店。")}
