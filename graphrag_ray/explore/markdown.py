@@ -7,10 +7,11 @@ import re
 
 import polars as pl
 
-# Markdown's active characters in running text: links and images (`[`, `]`, `(`, `)`, `!`), emphasis and code
-# (`*`, `_`, `` ` ``, `~`), table cells (`|`) and the escape itself. A backslash before any ASCII punctuation is
-# a plain character in CommonMark, GitHub's Markdown and python-markdown alike.
-_MARKDOWN_ACTIVE = re.compile(r"([\\`*_\[\]()!|~])")
+# Markdown's active characters in running text: links and images open with `[` or `![` (escaped, no `(...)` after
+# them is a target), emphasis and code (`*`, `_`, `` ` ``), table cells (`|`) and the escape itself; `<` and `&`
+# are HTML-escaped. A backslash before ASCII punctuation is a plain character in CommonMark, GitHub's Markdown and
+# python-markdown alike.
+_MARKDOWN_ACTIVE = re.compile(r"([\\`*_\[\]!|])")
 
 
 def inert(text: str) -> str:
