@@ -84,14 +84,12 @@ class ContextRequest(QueryOptions):
     query: str = ""
 
 
-class OllamaRequest(Capped):
+class OllamaRequest(QueryOptions):
+    """The query settings in Ollama's `options`, or at the top level (as OpenAI clients send them)."""
+
     model: str = ""
     stream: bool = True  # Ollama streams unless told `"stream": false`
     options: QueryOptions | None = None
-    # the query settings may also stand at the top level (as with OpenAI clients)
-    response_type: str | None = None
-    community_level: int | None = Field(None, ge=0, le=64)
-    dynamic_community_selection: bool | None = None
 
 
 class OllamaChat(OllamaRequest):
@@ -139,7 +137,8 @@ def options_of(body: BaseModel) -> dict:
     from graphrag_ray.serve.index_service import OPTIONS
 
     nested = getattr(body, "options", None)
-    found = {**(nested.model_dump() if nested is not None else {}), **body.model_dump(include=set(OPTIONS))}
+    top = body.model_dump(include=set(OPTIONS), exclude_none=True)  # unset at the top level: Ollama's options stand
+    found = {**(nested.model_dump(exclude_none=True) if nested is not None else {}), **top}
     return {key: found[key] for key in OPTIONS if found.get(key) is not None}
 
 

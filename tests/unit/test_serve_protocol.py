@@ -54,3 +54,15 @@ def test_the_last_user_message_is_the_question_and_the_rest_its_history():
     ]
     with pytest.raises(UsageError, match="last message must be the user's question"):
         history_of([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}])
+
+
+def test_query_settings_come_from_ollama_options_or_the_top_level():
+    from graphrag_ray.serve.requests import options_of, parse_body
+
+    body = parse_body(
+        b'{"model": "x", "messages": [{"role": "user", "content": "q"}], '
+        b'"options": {"community_level": 1, "response_type": "nested"}, "response_type": "top"}',
+        "ollama_chat",
+        200,
+    )
+    assert options_of(body) == {"community_level": 1, "response_type": "top"}  # the top level wins where set
