@@ -90,12 +90,17 @@ class GraphWalk:
         return len(np.unique(np.concatenate([near[near >= offset], own]))) - len(own)
 
     def _linking(self, ranking: RankingConfig) -> np.ndarray:
-        """Which entity nodes link passages: not hubs, not in most text units (generic)."""
-        indptr, neighbour, _ = self._edges
-        offset, units = len(self.entity_ids), len(self.unit_ids)
-        degree = np.diff(indptr)
-        in_units = np.bincount(np.repeat(np.arange(len(degree)), degree), weights=neighbour >= offset)
-        return (degree <= ranking.hub_degree) & (in_units <= ranking.generic_share * units)
+        """Which entity nodes link passages: not hubs, not in most text units (generic). Worked out once per pair of
+        settings (a pass over every edge: not per question)."""
+        cache = self.__dict__.setdefault("_linking_by", {})
+        key = (ranking.hub_degree, ranking.generic_share)
+        if key not in cache:
+            indptr, neighbour, _ = self._edges
+            offset, units = len(self.entity_ids), len(self.unit_ids)
+            degree = np.diff(indptr)
+            in_units = np.bincount(np.repeat(np.arange(len(degree)), degree), weights=neighbour >= offset)
+            cache[key] = (degree <= ranking.hub_degree) & (in_units <= ranking.generic_share * units)
+        return cache[key]
 
     @cached_property
     def _positions(self) -> tuple[dict[str, int], dict[str, int]]:
