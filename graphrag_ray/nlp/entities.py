@@ -224,15 +224,33 @@ def title_line(text: str) -> str | None:
     return line
 
 
-def mentions(text: str, concept_min_count: int = 2) -> list[Mention]:
+_FILE_NAME = re.compile(r"[^\s/\\]+\.[A-Za-z0-9]{1,5}(?:#\d+)?")
+
+
+def given_title(title: str | None) -> str | None:
+    """A document's `title` column as a name: None when it is no title a reader would use - a file name
+    (`report.txt`, `corpus.csv#12`, what the loader writes when the input gives no title), empty, or longer than a
+    heading (`title_line`'s limits)."""
+    title = " ".join((title or "").split())
+    if not title or _FILE_NAME.fullmatch(title) or len(title) > TITLE_MAX_CHARS:
+        return None
+    if len(title.split()) > TITLE_MAX_WORDS or not any(c.isalpha() for c in title):
+        return None
+    return title
+
+
+def mentions(text: str, concept_min_count: int = 2, document_title: str | None = None) -> list[Mention]:
     """Every proper-noun mention, plus common nouns (>= 2 characters) repeated concept_min_count times; a title on
-    the text's first line (`title_line`) is a mention of its own, whatever the spotters make of its words."""
+    the text's first line (`title_line`) is a mention of its own, whatever the spotters make of its words, and so is
+    the document's title (`given_title`), whether or not the text says it."""
     found: list[Mention] = []
     if _CJK.search(text):
         found.extend(_zh_mentions(text, concept_min_count))
     found.extend(_en_mentions(text))
     if (title := title_line(text)) and not any(m.name == title and m.start == text.find(title) for m in found):
         found.append(Mention(title, "TITLE", text.find(title)))
+    if (title := given_title(document_title)) and not any(m.name.casefold() == title.casefold() for m in found):
+        found.append(Mention(title, "TITLE", 0))
     found.sort(key=lambda m: m.start)
     return found
 

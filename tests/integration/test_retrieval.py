@@ -163,6 +163,27 @@ def test_in_a_corpus_whose_passages_share_their_names_widely_the_question_s_word
     assert walked[0] == "Harald Vik" and "Olsen Foundry" not in walked, walked
 
 
+UNTITLED_TEXT = {  # the input's title column names each page; the texts never repeat their own title
+    "Night Harbor": "A 1998 drama film directed by Maren Oskarsdottir. It follows a ferry crew through one winter.",
+    "Maren Oskarsdottir": "She was born in Tromsø and studied painting before she made films.",
+    "Blue Ferry": "A 2003 comedy film about a ferry company that goes broke in winter.",
+}
+
+
+def test_a_document_s_title_column_is_an_entity_of_its_text_units(tmp_path, ray_session, no_key):
+    root = corpus_root(tmp_path, UNTITLED_TEXT)
+    (root / "input" / "notes.txt").write_text("A ferry left the harbor at dawn.\n", encoding="utf-8")
+    api.build_index(root=root, method="fast")
+    settings, data, _ = api.open_index(root)
+    by_title = {e["title"]: e for e in data.entity_rows.values()}
+    unit_text = {u["id"]: u["text"] for u in data.text_units.iter_rows(named=True)}
+    assert [unit_text[u] for u in by_title["NIGHT HARBOR"]["text_unit_ids"]] == [UNTITLED_TEXT["Night Harbor"]]
+    assert [unit_text[u] for u in by_title["BLUE FERRY"]["text_unit_ids"]] == [UNTITLED_TEXT["Blue Ferry"]]
+    assert "NOTES.TXT" not in by_title  # a file name the loader made the title is no name
+    result = asyncio.run(api.search("What is Night Harbor about?", "local", root, context_only=True, no_llm=True))
+    assert result.context_data["sources"][0]["text"] == UNTITLED_TEXT["Night Harbor"]
+
+
 def test_the_lexical_index_after_add_edit_delete_equals_a_fresh_build(tmp_path, ray_session, no_key):
     root = corpus_root(tmp_path, PASSAGES)
     api.build_index(root=root, method="fast")

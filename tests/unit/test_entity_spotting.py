@@ -89,3 +89,16 @@ def test_a_name_never_spans_a_line_break_and_a_title_line_is_its_documents_entit
     assert title_line("MAIN CONTENT STARTS HERE\nThe firewall ...") is None  # boilerplate, not a title
     assert title_line("<div class=x>\nText") is None
     assert "李明的咖啡店" in {m.name for m in mentions("李明的咖啡店\n2024年3月，李明决定在杭州开一家咖啡店。")}
+
+
+def test_a_document_title_is_a_name_of_its_text_unless_it_is_a_file_name():
+    from graphrag_ray.nlp.entities import given_title
+
+    found = mentions("He was born in 1970 and directed films.", 2, "Christopher Nolan")
+    assert [(m.name, m.type) for m in found] == [("Christopher Nolan", "TITLE")]
+    assert [m.name for m in mentions("Christopher Nolan directed films.", 2, "christopher nolan")] == [
+        "Christopher Nolan"
+    ]  # said in the text already: one mention, as written there
+    assert given_title("  The   Great Gatsby ") == "The Great Gatsby"
+    for made_up in ("report.txt", "corpus.csv#12", "", None, "1999", "word " * 20):
+        assert given_title(made_up) is None, made_up

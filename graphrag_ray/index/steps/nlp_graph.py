@@ -8,7 +8,8 @@ A pair's weight is the number of text units it co-occurs in (or its PMI); entiti
 text units, common nouns found in more than `max_concept_share` of them (generic words), pairs below the
 `edge_percentile` of weights, and pairs outside both ends' `max_edges_per_entity` strongest are pruned (each
 counted). English PERSONs need evidence: a title before the name or a name's shape; ALL-CAPS phrases (markup,
-boilerplate) are not entities.
+boilerplate) are not entities. A document's title (the `title` column, when the input gives one) is an entity of
+each of its text units, whether or not the text says it.
 """
 
 from __future__ import annotations
@@ -26,18 +27,20 @@ MAX_PER_UNIT = 40  # most frequent mentions of a unit kept as nodes (co-occurren
 
 class NlpGraph(ItemStep):
     name = "nlp_graph"
-    reads = ("text_units",)
+    reads = ("text_units", "documents")
     writes = ("extracted_entities", "extracted_relationships")
     yields = {name: RUN_SCHEMAS[name] for name in ("extracted_entities", "extracted_relationships")}
     carries_results = True  # an update takes unchanged items' rows from the version it updates
     partition_size = 64
 
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> pl.DataFrame:
-        return tables["text_units"].select(pl.col("id").alias("item_id"), "text")
+        titles = tables["documents"].select(pl.col("id").alias("document_id"), pl.col("title").alias("document_title"))
+        units = tables["text_units"].join(titles, on="document_id", how="left", maintain_order="left")
+        return units.select(pl.col("id").alias("item_id"), "text", "document_title")
 
     async def process(self, ctx: StepContext, item: dict, models) -> Rows:
         cfg = ctx.settings.fast
-        found = mentions(item["text"], concept_min_count=cfg.concept_min_count)
+        found = mentions(item["text"], cfg.concept_min_count, item.get("document_title"))
         counts: dict[str, int] = {}
         kinds: dict[str, str] = {}
         for m in found:
