@@ -59,7 +59,7 @@ def main() -> None:
     parser.add_argument("--fixed", nargs="*", default=[], help="other settings held at a value: NAME=VALUE")
     args = parser.parse_args()
     defaults = bench_ranking()
-    fixed = {name: type(getattr(defaults, name))(float(value)) for name, value in (f.split("=", 1) for f in args.fixed)}
+    fixed = {name: _typed(getattr(defaults, name), value) for name, value in (f.split("=", 1) for f in args.fixed)}
     wiki = json.loads((bench.DATA / "2wiki" / "questions.json").read_text(encoding="utf-8"))
     hotpot = json.loads((bench.DATA / "hotpotqa" / "questions.json").read_text(encoding="utf-8"))
     with gzip.open(bench.DATA / "graphrag_bench" / "medical_questions.json.gz", "rt", encoding="utf-8") as f:
@@ -91,6 +91,11 @@ def main() -> None:
                 figures.append(evidence_dev(root, medical if kind == "medical" else novel, n, ranking))
         print(f"{value:8g}" + "".join(f"{f:20.4f}" for f in figures))
         sys.stdout.flush()
+
+
+def _typed(default, text: str):
+    """A value given on the command line as the setting's type (a word for a choice, else a number)."""
+    return text if isinstance(default, str) else type(default)(float(text))
 
 
 def bench_ranking():

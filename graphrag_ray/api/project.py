@@ -39,6 +39,7 @@ def init_from_msgraphrag(
         raise ConfigError(f"--from-msgraphrag {path}: no such file")
     translated = read_msgraphrag(path, root)
     settings = validate_settings(translated.settings, source=f"settings translated from {path}")
+    notes = _with_list_prices(settings)
     files = {root / SETTINGS_FILE: render_settings(settings)}
     prompts = default_prompts()
     files.update(
@@ -71,8 +72,29 @@ def init_from_msgraphrag(
             if line.split("=", 1)[0].strip() not in wanted or line.split("=", 1)[1:] != [""]
         )
         env += "".join(f"{k}={v}\n" for k, v in wanted.items() if f"{k}=" not in env)
-    notes = [f"prompts/{name}: copied from {source}" for name, source in sorted(translated.prompts.items())]
+    notes += [f"prompts/{name}: copied from {source}" for name, source in sorted(translated.prompts.items())]
     return _write_project(root, files, force, env), notes + translated.notes
+
+
+def _with_list_prices(settings) -> list[str]:
+    """Each model with no price takes its list price (llm/prices.py), written out where the user sees it; one note
+    per model whose price is not listed (its costs would show as $0)."""
+    from graphrag_ray.config.settings import PriceConfig
+    from graphrag_ray.llm.prices import PRICES_AS_OF, price_of
+
+    notes = []
+    for model_id, model in settings.models.items():
+        if model.type == "local_embedding" or model.price.input_per_1m is not None:
+            continue
+        listed = PriceConfig.listed(model.model)
+        if listed.input_per_1m is not None:
+            model.price = listed
+        elif not price_of(model).known:
+            notes.append(
+                f"models.{model_id}: no list price for {model.model!r} (prices as of {PRICES_AS_OF}): costs show "
+                f"as $0 until models.{model_id}.price is set"
+            )
+    return notes
 
 
 def _write_project(root: Path, files: dict[Path, str], force: bool, env_text: str) -> list[Path]:

@@ -281,6 +281,8 @@ def estimate(
     result = estimate_index(root, config, method)
     console = _console()
     console.print(result.rich_table())
+    for line in result.unpriced:
+        console.print(line, highlight=False)
     if result.failures:
         console.print(f"{result.failures} input documents would be skipped (see failures after indexing)")
     console.print(

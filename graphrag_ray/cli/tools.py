@@ -65,6 +65,9 @@ def simulate_llm(
         False, help="end a stream with [DONE] and no finish_reason when another request waits (llama-cpp-python)"
     ),
     prefill_rate: float = typer.Option(0.0, help="prompt tokens read per second before the first byte (0: at once)"),
+    prompt_cache: bool = typer.Option(
+        False, help="OpenAI's prompt caching: prompts of 1,024+ tokens reuse an earlier one's prefix (cached_tokens)"
+    ),
 ) -> None:
     """Run the OpenAI-compatible simulator (for tests, benchmarks and rehearsals; costs nothing)."""
     from graphrag_ray.simulate.faults import FaultRates
@@ -100,6 +103,7 @@ def simulate_llm(
         busy_models=busy_models,
         cut_streams=cut_streams,
         prefill_rate=prefill_rate,
+        prompt_cache=prompt_cache,
     )
     serve(config, host, port)
 

@@ -40,8 +40,37 @@ class RetryConfig(Section):
 
 
 class PriceConfig(Section):
-    input_per_1m: float = doc(0.0, "price in USD per 1M prompt tokens (for estimates and the ledger)", ge=0)
-    output_per_1m: float = doc(0.0, "price in USD per 1M completion tokens", ge=0)
+    input_per_1m: float | None = doc(
+        None,
+        "USD per 1M prompt tokens, for estimates and the ledger (null, with output_per_1m null too: the model's "
+        "list price in llm/prices.py; a model not listed there and not on this machine is said to be unpriced)",
+        ge=0,
+    )
+    output_per_1m: float | None = doc(None, "USD per 1M completion tokens (null: as input_per_1m)", ge=0)
+    cached_input_per_1m: float | None = doc(
+        None,
+        "USD per 1M prompt tokens the provider served from its prompt cache (null: the list price's when the "
+        "prices come from the list, else input_per_1m: no discount)",
+        ge=0,
+    )
+    batch_discount: float | None = doc(
+        None, "share of the price a Batch API call bills (null: the provider's, 0.5 for OpenAI)", gt=0, le=1
+    )
+
+    @classmethod
+    def listed(cls, model: str) -> "PriceConfig":
+        """The list price of `model` written out (init writes it into settings.yaml, where the user sees it)."""
+        from graphrag_ray.config.prices import list_price
+
+        price = list_price(model)
+        if price is None:
+            return cls()
+        return cls(
+            input_per_1m=price.input,
+            output_per_1m=price.output,
+            cached_input_per_1m=price.cached_input,
+            batch_discount=price.batch_discount,
+        )
 
 
 class ModelConfig(Section):
@@ -121,15 +150,13 @@ class ModelConfig(Section):
 def _default_models() -> dict[str, ModelConfig]:
     return {
         "default_chat": ModelConfig(
-            type="chat",
-            api_key=SecretStr("${GRAPHRAG_API_KEY}"),
-            price=PriceConfig(input_per_1m=0.15, output_per_1m=0.60),
+            type="chat", api_key=SecretStr("${GRAPHRAG_API_KEY}"), price=PriceConfig.listed("gpt-4o-mini")
         ),
         "default_embedding": ModelConfig(
             type="embedding",
             model="text-embedding-3-small",
             api_key=SecretStr("${GRAPHRAG_API_KEY}"),
-            price=PriceConfig(input_per_1m=0.02),
+            price=PriceConfig.listed("text-embedding-3-small"),
         ),
     }
 

@@ -43,6 +43,7 @@ def step_rows(stats: dict) -> pl.DataFrame:
                 "calls": int(total.get("calls", 0)),
                 "cache_hits": int(total.get("cache_hits", 0)),
                 "prompt_tokens": int(total.get("prompt_tokens", 0)),
+                "cached_tokens": int(total.get("cached_tokens", 0)),
                 "completion_tokens": int(total.get("completion_tokens", 0)),
                 "cost_usd": float(total.get("cost", 0.0)),
             }
@@ -55,6 +56,7 @@ def step_rows(stats: dict) -> pl.DataFrame:
         "calls": pl.Int64,
         "cache_hits": pl.Int64,
         "prompt_tokens": pl.Int64,
+        "cached_tokens": pl.Int64,
         "completion_tokens": pl.Int64,
         "cost_usd": pl.Float64,
     }
@@ -187,8 +189,10 @@ def write_index_report(graph: IndexGraph, out: Path, versions: list[dict]) -> Pa
         "",
         f"Method **{stats.get('method', 'not recorded')}**, built by `{stats.get('kind', 'index')}` in "
         f"{stats.get('wall_s', 0):,.1f} s: {total.get('calls', 0):,} LLM calls "
-        f"(+{total.get('cache_hits', 0):,} from the cache), {total.get('prompt_tokens', 0):,} prompt + "
-        f"{total.get('completion_tokens', 0):,} completion tokens, ${total.get('cost', 0):.4f}.",
+        f"(+{total.get('cache_hits', 0):,} from the cache), {total.get('prompt_tokens', 0):,} prompt "
+        f"({total.get('cached_tokens', 0):,} of them served from the provider's prompt cache) + "
+        f"{total.get('completion_tokens', 0):,} completion tokens, ${total.get('cost', 0):.4f}"
+        + (f"; {total['batch_calls']:,} calls by the Batch API." if total.get("batch_calls") else "."),
         "",
         "## Rows per table",
         "",

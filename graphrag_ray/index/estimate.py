@@ -46,6 +46,7 @@ class StageEstimate:
     completion_tokens: int
     cost: float
     exact: bool
+    unpriced: str = ""  # the line saying its model's price is unknown (cost 0), if it is
 
 
 @dataclass
@@ -59,6 +60,11 @@ class Estimate:
     @property
     def total_cost(self) -> float:
         return sum(s.cost for s in self.stages)
+
+    @property
+    def unpriced(self) -> list[str]:
+        """A line per model whose price is unknown (its cost is shown as $0)."""
+        return list(dict.fromkeys(s.unpriced for s in self.stages if s.unpriced))
 
     @property
     def total_calls(self) -> int:
@@ -98,9 +104,14 @@ class Estimate:
 def _stage(
     settings: Settings, stage: str, model_id: str, calls: float, prompt: float, completion: float, exact: bool
 ) -> StageEstimate:
+    from graphrag_ray.llm.prices import price_of, unknown_price_lines
+
     model = settings.model(model_id)
-    cost = (prompt * model.price.input_per_1m + completion * model.price.output_per_1m) / 1e6
-    return StageEstimate(stage, model.model, int(round(calls)), int(round(prompt)), int(round(completion)), cost, exact)
+    cost = price_of(model).cost(int(round(prompt)), int(round(completion)))
+    unpriced = "".join(unknown_price_lines(settings, [model_id]))
+    return StageEstimate(
+        stage, model.model, int(round(calls)), int(round(prompt)), int(round(completion)), cost, exact, unpriced
+    )
 
 
 def estimate(ctx: StepContext, method: str = "standard") -> Estimate:

@@ -434,8 +434,10 @@ def _write_index(
         "total": {
             "calls": total.calls,
             "prompt_tokens": total.prompt_tokens,
+            "cached_tokens": total.cached_tokens,
             "completion_tokens": total.completion_tokens,
             "reasoning_tokens": total.reasoning_tokens,
+            "batch_calls": total.batch_calls,
             "cost": round(total.cost, 6),
             "cache_hits": total.cache_hits,
             "retries": total.retries,

@@ -27,6 +27,7 @@ from graphrag_ray.llm.client import (
 )
 from graphrag_ray.llm.concurrency import AdaptiveConcurrency
 from graphrag_ray.llm.deadline import within_deadline
+from graphrag_ray.llm.prices import price_of
 from graphrag_ray.llm.ledger import PaidJournal, Recording, UsageLedger, active_ledger
 from graphrag_ray.llm.retry import retrying
 from graphrag_ray.llm.tokens import tokenizer_for
@@ -134,7 +135,7 @@ class ModelBase:
         entry = None
         try:
             entry, prompt_tokens, completion_tokens = await self._paid_call(reserve, stage, send)
-            self._record_paid(stage, prompt_tokens, completion_tokens, entry.get("reasoning_tokens", 0))
+            self._record_paid(stage, {**entry, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens})
             # an unusable answer is recorded and cached too: paid once, and a deterministic model would repeat it
             self.usage.record(
                 stage,
@@ -221,16 +222,18 @@ class ModelBase:
             raise
         return await work
 
-    def _record_paid(self, stage: str, prompt_tokens: int, completion_tokens: int, reasoning_tokens: int = 0) -> None:
-        price = self.config.price
+    def _record_paid(self, stage: str, paid: dict) -> None:
+        """One paid call in the ledger: `paid` holds its prompt, completion, reasoning and cached tokens (a cache
+        entry, or the counts of a stream cut short), priced at the model's price (llm/prices.py)."""
         self.usage.record_call(
             stage,
             self.config.model,
-            prompt_tokens,
-            completion_tokens,
-            price.input_per_1m,
-            price.output_per_1m,
-            reasoning_tokens,
+            paid.get("prompt_tokens", 0),
+            paid.get("completion_tokens", 0),
+            price_of(self.config),
+            reasoning_tokens=paid.get("reasoning_tokens", 0),
+            cached_tokens=paid.get("cached_tokens", 0),
+            batch=bool(paid.get("batch")),
         )
 
     async def _limited(self, reserve: Reserve, stage: str, send: Send) -> tuple[dict, int, int]:

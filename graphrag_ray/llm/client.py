@@ -34,6 +34,7 @@ from graphrag_ray.llm.http import (
     ssl_context,
 )
 from graphrag_ray.llm.request_shape import RequestShape, shape_for
+from graphrag_ray.llm.prices import cached_tokens_of
 from graphrag_ray.llm.reasoning import ThinkFilter, reasoning_tokens_of, split_reasoning
 from graphrag_ray.secrets import redact
 
@@ -94,6 +95,7 @@ class Completion:
     raw: dict[str, Any] = field(default_factory=dict)
     reasoning_tokens: int = 0  # as the server reports them (inside completion_tokens, as providers bill them)
     reasoning: str = ""  # reasoning text (reasoning_content, or <think> blocks): never part of `content`
+    cached_tokens: int = 0  # of prompt_tokens: served from the provider's prompt cache (llm/prices.py)
 
 
 # Clients not yet closed. Their owners (the models that opened them, models.py) close them before their loop ends;
@@ -194,6 +196,7 @@ class OpenAIClient:
                 usage.get("finish_reason"),
                 reasoning_tokens=usage.get("reasoning_tokens", 0),
                 reasoning=usage.get("reasoning", ""),
+                cached_tokens=usage.get("cached_tokens", 0),
             )
         data = await self._shaped(lambda wire: self._post_json("/chat/completions", self._body(messages, wire)), params)
         choice = (data.get("choices") or [{}])[0] or {}
@@ -207,6 +210,7 @@ class OpenAIClient:
             choice.get("finish_reason"),
             reasoning_tokens=reasoning_tokens_of(usage),
             reasoning=reasoning,
+            cached_tokens=cached_tokens_of(usage),
         )
 
     async def _shaped(self, send, params: dict[str, Any]):
@@ -277,6 +281,7 @@ class OpenAIClient:
                         usage_out["prompt_tokens"] = usage.get("prompt_tokens") or 0
                         usage_out["completion_tokens"] = usage.get("completion_tokens") or 0
                         usage_out["reasoning_tokens"] = reasoning_tokens_of(usage)
+                        usage_out["cached_tokens"] = cached_tokens_of(usage)
                     for choice in chunk.get("choices") or []:
                         if choice.get("finish_reason"):
                             usage_out["finish_reason"] = choice["finish_reason"]

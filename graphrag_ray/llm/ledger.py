@@ -7,12 +7,17 @@ import os
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from graphrag_ray.llm.prices import Price
 
 
 @dataclass
 class Usage:
     calls: int = 0  # responses paid for, usable or not
     prompt_tokens: int = 0
+    cached_tokens: int = 0  # of prompt_tokens: served from the provider's prompt cache, billed at its price
     completion_tokens: int = 0  # reasoning included, as providers bill it
     reasoning_tokens: int = 0  # of completion_tokens: the reasoning of reasoning models
     cache_hits: int = 0  # answers served from the cache (free)
@@ -24,6 +29,8 @@ class Usage:
     abandoned: int = 0  # requests given up on after sending (timed out, stalled): maybe generated and
     #                             billed by the provider, with tokens no one saw (not in the figures above)
     cut_streams: int = 0  # streams the server ended with no finish_reason (cut short, not finished): asked again
+    batch_calls: int = 0  # of calls: answered by the provider's Batch API (billed at its discount)
+    unpriced_calls: int = 0  # of calls: of a model whose price nobody knows (their cost shows as $0)
     cost: float = 0.0  # USD from the configured prices
 
     def add(self, other: "Usage") -> None:
@@ -44,16 +51,20 @@ class UsageLedger:
         model: str,
         prompt_tokens: int,
         completion_tokens: int,
-        price_in: float,
-        price_out: float,
+        price: "Price",
         reasoning_tokens: int = 0,
+        cached_tokens: int = 0,
+        batch: bool = False,
     ) -> None:
         u = self.usage(stage, model)
         u.calls += 1
+        u.batch_calls += int(batch)
+        u.unpriced_calls += int(not price.known)
         u.prompt_tokens += prompt_tokens
+        u.cached_tokens += min(cached_tokens, prompt_tokens)
         u.completion_tokens += completion_tokens
         u.reasoning_tokens += reasoning_tokens
-        u.cost += (prompt_tokens * price_in + completion_tokens * price_out) / 1_000_000
+        u.cost += price.cost(prompt_tokens, completion_tokens, cached_tokens, batch)
 
     def record(self, stage: str, model: str, **counts: int) -> None:
         u = self.usage(stage, model)
@@ -71,6 +82,15 @@ class UsageLedger:
             if stage is None or s == stage:
                 out.add(usage)
         return out
+
+    def unpriced_lines(self) -> list[str]:
+        """One line per model whose calls were priced at $0 because nobody knows its price."""
+        models = sorted({model for (_, model), usage in self.entries.items() if usage.unpriced_calls})
+        return [
+            f"price of model {model!r} unknown: costs shown as $0 - set its price in settings "
+            "(models.<id>.price: input_per_1m, output_per_1m)"
+            for model in models
+        ]
 
     def to_dict(self) -> dict:
         stages: dict[str, dict] = {}
@@ -102,6 +122,7 @@ class UsageLedger:
             "model",
             "calls",
             "prompt tok",
+            "cached tok",
             "completion tok",
             "cache hits",
             "retries",
@@ -118,6 +139,7 @@ class UsageLedger:
                 model,
                 f"{u.calls:,}",
                 f"{u.prompt_tokens:,}",
+                f"{u.cached_tokens:,}",
                 f"{u.completion_tokens:,}",
                 f"{u.cache_hits:,}",
                 f"{u.retries:,}",
@@ -139,6 +161,11 @@ class UsageLedger:
                 f"{abandoned:,} requests were given up on after sending (timed out or stalled): the "
                 "provider may have generated and billed their answers, whose tokens are not counted above"
             )
+        if cached := self.total().cached_tokens:
+            notes.append(f"{cached:,} of the prompt tokens were served from the provider's prompt cache (its price)")
+        if batch := self.total().batch_calls:
+            notes.append(f"{batch:,} calls were answered by the Batch API (billed at its discount)")
+        notes += self.unpriced_lines()
         if notes:
             table.caption = "\n".join(notes)
         return table
@@ -200,15 +227,17 @@ class PaidJournal:
         model: str,
         prompt_tokens: int,
         completion_tokens: int,
-        price_in: float,
-        price_out: float,
+        price: "Price",
         reasoning_tokens: int = 0,
+        cached_tokens: int = 0,
+        batch: bool = False,
     ) -> None:
         self._append(
             {
                 "stage": stage,
                 "model": model,
-                "call": [prompt_tokens, completion_tokens, price_in, price_out, reasoning_tokens],
+                "call": [prompt_tokens, completion_tokens, reasoning_tokens, cached_tokens, int(batch)],
+                "price": [price.input, price.cached_input, price.output, price.batch_discount, price.known],
             }
         )
 
@@ -250,12 +279,25 @@ def run_ledger(location: str) -> UsageLedger:
         try:
             entry = json.loads(line)
             if "call" in entry:
-                total.record_call(entry["stage"], entry["model"], *entry["call"])
+                total.record_call(entry["stage"], entry["model"], *_journalled_call(entry))
             else:
                 total.record(entry["stage"], entry["model"], **entry["counts"])
         except (ValueError, TypeError, KeyError):
             continue
     return total
+
+
+def _journalled_call(entry: dict) -> tuple:
+    """(prompt, completion, price, reasoning, cached, batch) of a journal's call line; a line of an older version
+    (`call`: prompt, completion, input price, output price, reasoning) reads as it was priced then."""
+    from graphrag_ray.llm.prices import Price
+
+    call = entry["call"]
+    if "price" not in entry:
+        prompt, completion, price_in, price_out, reasoning = call
+        return prompt, completion, Price(price_in, price_in, price_out, 1.0, True, "journal"), reasoning, 0, False
+    prompt, completion, reasoning, cached, batch = call
+    return prompt, completion, Price(*entry["price"], "journal"), reasoning, cached, bool(batch)
 
 
 class Recording:

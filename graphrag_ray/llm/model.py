@@ -159,7 +159,7 @@ class ChatModel(ModelBase):
             except asyncio.CancelledError:
                 if received:  # stopped (Ctrl-C, a fatal error elsewhere) while its answer came: it was billed
                     prompt, completion_tokens = self.count(messages), self.tokenizer.count("".join(received))
-                    self._record_paid(stage, prompt, completion_tokens)
+                    self._record_paid(stage, _entry("", prompt, completion_tokens))
                     self.usage.record(stage, self.config.model, unusable=1, counted_here=1)
                 raise
             entry = self._paid_entry(
@@ -169,6 +169,7 @@ class ChatModel(ModelBase):
                 completion.completion_tokens,
                 completion.reasoning,
                 completion.reasoning_tokens,
+                completion.cached_tokens,
             )
             if completion.finish_reason == "length":
                 entry["cut"] = True
@@ -200,6 +201,7 @@ class ChatModel(ModelBase):
         completion_tokens: int,
         reasoning: str = "",
         reasoning_tokens: int = 0,
+        cached_tokens: int = 0,
     ) -> dict:
         """The entry to cache for a paid answer (its reasoning text is not kept: only its tokens). A server that
         reports no usage (llama.cpp's in streaming mode, some proxies) is counted with the tokenizer here, and the
@@ -216,6 +218,8 @@ class ChatModel(ModelBase):
             reasoning_tokens = self.tokenizer.count(reasoning)
         if reasoning_tokens:
             entry["reasoning_tokens"] = reasoning_tokens
+        if cached_tokens:  # of the prompt, served from the provider's prompt cache (billed at its price)
+            entry["cached_tokens"] = min(cached_tokens, entry["prompt_tokens"])
         return entry
 
     async def stream(
@@ -257,16 +261,15 @@ class ChatModel(ModelBase):
                         usage.get("completion_tokens", 0),
                         usage.get("reasoning", ""),
                         usage.get("reasoning_tokens", 0),
+                        usage.get("cached_tokens", 0),
                     )
-                    self._record_paid(
-                        stage, entry["prompt_tokens"], entry["completion_tokens"], entry.get("reasoning_tokens", 0)
-                    )
+                    self._record_paid(stage, entry)
                     self.usage.record(stage, self.config.model, unusable=1)
                     return await send(2 * budget)
             except TransientLLMError as exc:
                 if parts:  # text already shown: a retry would repeat it. What was generated was paid for
                     prompt, completion = self.count(messages), self.tokenizer.count("".join(parts))
-                    self._record_paid(stage, prompt, completion)
+                    self._record_paid(stage, _entry("", prompt, completion))
                     self.usage.record(stage, self.config.model, unusable=1, counted_here=1)
                     raise LLMUnavailableError(
                         f"stream from {self.client.where} broke: {exc} (paid for: {prompt:,} "
@@ -280,6 +283,7 @@ class ChatModel(ModelBase):
                 usage.get("completion_tokens", 0),
                 usage.get("reasoning", ""),
                 usage.get("reasoning_tokens", 0),
+                usage.get("cached_tokens", 0),
             )
             return entry, entry["prompt_tokens"], entry["completion_tokens"]
 

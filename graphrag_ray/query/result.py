@@ -31,8 +31,12 @@ class SearchResult:
             f"[{self.method}] {self.completion_time:.2f}s, {calls}, {self.prompt_tokens:,} "
             f"prompt + {self.output_tokens:,} output tokens, ${self.cost:.5f}"
         )
+        if cached_tokens := self.details.get("cached_tokens"):
+            line = line.replace(" prompt + ", f" prompt ({cached_tokens:,} cached) + ", 1)
         if unusable := self.details.get("map_unparsed"):
             line += f"; {unusable} of {self.details.get('map_calls', unusable)} map answers unusable (-v: a sample)"
+        for unpriced in self.details.get("unpriced", []):
+            line += f"\n{unpriced}"
         return line
 
 
@@ -62,4 +66,8 @@ class Accounting:
             total.cost,
         )
         result.details.setdefault("paid_calls", total.calls)
+        if total.cached_tokens:
+            result.details["cached_tokens"] = total.cached_tokens
+        if unpriced := self.ledger.unpriced_lines():
+            result.details["unpriced"] = unpriced
         return result

@@ -40,6 +40,7 @@ class SimulatorConfig:
     # finish_reason whenever another chat request is waiting
     cut_streams: bool = False
     prefill_rate: float = 0.0  # prompt tokens read per second before the first byte (a CPU server; 0: at once)
+    prompt_cache: bool = False  # OpenAI's prompt caching (prompt_cache.py): cached_tokens in every usage
 
 
 class SlidingWindow:

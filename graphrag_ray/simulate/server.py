@@ -26,6 +26,7 @@ from aiohttp import web
 from graphrag_ray.llm.local_embedding import ngram_vector
 from graphrag_ray.llm.tokens import count_chat_tokens, tokenizer_for
 from graphrag_ray.simulate.config import SimulatorConfig, SlidingWindow
+from graphrag_ray.simulate.prompt_cache import PrefixCache, prompt_token_ids
 from graphrag_ray.simulate.responders import COMPLETE as COMPLETION_DELIMITER, respond
 from graphrag_ray.simulate.shapes import reasoning_text, refusal, reshape
 
@@ -44,6 +45,7 @@ class Simulator:
         self.answered: set[str] = set()  # models that have sent an answer
         self.sends: Counter = Counter()  # chat requests by their messages and budget: a re-send counts twice
         self.generating = asyncio.Lock()  # a serial server's one generation slot
+        self.prompt_cache = PrefixCache()  # used with config.prompt_cache
 
     def limits(self) -> tuple[int | None, int | None]:
         """The (rpm, tpm) in force now: the configured ones, or the latest scheduled change already reached."""
@@ -107,7 +109,7 @@ class Simulator:
         if model not in self.answered:
             self.counts[f"before_first_answer_{model}"] += 1
 
-    def _served(self, kind: str, prompt_tokens: int, completion_tokens: int) -> None:
+    def _served(self, kind: str, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> None:
         """Count a successful answer, per kind of prompt (benchmarks split calls and tokens by stage with these)
         and in time (first/last answer: the window over which limit utilisation is measured)."""
         now = time.time()
@@ -117,6 +119,9 @@ class Simulator:
         self.counts[f"completion_tokens_{kind}"] += completion_tokens
         self.counts["prompt_tokens"] += prompt_tokens
         self.counts["completion_tokens"] += completion_tokens
+        if cached_tokens:
+            self.counts[f"cached_tokens_{kind}"] += cached_tokens
+            self.counts["cached_tokens"] += cached_tokens
         self.counts["first_ok_at"] = self.counts.get("first_ok_at") or now
         self.counts["last_ok_at"] = now
 
@@ -222,6 +227,9 @@ class Simulator:
         tokenizer = tokenizer_for(model)
         kind, content = self._answer(body)
         prompt_tokens = count_chat_tokens(tokenizer, body.get("messages") or [])
+        if self.config.prompt_cache:
+            ids = prompt_token_ids(tokenizer, body.get("messages") or [])
+            request["cached_tokens"] = self.prompt_cache.serve(ids, prompt_tokens)
         reasoning = reasoning_text(family, body, self.config.reasoning_tokens)
         if family == "think-tags":
             content, reasoning = f"<think>\n{reasoning}\n</think>\n\n{content}", ""
@@ -277,14 +285,17 @@ class Simulator:
             delay += completion_tokens / self.config.stream_rate
         if delay > 0:
             await asyncio.sleep(delay)
+        cached = request.get("cached_tokens", 0)
         if not body.get("stream"):
-            self._served(kind, prompt_tokens, completion_tokens)
+            self._served(kind, prompt_tokens, completion_tokens, cached)
         self.answered.add(model)
         usage = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
         }
+        if self.config.prompt_cache:
+            usage["prompt_tokens_details"] = {"cached_tokens": cached}
         if thought:
             usage["completion_tokens_details"] = {"reasoning_tokens": len(thought)}
             self.counts["reasoning_tokens"] += len(thought)
@@ -292,7 +303,7 @@ class Simulator:
         if body.get("stream"):
             response, delivered = await self._stream(request, cid, model, content, usage, body, finish, reasoning)
             if delivered:  # a stream is billed once it reached the client whole: what a client that dies sees
-                self._served(kind, prompt_tokens, completion_tokens)
+                self._served(kind, prompt_tokens, completion_tokens, cached)
             return response
         message = {"role": "assistant", "content": content}
         if family == "deepseek-reasoner":
@@ -449,6 +460,7 @@ class Simulator:
         self.requests_per_second.clear()
         self.answered.clear()
         self.sends.clear()
+        self.prompt_cache.clear()
         return web.json_response({"reset": True})
 
     def app(self) -> web.Application:
