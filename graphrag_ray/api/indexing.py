@@ -27,13 +27,17 @@ def build_index(
     skip_unchanged: bool = False,
     validate: bool = True,
     announce=None,
+    batch: bool | None = None,
+    detach: bool = False,
 ):
     """Index ROOT's input into ROOT/output (Microsoft GraphRAG's `build_index(config)` shape: pass a loaded
     Settings as `config`, or a root). `retry_failures`: re-run only what the published index lists as failed
     for a transient cause, and publish a new version. `skip_unchanged`: publish nothing when the published index
     is already of this input and these settings, with no failures (`stats["nothing_done"]` says so).
     `validate=False` (the command line's --skip-validation): no endpoint check before the run. `announce(line)`
-    gets the run's first line: the Ray cluster it started or joined, or that it runs in this process."""
+    gets the run's first line: the Ray cluster it started or joined, or that it runs in this process. `batch`: the
+    calls go as the provider's Batch API jobs (None: as settings' batch.enabled says); `detach`: stop once they are
+    submitted (`BatchesPending`), the same call later collects them."""
     from graphrag_ray.index.pipeline import build_index as run
 
     return run(
@@ -48,6 +52,8 @@ def build_index(
         skip_unchanged=skip_unchanged,
         validate=validate,
         announce=announce,
+        batch=batch,
+        detach=detach,
     )
 
 
@@ -60,6 +66,8 @@ def update_index(
     method: str | None = None,
     validate: bool = True,
     announce=None,
+    batch: bool | None = None,
+    detach: bool = False,
 ):
     """Bring ROOT's published index up to date with its input (documents added, changed, deleted), at a cost in
     proportion to the change; a new version with `changes.json`. `method`: refused unless it is the published
@@ -76,6 +84,8 @@ def update_index(
         update=True,
         validate=validate,
         announce=announce,
+        batch=batch,
+        detach=detach,
     )
 
 

@@ -75,6 +75,15 @@ SkipValidationOpt = typer.Option(
     "--skip-validation",
     help="do not check the endpoints before the run (a bad key or address is then said by the first call)",
 )
+BatchOpt = typer.Option(
+    None,
+    "--batch/--no-batch",
+    help="send the calls as the provider's Batch API jobs (half the price, answers within 24 h; default: the "
+    "settings' batch.enabled)",
+)
+DetachOpt = typer.Option(
+    False, "--detach", help="with the Batch API: submit the jobs and exit; the same command later collects them"
+)
 DataOpt = typer.Option(None, "--data", help="index folder or s3:// / gs:// URI (default: output.base_dir)")
 
 
@@ -163,6 +172,9 @@ def main(argv: list[str] | None = None) -> None:
         if isinstance(code, int) and code:
             sys.exit(code)
     except GraphRagRayError as exc:
+        if exc.exit_code == 0:  # not an error: a run that stopped on purpose (`--detach`) says what comes next
+            sys.stdout.write(printable(redact(str(exc))) + "\n")
+            sys.exit(0)
         _fail(redact(str(exc)), exc.exit_code, state.verbose)
     except typer.Abort:
         _fail("aborted", 130, False)

@@ -14,6 +14,8 @@ from graphrag_ray.cli import (
     OutputOpt,
     RootOpt,
     SkipValidationOpt,
+    BatchOpt,
+    DetachOpt,
     _console,
     _use_cache,
     app,
@@ -100,6 +102,8 @@ def index(
         help="re-run only the items the published index lists in failures "
         "(transient causes), and publish a new version",
     ),
+    batch: Optional[bool] = BatchOpt,
+    detach: bool = DetachOpt,
 ) -> None:
     """Build the index: documents -> text units -> graph -> communities -> reports -> embeddings."""
     if method.endswith("-update") and not (dry_run or rehearse or retry_failures):
@@ -112,6 +116,8 @@ def index(
             output=output,
             skip_validation=skip_validation,
             method=method.removesuffix("-update"),
+            batch=batch,
+            detach=detach,
         )
     _use_cache(cache, output)
     if dry_run:
@@ -140,6 +146,8 @@ def index(
         skip_unchanged=not force and cache and resume,  # --no-cache / --no-resume: asked to run
         validate=not skip_validation,
         announce=lambda line: console.print(line, highlight=False),
+        batch=batch,
+        detach=detach,
     )
     _report_run(result, console)
 
@@ -211,6 +219,8 @@ def update(
     method: Optional[str] = typer.Option(
         None, help="the published index's method (an update keeps it; another is refused)"
     ),
+    batch: Optional[bool] = BatchOpt,
+    detach: bool = DetachOpt,
 ) -> None:
     """Bring the published index up to date with the input: documents added, changed or deleted cost calls in
     proportion to the change; published as a new version with a changes.json."""
@@ -227,6 +237,8 @@ def update(
         method=method,
         validate=not skip_validation,
         announce=lambda line: console.print(line, highlight=False),
+        batch=batch,
+        detach=detach,
     )
     _report_run(result, console)
 

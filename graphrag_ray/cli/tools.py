@@ -68,6 +68,10 @@ def simulate_llm(
     prompt_cache: bool = typer.Option(
         False, help="OpenAI's prompt caching: prompts of 1,024+ tokens reuse an earlier one's prefix (cached_tokens)"
     ),
+    batch_latency: float = typer.Option(0.3, help="seconds a Batch API job takes besides its answers"),
+    batch_fail_every: int = typer.Option(0, help="every n-th line of a batch fails (0: none)"),
+    batch_expire_after: int = typer.Option(0, help="a batch expires after answering this many lines (0: never)"),
+    no_batches: bool = typer.Option(False, help="no Files/Batches endpoints (a provider without a Batch API)"),
 ) -> None:
     """Run the OpenAI-compatible simulator (for tests, benchmarks and rehearsals; costs nothing)."""
     from graphrag_ray.simulate.faults import FaultRates
@@ -104,6 +108,10 @@ def simulate_llm(
         cut_streams=cut_streams,
         prefill_rate=prefill_rate,
         prompt_cache=prompt_cache,
+        batch_latency=batch_latency,
+        batch_fail_every=batch_fail_every,
+        batch_expire_after=batch_expire_after,
+        no_batches=no_batches,
     )
     serve(config, host, port)
 

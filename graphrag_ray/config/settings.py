@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import Field, SecretStr
 
+from graphrag_ray.config.batch import BatchConfig
 from graphrag_ray.config.ranking import RankingConfig
 from graphrag_ray.config.sections import Section, doc
 
@@ -511,6 +512,7 @@ class Settings(Section):
     fast: FastConfig = doc(FastConfig(), "the `fast` method: NLP graph and extractive reports, no LLM")
     embed_text: EmbedConfig = doc(EmbedConfig(), "vector embeddings in LanceDB")
     workers: WorkersConfig = doc(WorkersConfig(), "Ray workers")
+    batch: BatchConfig = doc(BatchConfig(), "indexing through the provider's Batch API (`index --batch`)")
     query: QueryConfig = doc(QueryConfig(), "defaults for every query method")
     local_search: LocalSearchConfig = doc(LocalSearchConfig(), "local search")
     global_search: GlobalSearchConfig = doc(GlobalSearchConfig(), "global search")

@@ -20,6 +20,7 @@ import polars as pl
 
 from graphrag_ray.errors import GraphRagRayError, StepFailedError
 from graphrag_ray.exec.beside import Beside
+from graphrag_ray.exec.batched import batched
 from graphrag_ray.exec.carried import KEY_COLUMN, ItemKeys
 from graphrag_ray.exec.dispatch import dispatch
 from graphrag_ray.exec.held import HeldTables, Wanted, give_back_freed_memory, peak_rss_mb, wanted_by
@@ -248,6 +249,8 @@ class Executor:
     # -- item steps --------------------------------------------------------------------------------
     def _items(self, step: ItemStep, inputs: Tables, step_ledger: UsageLedger) -> tuple[Tables, dict]:
         size = step.partition_size or self.ctx.settings.workers.partition_size
+        if batched(self.ctx, step):
+            size = self.ctx.settings.batch.partition_size  # a partition's calls of a pass make one Batch API job
         names = list(step.yields) + ["failures"]
         collected: dict[str, list[pl.DataFrame]] = {n: [] for n in names}
         earlier: Tables = {}

@@ -95,6 +95,7 @@ class StepContext:
     retry_unusable: bool = False  # `index --retry-failures`: an answer cached unusable twice is asked again
     previous: Store | None = None  # `update`: the published version this run updates (numbers carried over)
     paid_dir: str | None = None  # where the run's workers journal every paid call (llm/ledger.py PaidJournal)
+    batch_dir: str | None = None  # where the run keeps the ids of its Batch API jobs (exec/batched.py)
 
     def previous_table(self, name: str) -> pl.DataFrame | None:
         """A table of the version being updated (None for a full build)."""

@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 
 from graphrag_ray.errors import LLMUnavailableError
+from graphrag_ray.exec.batched import WAITING, batched, in_batches
 from graphrag_ray.exec.step import ItemStep, StepContext, collecting_stats, running
+from graphrag_ray.llm.batch_collect import Deferred
 from graphrag_ray.llm.ledger import PaidJournal, UsageLedger, recording_into
 from graphrag_ray.llm.models import Models
 from graphrag_ray.llm.tokens import load_in_background
@@ -37,14 +39,14 @@ class StepWorker:
 
     async def run_partition(self, step: ItemStep, items: list[dict]) -> dict:
         with recording_into(UsageLedger()) as ledger, collecting_stats() as stats, running(step, self.ctx):
-            if step.process_batch is not None:
+            if batched(self.ctx, step):  # calls wait for Batch API jobs (batched.py)
+                results = await in_batches(self.ctx, items, lambda todo: self._each(step, todo, waits=True))
+            elif step.process_batch is not None:
                 # one Rows for the batch, or one per item (what a carrying step gives: its rows are kept per item)
                 batch = await _or_failures(step, items, step.process_batch(self.ctx, items, self.models))
                 results = batch if isinstance(batch, list) else [batch]
             else:
-                results = await asyncio.gather(
-                    *(_or_failures(step, [item], step.process(self.ctx, item, self.models)) for item in items)
-                )
+                results = await self._each(step, items)
         if self.models.journal is not None:  # what the partition recorded, on disk before its rows are
             self.models.journal.flush()
         rows: dict[str, list] = {}
@@ -55,6 +57,26 @@ class StepWorker:
         if step.carries_results:  # how many rows of each table each item yielded, in item order
             answer["spans"] = {table: [len(result.get(table, ())) for result in results] for table in rows}
         return answer
+
+    async def _each(self, step: ItemStep, items: list[dict], waits: bool = False) -> list:
+        """Each item's rows (or failures row); with `waits`, WAITING for an item whose call waits for a job. A step
+        that batches its own calls gets the items together, as it would without jobs (the same calls): all of them
+        wait while any of its calls does."""
+        if step.process_batch is not None:
+            try:
+                batch = await _or_failures(step, items, step.process_batch(self.ctx, items, self.models))
+            except Deferred:
+                return [WAITING] * len(items)
+            return batch if isinstance(batch, list) else [batch] + [{}] * (len(items) - 1)
+        work = (_or_failures(step, [item], step.process(self.ctx, item, self.models)) for item in items)
+        return await asyncio.gather(*((_or_waiting(w) if waits else w) for w in work))
+
+
+async def _or_waiting(work):
+    try:
+        return await work
+    except Deferred:
+        return WAITING
 
 
 async def _or_failures(step: ItemStep, items: list[dict], work) -> dict:

@@ -141,9 +141,9 @@ def input_manifest(files: list[FoundFile]) -> list[list]:
 def input_id_for(
     ctx: StepContext, method: str, files: list[FoundFile] | None = None, manifest: list[list] | None = None
 ) -> str:
-    """What decides an index's content: all settings but workers/cache/reporting, models' result keys, prompts,
-    and the input's content."""
-    settings = ctx.settings.model_dump(mode="json", exclude={"workers", "cache", "reporting", "models"})
+    """What decides an index's content: all settings but workers/batch/cache/reporting, models' result keys,
+    prompts, and the input's content."""
+    settings = ctx.settings.model_dump(mode="json", exclude={"workers", "batch", "cache", "reporting", "models"})
     if manifest is None:
         manifest = input_manifest(discover(ctx.settings, ctx.root) if files is None else files)
     material = json.dumps(
@@ -201,6 +201,8 @@ def build_index(
     skip_unchanged: bool = False,
     validate: bool = True,
     announce: Callable[[str], None] | None = None,
+    batch: bool | None = None,
+    detach: bool = False,
 ) -> IndexResult:
     """One index run, published as a new version.
 
@@ -213,9 +215,15 @@ def build_index(
     method, settings and prompts and lists no failures, nothing is run or published (a new identical version would
     take one of the kept slots). `validate=False`: the endpoints are not checked first (Microsoft GraphRAG's
     --skip-validation); a bad key is then said by the first call. `announce` gets the run's first line: where it
-    runs (the Ray cluster it started or joined: address, nodes, CPUs; or this process)."""
+    runs (the Ray cluster it started or joined: address, nodes, CPUs; or this process). `batch` (None: the
+    settings' `batch.enabled`): the calls go as Batch API jobs; `detach`: stop once they are submitted."""
     root = Path(root).resolve()
     settings = settings or load_settings(root, config_file)
+    if batch is not None or detach:
+        settings = settings.model_copy(deep=True)
+        settings.batch.enabled = settings.batch.enabled if batch is None else batch
+        settings.batch.detach = detach
+        settings.batch.enabled = settings.batch.enabled or detach
     ctx = StepContext(settings, root)
     output = resolve(root, settings.output.base_dir)
     published_stats = None
@@ -282,6 +290,7 @@ def build_index(
         # the published ledger is what the provider billed for the whole run, not what the last attempt paid
         paid = runs.child(f"paid-{run_id}")
         ctx.paid_dir = paid.location
+        ctx.batch_dir = runs.child(f"batches-{run_id}").location  # kept by --no-resume too: no job is sent twice
         workers = settings.workers
         # what the run reads anew decides whether Ray's start-up pays: an update of a few documents runs here,
         # cluster or not
@@ -363,6 +372,10 @@ def _check_models(settings: Settings, steps: list[Step]) -> None:
     needed = [m for step in steps for m in step.model_ids(settings)]
     try:
         check_endpoints(settings, needed)
+        if settings.batch.enabled and settings.batch.fallback == "fail":  # said before the run, not at its first job
+            from graphrag_ray.llm.batch_api import check_batch_endpoints
+
+            check_batch_endpoints(settings, needed)
     except GraphRagRayError as exc:
         if {getattr(settings.models.get(m), "type", None) for m in needed} == {"embedding"}:
             # no chat model: the method can run with no endpoint at all (the fast method): say how

@@ -60,6 +60,7 @@ class ModelBase:
         self._endpoint_ok = False
         self._checks: dict[int, asyncio.Task] = {}
         self._in_flight: dict[str, asyncio.Future] = {}  # key -> the answer of the same request already sent
+        self.batch_answers: set[str] = set()  # keys of Batch API answers its partition's passes read (batched.py)
         self.config = config
         self.cache = cache
         self.limiter = limiter
@@ -120,7 +121,8 @@ class ModelBase:
         sends and the most it may receive, asked just before it is sent (limits learned meanwhile count). Returns
         (entry, cached)."""
         if use_cache and key is not None and (hit := self.cache.get(key)) is not None:
-            self.usage.record(stage, self.config.model, cache_hits=1)
+            if key not in self.batch_answers:  # a Batch API job's answer, read again by the next pass: not free
+                self.usage.record(stage, self.config.model, cache_hits=1)
             return hit, True
         shared = self._in_flight.get(key) if use_cache and key is not None else None
         if shared is not None and shared.get_loop() is asyncio.get_running_loop():

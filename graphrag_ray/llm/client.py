@@ -98,6 +98,23 @@ class Completion:
     cached_tokens: int = 0  # of prompt_tokens: served from the provider's prompt cache (llm/prices.py)
 
 
+def completion_of(data: dict) -> Completion:
+    """A chat completion's JSON body (a response, or a Batch API output line's body) as a Completion."""
+    choice = (data.get("choices") or [{}])[0] or {}
+    message = choice.get("message") or {}
+    content, reasoning = split_reasoning(str(message.get("content") or ""), message)
+    usage = data.get("usage") or {}
+    return Completion(
+        content,
+        usage.get("prompt_tokens") or 0,
+        usage.get("completion_tokens") or 0,
+        choice.get("finish_reason"),
+        reasoning_tokens=reasoning_tokens_of(usage),
+        reasoning=reasoning,
+        cached_tokens=cached_tokens_of(usage),
+    )
+
+
 # Clients not yet closed. Their owners (the models that opened them, models.py) close them before their loop ends;
 # this is only for the exit hook below, and holds them (a session collected unclosed prints its warning then).
 _UNCLOSED: set["OpenAIClient"] = set()
@@ -199,19 +216,11 @@ class OpenAIClient:
                 cached_tokens=usage.get("cached_tokens", 0),
             )
         data = await self._shaped(lambda wire: self._post_json("/chat/completions", self._body(messages, wire)), params)
-        choice = (data.get("choices") or [{}])[0] or {}
-        message = choice.get("message") or {}
-        content, reasoning = split_reasoning(str(message.get("content") or ""), message)
-        usage = data.get("usage") or {}
-        return Completion(
-            content,
-            usage.get("prompt_tokens") or 0,
-            usage.get("completion_tokens") or 0,
-            choice.get("finish_reason"),
-            reasoning_tokens=reasoning_tokens_of(usage),
-            reasoning=reasoning,
-            cached_tokens=cached_tokens_of(usage),
-        )
+        return completion_of(data)
+
+    def batch_body(self, messages: list[dict], params: dict[str, Any]) -> dict[str, Any]:
+        """The body of this request as a Batch API line carries it: in the shape this endpoint takes, not streamed."""
+        return self._body(messages, self.shape.wire(params))
 
     async def _shaped(self, send, params: dict[str, Any]):
         """`send(wire params)`, and again at once each time a 400 names a parameter the shape can drop or rename

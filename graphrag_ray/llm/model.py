@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable
 
 from graphrag_ray.errors import LLMUnavailableError, UnusableAnswerError
+from graphrag_ray.llm.batch_collect import active_collector
 from graphrag_ray.llm.cache import cache_key
 from graphrag_ray.llm.call_path import ModelBase
-from graphrag_ray.llm.client import Completion, TransientLLMError
+from graphrag_ray.llm.client import Completion, TransientLLMError, completion_of
 from graphrag_ray.llm.request_shape import is_reasoning_model
 from graphrag_ray.parsing.llm_output import parse_json_object
 
@@ -151,6 +152,9 @@ class ChatModel(ModelBase):
                 or self._problem(hit["content"], bool(hit.get("cut")), wants_json, validate) is None
             ):
                 break
+        if hit is None and use_cache and (collector := active_collector()) is not None:
+            # batch mode: the answer will come from a Batch API job (llm/batch_collect.py)
+            collector.defer(self, key, stage, messages, self.client.batch_body(messages, params))
 
         async def send() -> tuple[dict, int, int]:
             received: list[str] = []
@@ -192,6 +196,31 @@ class ChatModel(ModelBase):
             problem,
             bool(entry.get("cut")),
         )
+
+    def accept_batch_answer(self, key: str, stage: str, messages: list[dict], body: dict) -> None:
+        """A Batch API answer to the request cached under `key`: through the same reading of the answer, ledger (at
+        the batch price) and cache as a synchronous one. Marked as this command's, so an unusable one is repaired
+        (asked again, changed) when its item runs again, not asked again unchanged. One already cached (a command
+        killed while it read the results) is not recorded twice."""
+        if self.cache.get(key) is not None:
+            return
+        completion = completion_of(body)
+        entry = self._paid_entry(
+            messages,
+            completion.content,
+            completion.prompt_tokens,
+            completion.completion_tokens,
+            completion.reasoning,
+            completion.reasoning_tokens,
+            completion.cached_tokens,
+        )
+        if completion.finish_reason == "length":
+            entry["cut"] = True
+        entry["session"] = self.session
+        self._record_paid(stage, {**entry, "batch": True})
+        self.usage.record(stage, self.config.model, counted_here=int(bool(entry.get("counted_here"))))
+        self.cache.put(key, {**entry, "stage": stage})
+        self.batch_answers.add(key)
 
     def _paid_entry(
         self,

@@ -41,6 +41,12 @@ class SimulatorConfig:
     cut_streams: bool = False
     prefill_rate: float = 0.0  # prompt tokens read per second before the first byte (a CPU server; 0: at once)
     prompt_cache: bool = False  # OpenAI's prompt caching (prompt_cache.py): cached_tokens in every usage
+    # the Batch API (batches.py): seconds a batch takes besides its answers; every n-th line fails; a batch
+    # expires after answering this many lines; no Files/Batches endpoints at all
+    batch_latency: float = 0.3
+    batch_fail_every: int = 0
+    batch_expire_after: int = 0
+    no_batches: bool = False
 
 
 class SlidingWindow:

@@ -25,6 +25,7 @@ from aiohttp import web
 
 from graphrag_ray.llm.local_embedding import ngram_vector
 from graphrag_ray.llm.tokens import count_chat_tokens, tokenizer_for
+from graphrag_ray.simulate.batches import BATCH_HEADER, BatchService
 from graphrag_ray.simulate.config import SimulatorConfig, SlidingWindow
 from graphrag_ray.simulate.prompt_cache import PrefixCache, prompt_token_ids
 from graphrag_ray.simulate.responders import COMPLETE as COMPLETION_DELIMITER, respond
@@ -46,6 +47,7 @@ class Simulator:
         self.sends: Counter = Counter()  # chat requests by their messages and budget: a re-send counts twice
         self.generating = asyncio.Lock()  # a serial server's one generation slot
         self.prompt_cache = PrefixCache()  # used with config.prompt_cache
+        self.batches = BatchService(config, self.counts)  # the Files and Batches endpoints
 
     def limits(self) -> tuple[int | None, int | None]:
         """The (rpm, tpm) in force now: the configured ones, or the latest scheduled change already reached."""
@@ -109,12 +111,18 @@ class Simulator:
         if model not in self.answered:
             self.counts[f"before_first_answer_{model}"] += 1
 
-    def _served(self, kind: str, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> None:
+    def _served(
+        self, kind: str, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0, batch: bool = False
+    ) -> None:
         """Count a successful answer, per kind of prompt (benchmarks split calls and tokens by stage with these)
         and in time (first/last answer: the window over which limit utilisation is measured)."""
         now = time.time()
         self.counts["ok"] += 1
         self.counts[f"kind_{kind}"] += 1
+        if batch:
+            self.counts["batch_served"] += 1
+        elif kind != "embedding":
+            self.counts["sync_chat"] += 1
         self.counts[f"prompt_tokens_{kind}"] += prompt_tokens
         self.counts[f"completion_tokens_{kind}"] += completion_tokens
         self.counts["prompt_tokens"] += prompt_tokens
@@ -287,7 +295,7 @@ class Simulator:
             await asyncio.sleep(delay)
         cached = request.get("cached_tokens", 0)
         if not body.get("stream"):
-            self._served(kind, prompt_tokens, completion_tokens, cached)
+            self._served(kind, prompt_tokens, completion_tokens, cached, BATCH_HEADER in request.headers)
         self.answered.add(model)
         usage = {
             "prompt_tokens": prompt_tokens,
@@ -448,6 +456,7 @@ class Simulator:
                 **self.counts,
                 "max_tokens_60s": busiest(self.per_second),
                 "max_sends_of_one_request": max(self.sends.values(), default=0),
+                **self.batches.stats(),
                 "max_requests_60s": busiest(self.requests_per_second),
                 "tokens_per_second": {str(k): v for k, v in sorted(timeline.items())},
             }
@@ -461,6 +470,7 @@ class Simulator:
         self.answered.clear()
         self.sends.clear()
         self.prompt_cache.clear()
+        self.batches.reset()
         return web.json_response({"reset": True})
 
     def app(self) -> web.Application:
@@ -470,6 +480,7 @@ class Simulator:
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/v1/_stats", self.stats)
         app.router.add_post("/v1/_reset", self.reset)
+        self.batches.routes(app)
         return app
 
 
