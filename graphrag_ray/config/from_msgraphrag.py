@@ -275,7 +275,9 @@ def _limits(cfg: dict) -> dict:
             ("initial_wait", retry_block.get("base_delay")),
             ("max_wait", cfg.get("max_retry_wait", retry_block.get("max_delay"))),
         )
-        if v is not None
+        # -1 (their `graphrag init` template's max_retries) and other non-positive numbers mean "their default":
+        # ours applies
+        if v is not None and not (isinstance(v, (int, float)) and v <= 0)
     }
     if retry:
         limits["retry"] = retry
@@ -369,10 +371,16 @@ def _places(raw: dict, out: Translated, taken: set[str], their_root: Path, our_r
     if _get(raw, "cache.type") == "none":
         _set(out.settings, "cache.enabled", False)
     theirs = _get(raw, "output_storage.base_dir") or _get(raw, "output.base_dir") or "output"
-    out.notes.append(
-        f"their index in {their_root / theirs} is read as it is: `graphrag-ray query --data "
-        f"{their_root / theirs} ...` (and view, export, report)"
-    )
+    if (their_root / theirs).is_dir():
+        out.notes.append(
+            f"their index in {their_root / theirs} is read as it is: `graphrag-ray query --data "
+            f"{their_root / theirs} ...` (and view, export, report)"
+        )
+    else:
+        out.notes.append(
+            f"no index of theirs in {their_root / theirs} (yet): once `graphrag index` has written one, "
+            f"`graphrag-ray query --data {their_root / theirs} ...` reads it as it is"
+        )
 
 
 def _prompts(raw: dict, out: Translated, taken: set[str], their_root: Path) -> None:

@@ -114,3 +114,22 @@ def test_init_puts_a_literal_key_into_env_and_never_rewrites_an_existing_one(tmp
     init_from_msgraphrag(ours, their, force=True)
     assert (ours / ".env").read_text(encoding="utf-8") == "GRAPHRAG_API_KEY=my-own-key\n"
     assert list(ours.glob("settings.yaml.*.bak")) == [], "an unedited settings file needs no copy"
+
+
+def test_their_init_template_s_max_retries_minus_one_means_their_default(tmp_path):
+    """`graphrag init` (2.x) writes `max_retries: -1`: their default, so ours applies; and with no output folder of
+    theirs yet, nothing says one is read."""
+    two_x = yaml.safe_load(yaml.safe_dump(TWO_X))
+    two_x["models"]["default_chat_model"]["max_retries"] = -1
+    (tmp_path / "theirs").mkdir()
+    (tmp_path / "theirs" / "settings.yaml").write_text(yaml.safe_dump(two_x), encoding="utf-8")
+    translated = read_msgraphrag(tmp_path / "theirs" / "settings.yaml", tmp_path / "ours")
+    settings = validate_settings(translated.settings)
+    assert (
+        settings.models["default_chat"].retry.max_attempts == type(settings.models["default_chat"].retry)().max_attempts
+    )
+    notes = "\n".join(translated.notes)
+    assert "is read as it is" not in notes and "no index of theirs in" in notes
+    (tmp_path / "theirs" / "output").mkdir()
+    again = read_msgraphrag(tmp_path / "theirs" / "settings.yaml", tmp_path / "ours")
+    assert "is read as it is" in "\n".join(again.notes)
