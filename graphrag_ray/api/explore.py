@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from graphrag_ray.config.load import load_settings
-from graphrag_ray.errors import ConfigError
+from graphrag_ray.errors import ConfigError, UsageError
 from graphrag_ray.storage.location import as_location, resolve
 
 
@@ -49,7 +49,11 @@ def export_graph(
 
     check_format(fmt)  # before the index loads
     folder = (Path(out) if out else Path(root) / "export" / fmt).resolve()  # import.sh runs from NEO4J_HOME
-    return write(_graph(root, config_file, data), fmt, folder, level)
+    graph = _graph(root, config_file, data)
+    try:
+        return write(graph, fmt, folder, level)
+    except OSError as exc:  # a folder that cannot be made or written: the user's to fix, said in one line
+        raise UsageError(f"export --out {folder}: cannot write there ({exc.strerror or exc})") from None
 
 
 def write_graph_view(

@@ -107,10 +107,28 @@ def root(
         ctx.obj = CommandState()
     ctx.obj.verbose = verbose
     set_command_overrides({})  # nothing a previous in-process command's flags set
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    _log_to_stderr(verbose)
     install_log_redaction()
+
+
+class _OneLine(logging.Formatter):
+    """A warning as a person reads it: `warning: ...`, one line (the time and the logger's name with --verbose)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{record.levelname.lower()}: {record.getMessage()}"
+
+
+def _log_to_stderr(verbose: bool) -> None:
+    """Warnings (with --verbose, details) on stderr. The handler has a level of its own: a library that sets its
+    logger to DEBUG at import (bm25s) prints nothing below it."""
+    if logging.getLogger().handlers:  # configured already (an in-process command after another, or a test run)
+        return
+    handler = logging.StreamHandler()
+    handler.setLevel(logging.INFO if verbose else logging.WARNING)
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s") if verbose else _OneLine()
+    )
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
 
 
 def _use_cache(cache: bool, output: Path | None = None) -> None:

@@ -170,7 +170,11 @@ def _report_run(result, console) -> None:
             "no failures (`--force` builds it again)"
         )
         return
-    console.print(result.ledger.rich_table(f"LLM usage (run {result.run_id})"))
+    usage = result.ledger.total()
+    if usage.calls or usage.cache_hits or usage.failures:
+        console.print(result.ledger.rich_table(f"LLM usage (run {result.run_id})"))
+    else:
+        console.print("no LLM calls (nothing to pay)")
     if result.stats.get("kind") == "retry":
         console.print(f"retried the {result.stats['retried']} failed items on top of the published index")
     if "changes" in result.stats:

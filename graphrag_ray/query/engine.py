@@ -92,7 +92,7 @@ class QueryEngine(ABC):
 
     async def extractive(self, query: str, history: ConversationHistory | None = None) -> SearchResult:
         result = await self.context_only(query, history)
-        result.response, used = extractive_answer(query, result.context_text)
+        result.response, used = extractive_answer(query, result.context_text, gist=self.method == "global")
         result.details.update(extractive=True, evidence=used)
         return result
 

@@ -27,7 +27,9 @@ def test_eval_writes_tables_report_and_charts(evaluated):
     answers = pl.read_parquet(out / "answers.parquet")
     assert answers.height == 6 * 3 and answers["error"].null_count() == answers.height
     assert (answers["answer"].str.len_chars() > 0).all()
-    assert answers.filter(pl.col("method") == "evidence")["cost"].sum() == 0
+    # the evidence method calls no chat model: its cost is the question's embedding (text-embedding-3-small's list
+    # price, USD 0.02 per 1M tokens: a few millionths of a dollar)
+    assert answers.filter(pl.col("method") == "evidence")["cost"].max() < 1e-5
     assert answers.filter(pl.col("method") != "evidence")["llm_calls"].min() >= 1
     rates = pl.read_parquet(out / "win_rates.parquet")
     assert rates.height == 3 * 4  # three method pairs x four criteria

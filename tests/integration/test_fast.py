@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -81,16 +82,33 @@ def test_fast_index_of_english_corpus(english):
     assert "Paris Culinary Institute" in answer and "Sources (" in answer
 
 
-def test_readme_quickstart_runs_end_to_end(tmp_path, no_key):
-    root = example_root(tmp_path, "coffee_shop")
+@pytest.mark.parametrize("example", ["coffee_shop", "english"])
+def test_readme_quickstart_runs_end_to_end(tmp_path, no_key, example):
+    """Each example asks its own questions, in its language; the output holds no DEBUG line, no table of zeros and
+    no sentence the data does not hold; offline global search answers a themes question from the communities."""
+    root = example_root(tmp_path, example)
     env = {k: v for k, v in os.environ.items() if k != "GRAPHRAG_API_KEY"}
     env["GR"] = str(Path(sys.executable).parent / "graphrag-ray")
     out = subprocess.run(
         ["bash", str(EXAMPLES / "quickstart.sh"), str(root)], capture_output=True, text=True, timeout=300, env=env
     )
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "index published to" in out.stdout
-    assert out.stdout.count("[Extractive answer") == 2 and "李明" in out.stdout
+    assert "index published to" in out.stdout and "no LLM calls" in out.stdout
+    both = out.stdout + out.stderr
+    assert "DEBUG" not in both and "LLM usage" not in both and "Traceback" not in both
+    assert out.stdout.count("[Extractive answer") == 2
+    assert "appear in the same passage" not in out.stdout  # no made-up relationship description is quoted
+    if example == "coffee_shop":
+        assert "李明" in out.stdout
+    else:
+        assert "What are the main themes?" in out.stdout and "Nothing in the indexed data matches" not in out.stdout
+        corpus = " ".join(p.read_text(encoding="utf-8") for p in (root / "input").iterdir())
+        lines = out.stdout.splitlines()
+        answers = [lines[i + 1] for i, line in enumerate(lines[:-1]) if line.startswith("[Extractive answer")]
+        assert len(answers) == 2
+        for line in answers:  # every quoted sentence is one of the documents'
+            for sentence in re.split(r"(?<=[.!?])\s+", re.sub(r"\s*\[Data:.*?\]", "", line)):
+                assert not sentence.strip() or sentence.strip() in corpus, sentence
 
 
 def technical_corpus(folder: Path) -> None:

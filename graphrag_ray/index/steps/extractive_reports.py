@@ -137,8 +137,8 @@ def _central_sentences(tables: Tables, mentions: pl.DataFrame, n: int) -> dict[i
 
 def _report(c: dict, ents: dict, rels: dict, central: list[str], max_degree: int, n_findings: int) -> dict:
     members = sorted((ents[e] for e in c["entity_ids"]), key=lambda e: (-e["degree"], e["title"]))
-    links = sorted(
-        (rels[r] for r in c["relationship_ids"] if r in rels),
+    links = sorted(  # those a sentence of the text describes: a finding quotes the data
+        (rels[r] for r in c["relationship_ids"] if r in rels and (rels[r]["description"] or "").strip()),
         key=lambda r: (-r["weight"], -r["combined_degree"], r["human_readable_id"]),
     )
     title = _title([m["title"] for m in members[:3]])

@@ -66,7 +66,8 @@ class NlpGraph(ItemStep):
                         "target": b,
                         "weight": 1.0,
                         "text_unit_id": item["item_id"],
-                        "description": together[:300] or f"{a} and {b} appear in the same passage",
+                        # no sentence names both: no description (a made-up one would be quoted as the data's)
+                        "description": together[:300],
                         "order": len(relationships),
                     }
                 )
