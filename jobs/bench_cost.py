@@ -37,7 +37,18 @@ EMBEDDING = LIST_PRICES["text-embedding-3-small"]
 def tokens(served: dict) -> dict[str, int]:
     """Chat prompt / cached / completion tokens and embedding tokens the simulator served one run."""
     embed = served.get("prompt_tokens_embedding", 0)
+    kinds = {
+        key[5:]: {
+            "calls": value,
+            "prompt": served.get(f"prompt_tokens_{key[5:]}", 0),
+            "cached": served.get(f"cached_tokens_{key[5:]}", 0),
+            "completion": served.get(f"completion_tokens_{key[5:]}", 0),
+        }
+        for key, value in served.items()
+        if key.startswith("kind_") and key != "kind_embedding"
+    }
     return {
+        "kinds": kinds,
         "calls": served.get("ok", 0) - served.get("kind_embedding", 0),
         "prompt": served.get("prompt_tokens", 0) - embed,
         "cached": served.get("cached_tokens", 0) - served.get("cached_tokens_embedding", 0),
@@ -107,6 +118,12 @@ def main() -> None:
         print(
             f"{name:34}{c['calls']:>12,}{c['prompt']:>12,}{c['cached']:>12,}{share:>9.0f}%{c['completion']:>12,}{c['embedding']:>12,}"
         )
+    print(f"\n{'per kind of prompt':34}{'calls':>12}{'prompt':>12}{'cached':>12}{'completion':>12}")
+    for name, c in runs.items():
+        for kind, k in sorted(c["kinds"].items()):
+            print(
+                f"  {name[:14]:14} {kind:17}{k['calls']:>12,}{k['prompt']:>12,}{k['cached']:>12,}{k['completion']:>12,}"
+            )
     print(f"\n{'dollars':34}" + "".join(f"{s:>16}" for s in SHEETS))
     lines = [
         ("ours, synchronous, no cache", "ours sync", False, False),

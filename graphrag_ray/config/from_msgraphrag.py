@@ -154,10 +154,12 @@ def read_msgraphrag(path: Path, our_root: Path) -> Translated:
         raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"--from-msgraphrag {path}: cannot read it ({type(exc).__name__})") from None
+    if isinstance(raw, dict):
+        raw = _as_2x(raw)
     if not isinstance(raw, dict) or not ({"models", "completion_models", "embedding_models"} & set(raw)):
         raise ConfigError(
             f"--from-msgraphrag {path}: not a Microsoft GraphRAG settings file (no models, "
-            "completion_models or embedding_models)"
+            "completion_models or embedding_models, and no 1.x `llm`)"
         )
     their_root = path.resolve().parent
     out = Translated({})
@@ -185,6 +187,40 @@ def read_msgraphrag(path: Path, our_root: Path) -> Translated:
             said.add(key)
             out.notes.append(f"{key}: no counterpart" + (f" ({NO_COUNTERPART[key]})" if key in NO_COUNTERPART else ""))
     return out
+
+
+def _as_2x(raw: dict) -> dict:
+    """A 0.x / 1.x file (one chat model under `llm`, one embedding model under `embeddings.llm`, the encoding at the
+    top) in 2.x's shape, so one translation reads both; a 2.x / 3.x file as it is."""
+    if "llm" not in raw or "models" in raw:
+        return raw
+    raw = dict(raw)
+    chat = dict(raw.pop("llm") or {})
+    embeddings = dict(raw.pop("embeddings", None) or {})
+    embedding = dict(embeddings.pop("llm", None) or {})
+    encoding = raw.pop("encoding_model", None)
+    if encoding:
+        chat.setdefault("encoding_model", encoding)
+        raw.setdefault("chunks", {})
+        raw["chunks"] = {**raw["chunks"], "encoding_model": raw["chunks"].get("encoding_model", encoding)}
+    for old_name, new_name in (("entity_extraction", "extract_graph"), ("claim_extraction", "extract_claims")):
+        if old_name in raw and new_name not in raw:
+            raw[new_name] = raw.pop(old_name)
+    if isinstance(raw.get("storage"), dict) and "output" not in raw:  # 1.x's output folder
+        raw["output"] = raw.pop("storage")
+    if isinstance(raw.get("input"), dict) and "file_encoding" in raw["input"]:
+        raw["input"] = {**raw["input"], "encoding": raw["input"]["file_encoding"]}
+        del raw["input"]["file_encoding"]
+    reports = raw.get("community_reports")
+    if isinstance(reports, dict) and "prompt" in reports and "graph_prompt" not in reports:
+        raw["community_reports"] = {**reports, "graph_prompt": reports["prompt"]}
+        del raw["community_reports"]["prompt"]
+    chat.setdefault("type", "openai_chat")
+    embedding.setdefault("type", "openai_embedding")
+    raw["models"] = {"default_chat_model": chat, "default_embedding_model": embedding}
+    if embeddings:  # what else their embeddings section set (vector store, batch sizes): said as theirs
+        raw["embed_text"] = embeddings
+    return raw
 
 
 def _models(raw: dict, out: Translated, taken: set[str]) -> dict[str, str]:

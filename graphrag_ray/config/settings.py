@@ -256,6 +256,12 @@ class CommunityReportsConfig(Section):
     prompt: str = doc("prompts/community_report.txt", "report prompt, relative to the root")
     max_length: int = doc(2000, "max words of a report", gt=0)
     max_input_length: int = doc(8000, "max tokens of a community's context; larger ones use sub-reports", gt=0)
+    min_llm_entities: int = doc(
+        3,
+        "a community of fewer entities (and no sub-communities) gets a report written from its rows with no call: "
+        "a pair's report would restate its one relationship (1: every community is written by the model)",
+        ge=1,
+    )
     revise_on_update: bool = doc(
         True,
         "update: a changed community's report is revised from the previous report "

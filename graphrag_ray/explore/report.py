@@ -183,17 +183,9 @@ def write_index_report(graph: IndexGraph, out: Path, versions: list[dict]) -> Pa
         if count is None:  # an index copied from elsewhere has no stats.json: count the table
             df = read_table(graph.folder, name)
             rows[name] = df.height if df is not None else 0
-    total = stats.get("total") or {}
-    parts = [
-        f"# Index report: {inert(graph.name)}",
-        "",
-        f"Method **{stats.get('method', 'not recorded')}**, built by `{stats.get('kind', 'index')}` in "
-        f"{stats.get('wall_s', 0):,.1f} s: {total.get('calls', 0):,} LLM calls "
-        f"(+{total.get('cache_hits', 0):,} from the cache), {total.get('prompt_tokens', 0):,} prompt "
-        f"({total.get('cached_tokens', 0):,} of them served from the provider's prompt cache) + "
-        f"{total.get('completion_tokens', 0):,} completion tokens, ${total.get('cost', 0):.4f}"
-        + (f"; {total['batch_calls']:,} calls by the Batch API." if total.get("batch_calls") else "."),
-        "",
+    ours = "total" in stats  # published by graphrag-ray's run (else: Microsoft GraphRAG's, or copied by hand)
+    parts = [f"# Index report: {inert(graph.name)}", "", _made_by(stats, graph.folder), ""]
+    parts += [
         "## Rows per table",
         "",
         markdown_table(pl.DataFrame({"table": list(rows), "rows": [int(v) for v in rows.values()]})),
@@ -254,8 +246,10 @@ def write_index_report(graph: IndexGraph, out: Path, versions: list[dict]) -> Pa
             "",
             markdown_table(by_reason.rename({"len": "items"})),
         ]
-    else:
+    elif ours:
         parts += ["None: every item of every step succeeded."]
+    else:
+        parts += ["Not recorded: this index's writer keeps no list of the items that failed."]
     if versions:
         parts += [
             "",
@@ -267,6 +261,31 @@ def write_index_report(graph: IndexGraph, out: Path, versions: list[dict]) -> Pa
     path = out / "report.md"
     path.write_text("\n".join(parts) + "\n", encoding="utf-8")
     return path
+
+
+def _made_by(stats: dict, folder) -> str:
+    """The report's first line: how the index was built - what graphrag-ray's run recorded, or what is known of an
+    index another tool wrote (Microsoft GraphRAG records no calls, tokens, cost or failures)."""
+    total = stats.get("total")
+    if total is not None:
+        return (
+            f"Method **{stats.get('method', 'not recorded')}**, built by `{stats.get('kind', 'index')}` in "
+            f"{stats.get('wall_s', 0):,.1f} s: {total.get('calls', 0):,} LLM calls "
+            f"(+{total.get('cache_hits', 0):,} from the cache), {total.get('prompt_tokens', 0):,} prompt "
+            f"({total.get('cached_tokens', 0):,} of them served from the provider's prompt cache) + "
+            f"{total.get('completion_tokens', 0):,} completion tokens, ${total.get('cost', 0):.4f}"
+            + (f"; {total['batch_calls']:,} calls by the Batch API." if total.get("batch_calls") else ".")
+        )
+    from graphrag_ray.storage.msgraphrag_layout import version_found
+
+    version = version_found(folder)
+    if "workflows" in stats or version != "unknown":
+        runtime = f", its run took {stats['total_runtime']:,.1f} s" if "total_runtime" in stats else ""
+        return (
+            f"An index written by **Microsoft GraphRAG {version}** ({stats.get('num_documents', '?')} documents"
+            f"{runtime}). Its writer records no model calls, tokens, cost or failed items: none are shown."
+        )
+    return "An index with no stats.json (copied by hand?): how it was built is not recorded."
 
 
 def plain_log_ticks(*axes) -> None:

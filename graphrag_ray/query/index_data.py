@@ -11,6 +11,7 @@ import polars as pl
 
 from graphrag_ray.errors import GraphRagRayError, IndexDamagedError, IndexMissingError
 from graphrag_ray.storage.location import Store
+from graphrag_ray.storage.msgraphrag_layout import check_readable
 from graphrag_ray.storage.schemas import SCHEMAS
 from graphrag_ray.storage.tables import current_index, read_table
 from graphrag_ray.storage.vectors import VECTOR_TABLES, open_searchable
@@ -65,6 +66,7 @@ def read_index_tables(
                 else "no such folder"
             )
         )
+    check_readable(folder)  # a Microsoft GraphRAG layout too old to read: its version, not a missing table
     tables = {}
     for name in names:
         df = read_table(folder, name)

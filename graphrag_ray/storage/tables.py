@@ -25,6 +25,7 @@ from typing import Callable, TypeVar
 import polars as pl
 
 from graphrag_ray.errors import IndexDamagedError
+from graphrag_ray.storage.msgraphrag_layout import adapted, is_legacy_index, legacy_name
 from graphrag_ray.storage.location import Store
 from graphrag_ray.storage.schemas import SCHEMAS, SORT_KEYS, conform
 
@@ -93,6 +94,10 @@ def _row_group_rows(df: pl.DataFrame) -> int:
     return max(1024, int(df.height * ROW_GROUP_BYTES / size)) if size > ROW_GROUP_BYTES else max(1, df.height)
 
 
+# tables a Microsoft GraphRAG index may hold in another shape (storage/msgraphrag_layout.py)
+QUERY_ADAPTED = ("text_units", "entities", "communities", "community_reports", "covariates")
+
+
 def read_table(where: Store | str | Path, name: str, columns: list[str] | None = None) -> pl.DataFrame | None:
     """`name.parquet`, or the hive-partitioned files below `name/`; None when neither exists. A file that cannot
     be read (truncated, not parquet) is an error naming it. `columns`: only those (a local file reads no other)."""
@@ -131,6 +136,15 @@ def scan_table(where: Store | str | Path, name: str) -> pl.LazyFrame | None:
 
 
 def _read_table(store: Store, name: str) -> pl.DataFrame | None:
+    found = _read_ours(store, name)
+    if found is None and is_legacy_index(store):  # Microsoft GraphRAG 1.x: create_final_<name>.parquet
+        found = _read_ours(store, legacy_name(name))
+    if found is not None and name in QUERY_ADAPTED:  # their 1.x / 2.x columns, as ours
+        found = adapted(name, found, lambda other: _read_ours(store, legacy_name(other)))
+    return found
+
+
+def _read_ours(store: Store, name: str) -> pl.DataFrame | None:
     folder = store.local_path()
     if folder is not None:
         if (folder / f"{name}.parquet").exists():
@@ -213,7 +227,7 @@ def current_index(output: Store | str | Path) -> Store | None:
     pointer = out.read_bytes(CURRENT_POINTER)
     if pointer is not None:
         return out.child(f"{VERSIONS_DIR}/{pointer.decode().strip()}")
-    if out.exists("entities.parquet") or out.is_dir("entities"):
+    if out.exists("entities.parquet") or out.is_dir("entities") or is_legacy_index(out):
         return out
     return None
 

@@ -16,6 +16,7 @@ import polars as pl
 import pyarrow as pa
 
 from graphrag_ray.errors import GraphRagRayError
+from graphrag_ray.storage.msgraphrag_layout import their_vector_table
 from graphrag_ray.storage.location import Store
 
 FLAT_SUFFIX = ".flat.arrow"
@@ -216,7 +217,9 @@ def open_vectors(folder: Store | str | Path, name: str):
     it. Nothing is created (lancedb.connect makes a missing folder)."""
     store = folder if isinstance(folder, Store) else Store(str(folder))
     if not store.exists(f"{name}.lance"):
-        return None
+        name = their_vector_table(store, name)  # a Microsoft GraphRAG 1.x / 2.x index's name for it
+        if name is None:
+            return None
     import lancedb
 
     try:

@@ -115,3 +115,28 @@ def test_an_unpriced_model_is_said_by_estimate_index_and_query(tmp_path, simulat
     query = cli_in_process("query", "-m", "basic", "Who met Ivo Lundgren?", root=root)
     assert query.returncode == 0, query.stderr
     assert said in query.stderr
+
+
+def test_a_community_too_small_for_a_report_call_gets_one_written_from_its_rows(tmp_path, caching_provider):
+    """A pair's report would restate its one relationship: written from the rows, no call; every other community's
+    is the model's."""
+    import polars as pl
+
+    from graphrag_ray.storage.tables import read_table
+
+    sim = caching_provider
+    root = make_root(tmp_path / "pair", sim.base_url, workers={"executor": "local"})
+    (root / "input").mkdir()
+    (root / "input" / "story.txt").write_text(long_story(0)[:2500], encoding="utf-8")
+    (root / "input" / "pair.txt").write_text("Ola Nordmann married Kari Hansen in Lillehammer.", encoding="utf-8")
+    sim.reset()
+    result = api.build_index(root=root)
+    served = sim.stats()
+    communities = read_table(result.index, "communities")
+    reports = read_table(result.index, "community_reports").join(
+        communities.select("community", pl.col("entity_ids").list.len().alias("members")), on="community"
+    )
+    small = reports.filter(pl.col("members") < 3)
+    assert small.height >= 1 and small["rating_explanation"].str.contains("written from its rows").all()
+    assert served["kind_community_report"] == reports.height - small.height
+    assert result.stats["steps"]["community_reports"]["events"]["written_from_rows"] == small.height

@@ -21,3 +21,19 @@ def render_markdown(report: dict) -> str:
         else:
             parts += [f"## {finding}", ""]
     return "\n".join(parts).strip() + "\n"
+
+
+def rows_report(entities: list[dict], relationships: list[dict]) -> dict:
+    """The report of a community too small to be worth a call (`community_reports.min_llm_entities`), written from
+    its own rows: a pair's model report would only restate its relationship. Ranked low, and saying how it was made."""
+    names = [e["title"] for e in entities]
+    described = [r["description"] for r in relationships if (r.get("description") or "").strip()]
+    summary = " ".join(described) or " ".join(e["description"] for e in entities if e.get("description"))
+    findings = [{"summary": e["title"], "explanation": e.get("description") or ""} for e in entities]
+    return {
+        "title": " and ".join(names),
+        "summary": summary or " and ".join(names),
+        "findings": findings,
+        "rating": 1.0,
+        "rating_explanation": f"a community of {len(names)} entities, written from its rows with no model call",
+    }

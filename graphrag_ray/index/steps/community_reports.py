@@ -42,7 +42,7 @@ from graphrag_ray.index.operations.report_context import (
     local_context,
     rows_fit,
 )
-from graphrag_ray.index.operations.reports import render_markdown, valid_report
+from graphrag_ray.index.operations.reports import render_markdown, rows_report, valid_report
 from graphrag_ray.llm.tokens import fits, tokenizer_for
 
 STAGE = "community_reports"
@@ -329,6 +329,9 @@ class CommunityReports(ItemStep):
             self.stat_update("kept_small_change")
             return {"reports": [item["_keep"]]}
         cfg = ctx.settings.community_reports
+        if len(item["entities"]) < cfg.min_llm_entities and not item["descendants"]:
+            self.stat_update("written_from_rows")
+            return self._reports(item, rows_report(item["entities"], item["relationships"]))
         chat = models.chat(cfg.model_id)
         template = ctx.prompt(cfg.prompt)
         budget = cfg.max_input_length
@@ -376,7 +379,11 @@ class CommunityReports(ItemStep):
             rating = float(report.get("rating", 0.0))
         except (TypeError, ValueError):
             rating = 0.0
-        report = {**report, "findings": findings, "rating": rating}
+        return self._reports(item, {**report, "findings": findings, "rating": rating})
+
+    @staticmethod
+    def _reports(item: dict, report: dict) -> Rows:
+        findings = report["findings"]
         return {
             "reports": [
                 {
@@ -385,7 +392,7 @@ class CommunityReports(ItemStep):
                     "title": report["title"],
                     "summary": report["summary"],
                     "full_content": render_markdown(report),
-                    "rank": rating,
+                    "rank": report["rating"],
                     "rating_explanation": str(report.get("rating_explanation", "")),
                     "findings_json": json.dumps(findings, ensure_ascii=False),
                     "full_content_json": json.dumps(report, ensure_ascii=False),
