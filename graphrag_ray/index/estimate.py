@@ -33,6 +33,9 @@ SUMMARY_OUTPUT = 120
 ENTITIES_PER_COMMUNITY = 5.0  # communities over all levels, per entity (hierarchical Leiden, size 10)
 ENTITY_ROW_TOKENS, RELATIONSHIP_ROW_TOKENS = 25, 30  # a report context's table rows (id, name, description)
 REPORT_OUTPUT = 700
+# communities under 3 entities (pairs: hierarchical Leiden's leaves on a sparse graph), whose reports are written from
+# their rows with no call at community_reports.min_llm_entities 3 (jobs/bench_cost.py's 100k corpus: 117 of 288)
+SMALL_COMMUNITY_SHARE = 0.4
 CANDIDATE_GROUP_SHARE = 0.03  # entity resolution: candidate groups per entity (measured: bench_index --resolve)
 RESOLVE_CONTEXT, RESOLVE_OUTPUT = 400, 60
 
@@ -191,6 +194,7 @@ def estimate(ctx: StepContext, method: str = "standard") -> Estimate:
         )
     )
     communities = max(1.0, entities / ENTITIES_PER_COMMUNITY)
+    reported = communities * (1 - SMALL_COMMUNITY_SHARE if settings.community_reports.min_llm_entities >= 3 else 1)
     report_template = tok.count(ctx.prompt(settings.community_reports.prompt))
     per_entity = found.relationships / max(1, found.entities)
     report_context = min(
@@ -202,9 +206,9 @@ def estimate(ctx: StepContext, method: str = "standard") -> Estimate:
             settings,
             "community_reports",
             settings.community_reports.model_id,
-            communities,
-            communities * (report_template + report_context),
-            communities * REPORT_OUTPUT,
+            reported,
+            reported * (report_template + report_context),
+            reported * REPORT_OUTPUT,
             False,
         )
     )
