@@ -501,6 +501,12 @@ class ServeConfig(Section):
         gt=0,
     )
     reload_check_s: float = doc(2.0, "how often a replica looks for a newly published version (CURRENT)", gt=0)
+    ui_tasks: Literal["model", "skip"] = doc(
+        "model",
+        "a chat front end's background tasks (Open WebUI's title, tags, follow-up questions) are no GraphRAG "
+        "questions: answered by the chat model directly (model), or with the empty answer their template asks "
+        "for and no call (skip)",
+    )
 
 
 class Settings(Section):

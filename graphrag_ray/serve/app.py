@@ -32,7 +32,8 @@ from graphrag_ray.query.methods import check_method
 from graphrag_ray.serve import protocol
 from graphrag_ray.serve.index_service import history_of
 from graphrag_ray.serve.protocol import Busy, ModelNotFound, Target
-from graphrag_ray.serve.requests import BadRequest, BodyTooLarge, messages_of, options_of, parse_body, read_body
+from graphrag_ray.serve.front_ends import DIRECT, mode_prefix, skipped_answer, ui_task
+from graphrag_ray.serve.requests import BadRequest, BodyTooLarge, messages_of, options_of, parse_body, read_body, shown
 
 log = logging.getLogger("ray.serve.graphrag")  # under ray.serve: lands in the replica's Serve log
 OPEN_PATHS = ("/health",)
@@ -93,6 +94,7 @@ def make_app(
     request_log: str | None = None,
     max_body_bytes: int = 1 << 20,
     max_field_chars: int = 200,
+    ui_tasks: str = "model",
 ) -> FastAPI:
     api_key = api_key or os.environ.get("GRAPHRAG_SERVE_API_KEY") or None
     app = FastAPI(title="graphrag-ray", docs_url=None, redoc_url=None)
@@ -102,14 +104,40 @@ def make_app(
         """The request's body as the model `kind` (serve/requests.py): 400 / 413 when it is not one."""
         return parse_body(await read_body(request, max_body_bytes), kind, max_field_chars)
 
-    def checked(model: str, messages: list[dict], options: dict) -> Target:
+    def checked(model: str, messages: list[dict], options: dict, method: str | None = None) -> Target:
         """The target of a question checked here, as the command line checks it before loading anything: a client's
-        mistake (no question, too long, a bad level) is refused by the ingress, never raised in a replica."""
+        mistake (no question, too long, a bad level) is refused by the ingress, never raised in a replica.
+        `method`: the one a prefix named, instead of the model name's."""
         target = protocol.resolve_model(model, backend.indexes)
+        target = Target(target.indexes, method) if method is not None else target
         question, _ = history_of(messages)
         limits = [backend.question_chars[i] for i in target.indexes if i in backend.question_chars]
         check_method(question, target.method, options.get("community_level"), min(limits, default=None))
         return target
+
+    def routed(request: Request, model: str, messages: list[dict], options: dict) -> tuple[Target, list[dict]]:
+        """A front end's background task (to the chat model directly; its first index's), a LightRAG-style
+        `/mode` prefix (that method), else the question as the model name routes it (serve/front_ends.py)."""
+        task = ui_task(messages)
+        if task is not None:
+            request.state.ui_task = task
+            return Target(protocol.resolve_model(model, backend.indexes).indexes[:1], DIRECT), messages
+        method, messages = mode_prefix(messages)
+        if method == DIRECT:
+            target = protocol.resolve_model(model, backend.indexes)
+            if not history_of(messages)[0].strip():
+                raise BadRequest("/bypass: no question after it")
+            return Target(target.indexes[:1], DIRECT), messages
+        return checked(model, messages, options, method), messages
+
+    def skipped(request: Request, target: Target) -> dict | None:
+        """A background task answered with no call at all (`serve.ui_tasks: skip`): the empty answer its template
+        asks for; None when it is to be answered by the model."""
+        task = getattr(request.state, "ui_task", None)
+        if task is None or ui_tasks != "skip":
+            return None
+        usage = {"llm_calls": 0, "paid_calls": 0, "prompt_tokens": 0, "output_tokens": 0, "cost": 0.0}
+        return {"response": skipped_answer(task), "method": "ui_task", "sources": {}, "usage": usage, "details": {}}
 
     @app.exception_handler(GraphRagRayError)
     async def known_error(request: Request, exc: GraphRagRayError):
@@ -164,6 +192,7 @@ def make_app(
         request.state.logged = {
             "index": "+".join(target.indexes),
             "method": target.method,
+            **({"ui_task": request.state.ui_task} if getattr(request.state, "ui_task", None) else {}),
             **({"answered_by": payload["method"], **payload["usage"]} if payload else {}),
         }
 
@@ -196,10 +225,15 @@ def make_app(
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
         body = await body_of(request, "openai_chat")
-        model, messages = body.model, messages_of(body)
-        target = checked(model, messages, options_of(body))
-        if not body.stream:
-            payload = await backend.ask(target, messages, options_of(body))
+        if (body.response_format or {}).get("type", "text") != "text":
+            raise BadRequest(
+                f"response_format {shown(body.response_format.get('type'))}: not supported - a GraphRAG answer is "
+                "prose with citations; leave response_format out, or POST /v1/context for the records as JSON"
+            )
+        model = body.model
+        target, messages = routed(request, model, messages_of(body), options_of(body))
+        if (payload := skipped(request, target)) is not None or not body.stream:
+            payload = payload or await backend.ask(target, messages, options_of(body))
             remember(request, target, payload)
             return protocol.chat_completion(payload, model, target)
         pieces = backend.stream(target, messages, options_of(body))
@@ -234,6 +268,37 @@ def make_app(
                         "usage": protocol.usage_of(payload),
                     }
                 )
+        except Exception as exc:  # noqa: BLE001 - a stream cut mid-answer says why, in the stream
+            status, code = status_of(original(exc))
+            yield protocol.sse(protocol.openai_error(str(original(exc)), status, code))
+        yield protocol.sse("[DONE]")
+        stream_ended(request, target, payload, started)
+
+    @app.post("/v1/completions")
+    async def completions(request: Request):
+        """The legacy completions endpoint (LlamaIndex's OpenAILike with is_chat_model=False): the prompt is the
+        question; the answer is `choices[0].text`."""
+        body = await body_of(request, "openai_completion")
+        prompt = body.prompt if isinstance(body.prompt, str) else "\n".join(body.prompt)
+        model = body.model
+        target, messages = routed(request, model, [{"role": "user", "content": prompt}], options_of(body))
+        if body.stream:
+            pieces = backend.stream(target, messages, options_of(body))
+            first = await first_of(pieces)
+            return StreamingResponse(text_events(request, pieces, first, model, target), media_type="text/event-stream")
+        payload = skipped(request, target) or await backend.ask(target, messages, options_of(body))
+        remember(request, target, payload)
+        return protocol.text_completion(payload, model, target)
+
+    async def text_events(request, pieces, first, model, target):
+        cid, started, payload = protocol.completion_id(), time.monotonic(), None
+        try:
+            piece = first
+            while "delta" in piece:
+                yield protocol.sse(protocol.text_chunk(cid, model, piece["delta"]))
+                piece = await pieces.__anext__()
+            payload = piece["done"]
+            yield protocol.sse(protocol.text_chunk(cid, model, "", "stop"))
         except Exception as exc:  # noqa: BLE001 - a stream cut mid-answer says why, in the stream
             status, code = status_of(original(exc))
             yield protocol.sse(protocol.openai_error(str(original(exc)), status, code))
@@ -310,9 +375,9 @@ def make_app(
 
     async def ollama_reply(request: Request, body, messages: list[dict], chat: bool):
         model, started = body.model, time.monotonic()
-        target = checked(model, messages, options_of(body))
-        if not body.stream:
-            payload = await backend.ask(target, messages, options_of(body))
+        target, messages = routed(request, model, messages, options_of(body))
+        if (payload := skipped(request, target)) is not None or not body.stream:
+            payload = payload or await backend.ask(target, messages, options_of(body))
             remember(request, target, payload)
             reply = protocol.ollama_final(payload, model, started, chat)
             reply["message" if chat else "response"] = (

@@ -184,6 +184,7 @@ class Ingress:
             self.request_log,
             max_body_bytes=limits.max_body_bytes,
             max_field_chars=limits.max_field_chars,
+            ui_tasks=limits.ui_tasks,
         )
 
 

@@ -19,6 +19,7 @@ from typing import Any, AsyncIterator
 from graphrag_ray.config.load import load_settings
 from graphrag_ray.config.settings import Settings
 from graphrag_ray.llm.models import Models
+from graphrag_ray.serve.front_ends import DIRECT
 from graphrag_ray.query.context.history import ConversationHistory
 from graphrag_ray.query.context.local_context import LocalContext
 from graphrag_ray.query.global_search import MapPoints
@@ -224,6 +225,11 @@ class IndexService:
 
     async def _question(self, method: str, messages: list[dict], options: dict, others: list | None):
         question, history = history_of(messages)
+        if method == DIRECT:  # a front end's task, or /bypass: the chat model alone (serve/front_ends.py)
+            from graphrag_ray.query.direct import DirectAnswer
+
+            loaded = await self.fresh()
+            return DirectAnswer(loaded.data, self.models, self.settings, self.root), question, history, {}
         if others:
             check_method(question, method, options.get("community_level"), self.settings.query.max_question_chars)
             mine = await self.part(options)

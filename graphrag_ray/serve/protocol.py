@@ -121,6 +121,29 @@ def chat_completion(payload: dict, model: str, target: Target) -> dict:
     }
 
 
+def text_completion(payload: dict, model: str, target: Target) -> dict:
+    """`/v1/completions`'s reply (object `text_completion`, the answer in `choices[0].text`)."""
+    return {
+        "id": completion_id(),
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "text": payload["response"], "finish_reason": "stop", "logprobs": None}],
+        "usage": usage_of(payload),
+        "graphrag": extension(payload, target),
+    }
+
+
+def text_chunk(cid: str, model: str, text: str, finish: str | None = None) -> dict:
+    return {
+        "id": cid,
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "text": text, "finish_reason": finish, "logprobs": None}],
+    }
+
+
 def sse(data: dict | str) -> str:
     return f"data: {data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)}\n\n"
 

@@ -76,6 +76,16 @@ class OpenAIChat(QueryOptions):
     messages: list[Message] = Field(min_length=1)
     stream: bool = False
     stream_options: dict[str, Any] | None = None
+    response_format: dict[str, Any] | None = None
+
+
+class OpenAICompletion(QueryOptions):
+    """`/v1/completions` (LlamaIndex's OpenAILike default, `is_chat_model=False`): the prompt is the question."""
+
+    model: str = ""
+    prompt: str | list[str] = ""
+    stream: bool = False
+    stream_options: dict[str, Any] | None = None
 
 
 class ContextRequest(QueryOptions):
@@ -107,6 +117,7 @@ class OllamaShow(Capped):
 
 KINDS: dict[str, type[BaseModel]] = {
     "openai_chat": OpenAIChat,
+    "openai_completion": OpenAICompletion,
     "context": ContextRequest,
     "ollama_chat": OllamaChat,
     "ollama_generate": OllamaGenerate,
@@ -115,7 +126,9 @@ KINDS: dict[str, type[BaseModel]] = {
 
 
 def parse_body(
-    raw: bytes, kind: Literal["openai_chat", "context", "ollama_chat", "ollama_generate", "ollama_show"], max_chars: int
+    raw: bytes,
+    kind: Literal["openai_chat", "openai_completion", "context", "ollama_chat", "ollama_generate", "ollama_show"],
+    max_chars: int,
 ) -> BaseModel:
     """`raw` as the request model `kind`, or BadRequest naming the first problem (field and what is wrong)."""
     try:

@@ -420,3 +420,25 @@ def test_a_question_to_a_silent_endpoint_gets_502_within_the_deadline(served, tm
             stop_server("silent")
     assert status == 502 and took <= 8 + 5, (status, took, reply)
     assert url in reply["error"]["message"] and "query.deadline_s" in reply["error"]["message"], reply
+
+
+def test_front_ends_tasks_prefixes_and_the_completions_endpoint_through_ray_serve(served):
+    """Open WebUI's title task is answered by the index's chat model directly (no search), LightRAG's `/local`
+    prefix routes, and the openai client's completions.create reads /v1/completions."""
+    from tests.unit.test_front_ends import TITLE
+
+    sim = served["sim"]
+    before = sim.stats()
+    titled = ask(served, "lighthouse/local", TITLE)
+    assert titled.model_extra["graphrag"]["method"] == "direct" and titled.choices[0].message.content
+    after = sim.stats()
+    searches = [k for k in after if k.startswith("kind_query_") and after[k] != before.get(k)]
+    assert searches == [], searches  # one chat call, no search's calls
+    logged = [json.loads(line) for line in served["log"].read_text().splitlines()]
+    assert logged[-1]["ui_task"] == "title"
+    local = ollama.Client(host=served["url"], headers={"Authorization": f"Bearer {KEY}"}).chat(
+        model="lighthouse/global", messages=[{"role": "user", "content": "/local Who is Ada Marsh?"}]
+    )
+    assert "Ada Marsh" in local.message.content
+    completed = client(served).completions.create(model="lighthouse/local", prompt="Who is Ada Marsh?")
+    assert "Ada Marsh" in completed.choices[0].text

@@ -1,0 +1,145 @@
+"""What chat front ends send besides questions, routed by the ingress before any search (serve/front_ends.py): Open
+WebUI's background tasks, LightRAG's `/mode` prefixes, `/v1/completions`, `response_format`. The ingress is
+driven through FastAPI's test client over a backend that records what it is asked."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+
+from graphrag_ray.serve.app import make_app
+from graphrag_ray.serve.front_ends import mode_prefix, ui_task
+
+# Open WebUI's default task templates (backend/open_webui/config.py) open and end so, the chat history inside
+TITLE = (
+    "### Task:\nGenerate a concise, 3-5 word title with an emoji summarizing the chat history.\n### Guidelines:\n"
+    "- The title should clearly represent the main theme or subject of the conversation.\n### Output:\n"
+    'JSON format: { "title": "your concise title here" }\n### Chat History:\n<chat_history>\nUSER: Who is Ada '
+    "Marsh?\nASSISTANT: The lighthouse keeper.\n</chat_history>"
+)
+TAGS = TITLE.replace("Generate a concise, 3-5 word title", "Generate 1-3 broad tags").replace('"title"', '"tags"')
+FOLLOW_UPS = TITLE.replace("Generate a concise", "Suggest 3-5 relevant follow-up questions").replace(
+    '"title"', '"follow_ups"'
+)
+
+
+class RecordingBackend:
+    indexes = ["lighthouse"]
+    question_chars = {"lighthouse": 4000}
+
+    def __init__(self):
+        self.asked: list[tuple[str, str]] = []
+
+    async def info(self, index: str) -> dict:
+        return {}
+
+    def _payload(self, method: str) -> dict:
+        usage = {"llm_calls": 1, "paid_calls": 1, "prompt_tokens": 10, "output_tokens": 5, "cost": 0.0}
+        return {"response": f"answered by {method}", "method": method, "sources": {}, "usage": usage, "details": {}}
+
+    async def ask(self, target, messages, options) -> dict:
+        self.asked.append((target.method, messages[-1]["content"]))
+        return self._payload(target.method)
+
+    async def stream(self, target, messages, options):
+        self.asked.append((target.method, messages[-1]["content"]))
+        yield {"delta": "answered "}
+        yield {"delta": f"by {target.method}"}
+        yield {"done": self._payload(target.method)}
+
+    async def context(self, target, messages, options) -> dict:
+        return {**self._payload(target.method), "context": {}, "context_text": ""}
+
+
+def ingress(tmp_path, ui_tasks: str = "model"):
+    backend = RecordingBackend()
+    log = tmp_path / "requests.jsonl"
+    return TestClient(make_app(backend, None, request_log=str(log), ui_tasks=ui_tasks)), backend, log
+
+
+def chat(client, content: str, **body) -> dict:
+    reply = client.post(
+        "/v1/chat/completions",
+        json={"model": "lighthouse/local", "messages": [{"role": "user", "content": content}], **body},
+    )
+    return {"status": reply.status_code, **reply.json()}
+
+
+def test_open_webui_tasks_are_answered_by_the_model_directly_not_searched(tmp_path):
+    client, backend, log = ingress(tmp_path)
+    for prompt in (TITLE, TAGS, FOLLOW_UPS):
+        assert chat(client, prompt)["graphrag"]["method"] == "direct"
+    assert [method for method, _ in backend.asked] == ["direct"] * 3  # 0 GraphRAG searches
+    logged = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [line["ui_task"] for line in logged] == ["title", "tags", "follow_ups"]
+    assert chat(client, "Who is Ada Marsh?")["graphrag"]["method"] == "local"  # a question is searched
+
+
+def test_open_webui_tasks_cost_nothing_when_skipped(tmp_path):
+    client, backend, _ = ingress(tmp_path, ui_tasks="skip")
+    title = chat(client, TITLE)
+    assert json.loads(title["choices"][0]["message"]["content"]) == {"title": ""}
+    assert json.loads(chat(client, FOLLOW_UPS)["choices"][0]["message"]["content"]) == {"follow_ups": []}
+    assert backend.asked == [] and title["usage"]["total_tokens"] == 0
+    ollama = client.post(
+        "/api/chat",
+        json={"model": "lighthouse/local", "stream": False, "messages": [{"role": "user", "content": TAGS}]},
+    ).json()
+    assert json.loads(ollama["message"]["content"]) == {"tags": []} and backend.asked == []
+
+
+def test_lightrag_mode_prefixes_route_to_our_methods(tmp_path):
+    client, backend, _ = ingress(tmp_path)
+    for prefix, method in (
+        ("/local", "local"),
+        ("/global", "global"),
+        ("/mix", "hybrid"),
+        ("/naive", "basic"),
+        ("/hybrid", "hybrid"),
+        ("/bypass", "direct"),
+    ):
+        reply = client.post(
+            "/api/chat",
+            json={
+                "model": "lighthouse/local",
+                "stream": False,
+                "messages": [{"role": "user", "content": f"{prefix} Who is Ada Marsh?"}],
+            },
+        )
+        assert reply.status_code == 200, reply.text
+        assert backend.asked[-1] == (method, "Who is Ada Marsh?"), prefix
+    assert mode_prefix([{"role": "user", "content": "/localhost is down"}]) == (
+        None,
+        [{"role": "user", "content": "/localhost is down"}],
+    )
+
+
+def test_completions_endpoint_answers_the_prompt(tmp_path):
+    client, backend, _ = ingress(tmp_path)
+    reply = client.post("/v1/completions", json={"model": "lighthouse/local", "prompt": "Who is Ada Marsh?"})
+    assert reply.status_code == 200, reply.text
+    body = reply.json()
+    assert body["object"] == "text_completion" and body["choices"][0]["text"] == "answered by local"
+    assert backend.asked[-1] == ("local", "Who is Ada Marsh?")
+    streamed = client.post(
+        "/v1/completions", json={"model": "lighthouse/local", "prompt": "Who is Ada Marsh?", "stream": True}
+    )
+    events = [line[6:] for line in streamed.text.splitlines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    assert "".join(json.loads(e)["choices"][0]["text"] for e in events[:-1]) == "answered by local"
+
+
+@pytest.mark.parametrize("kind", ["json_object", "json_schema"])
+def test_a_structured_response_format_is_refused_with_a_400_that_says_so(tmp_path, kind):
+    client, backend, _ = ingress(tmp_path)
+    refused = chat(client, "Who is Ada Marsh?", response_format={"type": kind})
+    assert refused["status"] == 400 and "response_format" in refused["error"]["message"]
+    assert backend.asked == []
+    assert chat(client, "Who is Ada Marsh?", response_format={"type": "text"})["status"] == 200
+
+
+def test_ui_task_names():
+    assert ui_task([{"role": "user", "content": TITLE}]) == "title"
+    assert ui_task([{"role": "user", "content": "### Task: a question that merely starts so"}]) is None
