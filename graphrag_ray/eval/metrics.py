@@ -47,7 +47,11 @@ def gold_metrics(questions: pl.DataFrame, answers: pl.DataFrame) -> pl.DataFrame
                 "exact_match": exact_match(r["answer"], g.get("gold_answer") or "") if g.get("gold_answer") else None,
                 "fuzzy_score": fuzzy,
                 "fuzzy_match": None if fuzzy is None else fuzzy >= FUZZY_THRESHOLD,
-                "evidence_recall": len(evidence & set(r["source_ids"] or [])) / len(evidence) if evidence else None,
+                "evidence_recall": (
+                    len(evidence & set(r["source_ids"])) / len(evidence)
+                    if evidence and r["source_ids"] is not None
+                    else None  # no gold evidence, or a context of reports, not passages
+                ),
             }
         )
     return pl.DataFrame(

@@ -73,6 +73,15 @@ def charts(out: Path, methods_summary: pl.DataFrame, rates: pl.DataFrame) -> lis
     return written
 
 
+def _with_na(summary: pl.DataFrame) -> pl.DataFrame:
+    """Scores that could not be measured for a method (evidence recall of global search's reports) shown as n/a."""
+    if "evidence_recall" not in summary.columns:
+        return summary
+    return summary.with_columns(
+        pl.col("evidence_recall").map_elements(lambda v: f"{v:.3f}", return_dtype=pl.String).fill_null("n/a")
+    )
+
+
 def write_report(
     out: Path, questions: pl.DataFrame, answers: pl.DataFrame, gold: pl.DataFrame, rates: pl.DataFrame
 ) -> Path:
@@ -86,7 +95,7 @@ def write_report(
         "",
         "## Per method",
         "",
-        markdown_table(summary),
+        markdown_table(_with_na(summary)),
     ]
     if rates.height:
         parts += ["", "## Pairwise win rates (LLM judge, both orders, ties = 0.5, 95% CI)", "", markdown_table(rates)]

@@ -114,7 +114,9 @@ class AnswerQuestions(ItemStep):
                 {
                     **row,
                     "answer": result.response,
-                    "source_ids": [str(r["id"]) for r in found.get("sources", [])],
+                    # None: the method's context holds no passages (global search cites reports), so the
+                    # evidence recall of its passages cannot be measured - n/a, not 0
+                    "source_ids": [str(r["id"]) for r in found["sources"]] if "sources" in found else None,
                     "report_ids": [str(r["id"]) for r in found.get("reports", []) + found.get("global_reports", [])],
                     "latency_s": result.completion_time,
                     "llm_calls": result.llm_calls,

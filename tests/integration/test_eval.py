@@ -42,6 +42,13 @@ def test_eval_writes_tables_report_and_charts(evaluated):
         (pl.col("method") == "local") & pl.col("evidence_recall").is_not_null()
     )["evidence_recall"]
     assert local_recall.len() > 0 and local_recall.mean() > 0
+    # global search's context is reports, not passages: its evidence recall is n/a, never a misleading 0
+    gold = pl.read_parquet(out / "gold_metrics.parquet")
+    assert (
+        gold.filter(pl.col("method") == "global")["evidence_recall"].null_count()
+        == gold.filter(pl.col("method") == "global").height
+    )
+    assert "n/a" in report
 
 
 def test_rerun_skips_answered_pairs(evaluated, simulator):
