@@ -39,7 +39,7 @@ _CLOSING_IN_LINE = re.compile(
 )
 _NEXT_MARKER = re.compile(r"(?:(?<=[)\"'])|(?<=[^|]>)|\n)\s*(?:\d+\s*[.)]|[-*•])\s*$")
 # a field separator: the tuple delimiter, or one missing its "<" after a closing quote ("...trademark."|>9)
-_FIELD_SPLIT = re.compile(_TUPLE + r"|(?<=[\"'])\s*\|>")
+_FIELD_SPLIT = re.compile(_TUPLE + r"|</\|>|(?<=[\"'])\s*\|>")  # also `</|>` ("...ratio"</|>8)
 _OPENING_INSIDE = re.compile(r"\(\s*[\"']?(?:entity|relationship)\b", re.I)  # an opening whose delimiter was lost
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
@@ -116,12 +116,29 @@ def _records(output: str) -> Iterator[_Record]:
         )
 
 
+# a record that lost its kind, on a line of its own, numbered or bulleted or not: ("NAME"<|>TYPE<|>DESC)
+_KINDLESS = re.compile(r"^[ \t]*(?:\d+\s*[.)]|[-*•])?[ \t]*\((.*" + _TUPLE + r".*?)\)?[ \t]*$", re.M)
+
+
+def _kindless_records(output: str) -> Iterator[_Record]:
+    """Records of an answer with no `"entity"` / `"relationship"` kind at all (a gleaning answered as numbered
+    lines): three fields are an entity (name, type, description), four ending in a number a relationship."""
+    text = _straight(visible_answer(output)).replace(COMPLETION_DELIMITER, "")
+    for line in _KINDLESS.finditer(text):
+        fields = [_clean(f) for f in _FIELD_SPLIT.split(line.group(1))]
+        kind = "relationship" if len(fields) == 4 and _NUMBER.fullmatch(fields[-1]) else "entity"
+        yield _Record(kind, fields, True, None, line.group(0).strip()[:120])
+
+
 def parse_tuples(output: str) -> Extraction:
     """Parse `("entity"<|>NAME<|>TYPE<|>DESC)` / `("relationship"<|>S<|>T<|>DESC<|>STRENGTH)` records, in any of
     the shapes real models write them (see the module's docstring). The same record given twice counts once."""
     result = Extraction()
     seen: set[tuple] = set()
-    for record in _records(output):
+    records = list(_records(output))
+    if not records:  # no record names its kind: lines of fields, as some gleanings answer
+        records = list(_kindless_records(output))
+    for record in records:
         fields, kind = record.fields, record.kind
         if (kind, *fields) in seen:
             continue

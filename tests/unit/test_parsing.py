@@ -57,3 +57,31 @@ def test_fill_is_single_pass_and_keeps_literal_braces():
     template = 'Text: {input_text}\nTypes: {entity_types}\nJSON: {{"a": 1}} {unknown}'
     out = fill(template, input_text="evil {entity_types} text", entity_types="PERSON")
     assert out == 'Text: evil {entity_types} text\nTypes: PERSON\nJSON: {"a": 1} {unknown}'
+
+
+def test_a_strength_after_a_slashed_delimiter_is_the_weight_not_part_of_the_description():
+    """Recorded from a real model: `"</|>8` (a `</|>` for the tuple delimiter) before the strength."""
+    from graphrag_ray.parsing.llm_output import parse_tuples
+
+    found = parse_tuples('("relationship"<|>ALICE<|>BOB<|>Alice employs Bob"</|>8)##<|COMPLETE|>')
+    assert found.relationships == [
+        {"source": "ALICE", "target": "BOB", "description": "Alice employs Bob", "weight": 8.0}
+    ]
+
+
+def test_a_gleaning_of_numbered_lines_without_the_record_kind_keeps_its_entities():
+    from graphrag_ray.parsing.llm_output import parse_tuples
+
+    found = parse_tuples(
+        '1. ("CAROL DIAZ"<|>PERSON<|>A chemist in Lima)\n'
+        '2. ("ACME CORP"<|>ORGANIZATION<|>A company)\n'
+        '3. ("CAROL DIAZ"<|>"ACME CORP"<|>Carol works for Acme<|>7)\n<|COMPLETE|>'
+    )
+    assert [(e["title"], e["type"]) for e in found.entities] == [
+        ("CAROL DIAZ", "PERSON"),
+        ("ACME CORP", "ORGANIZATION"),
+    ]
+    assert [(r["source"], r["target"], r["weight"]) for r in found.relationships] == [("CAROL DIAZ", "ACME CORP", 7.0)]
+    assert found.unparsed == 0
+    # prose lines with brackets but no tuple delimiter are no records
+    assert parse_tuples("1. (none found)\n<|COMPLETE|>").records == 0
