@@ -201,6 +201,12 @@ def _report_run(result, console) -> None:
             f"billed for the whole run (every attempt): {total['calls']:,} calls, ${total['cost']:.4f}; "
             f"this attempt {attempt['calls']:,} calls, ${attempt['cost']:.4f}"
         )
+    ended = sum((step.get("events") or {}).get("gleanings_unusable", 0) for step in result.stats["steps"].values())
+    if ended:  # the usage table's failures that failed no item: said here, so its count and the line below agree
+        console.print(
+            f"{ended:,} gleaning rounds ended on an answer unusable twice (both paid: in `unusable`; counted in the "
+            "table's failures): their items kept what the first answers found, so no item failed for it"
+        )
     rows = ", ".join(f"{k} {v:,}" for k, v in result.stats["rows"].items())
     failures = total["failures"]
     console.print(f"index published to {result.output}: {rows}; failures {failures}; {result.stats['wall_s']:.1f}s")

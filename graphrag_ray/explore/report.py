@@ -248,6 +248,13 @@ def write_index_report(graph: IndexGraph, out: Path, versions: list[dict]) -> Pa
         ]
     elif ours:
         parts += ["None: every item of every step succeeded."]
+    ended = sum((step.get("events") or {}).get("gleanings_unusable", 0) for step in (stats.get("steps") or {}).values())
+    if ended:
+        parts += [
+            "",
+            f"{ended:,} gleaning rounds ended on an answer unusable twice (both paid; the usage ledger counts them "
+            "as failed calls): their items kept what the first answers found.",
+        ]
     else:
         parts += ["Not recorded: this index's writer keeps no list of the items that failed."]
     if versions:

@@ -315,3 +315,19 @@ def test_a_unit_cut_at_max_tokens_before_any_record_is_asked_again_then_a_failur
     assert failures.height == units, failures
     assert all("cut off at max_tokens" in reason for reason in failures["reason"]), failures["reason"].to_list()
     assert run.ledger.total("extract_graph").calls == 2 * units  # each asked twice: 4, then 8 tokens
+
+
+def test_gleaning_rounds_refused_twice_are_said_once_and_fail_no_item(tmp_path):
+    """A model that answers gleaning in prose: each round is asked again once, then ends; the usage table's
+    failures and the run's `failures 0` are explained in one line, and report.md says the same."""
+    from tests.helpers import cli_in_process
+
+    with SimulatorProcess(answer_shape="prose-gleaning") as sim:
+        root = coffee_root(tmp_path / "prose", sim.base_url)
+        done = cli_in_process("index", root=root)
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stdout.split())
+    assert "gleaning rounds ended on an answer unusable twice" in said and "failures 0" in said, said
+    reported = cli_in_process("report", "--out", tmp_path / "report", root=root)
+    assert reported.returncode == 0, reported.stderr
+    assert "gleaning rounds ended on an answer unusable twice" in (tmp_path / "report" / "report.md").read_text()
