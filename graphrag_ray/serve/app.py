@@ -89,7 +89,7 @@ class RequestLog:
 
 def make_app(
     backend: Backend,
-    api_key: str | None = None,
+    api_key: str | dict[str, tuple[str, tuple[str, ...]]] | None = None,
     retry_after: int = 2,
     request_log: str | None = None,
     max_body_bytes: int = 1 << 20,
@@ -97,6 +97,14 @@ def make_app(
     ui_tasks: str = "model",
 ) -> FastAPI:
     api_key = api_key or os.environ.get("GRAPHRAG_SERVE_API_KEY") or None
+    # key -> (its label for the request log, the indexes it sees): one key for every index, or a key per tenant
+    keys = api_key if isinstance(api_key, dict) else ({api_key: ("server", tuple(backend.indexes))} if api_key else {})
+
+    def visible(request: Request) -> list[str]:
+        """The indexes the request's key sees (every index on an open server)."""
+        allowed = getattr(request.state, "indexes", None)
+        return [i for i in backend.indexes if allowed is None or i in allowed]
+
     app = FastAPI(title="graphrag-ray", docs_url=None, redoc_url=None)
     journal = RequestLog(request_log)
 
@@ -104,11 +112,11 @@ def make_app(
         """The request's body as the model `kind` (serve/requests.py): 400 / 413 when it is not one."""
         return parse_body(await read_body(request, max_body_bytes), kind, max_field_chars)
 
-    def checked(model: str, messages: list[dict], options: dict, method: str | None = None) -> Target:
+    def checked(request: Request, model: str, messages: list[dict], options: dict, method: str | None = None) -> Target:
         """The target of a question checked here, as the command line checks it before loading anything: a client's
         mistake (no question, too long, a bad level) is refused by the ingress, never raised in a replica.
         `method`: the one a prefix named, instead of the model name's."""
-        target = protocol.resolve_model(model, backend.indexes)
+        target = protocol.resolve_model(model, visible(request))
         target = Target(target.indexes, method) if method is not None else target
         question, _ = history_of(messages)
         limits = [backend.question_chars[i] for i in target.indexes if i in backend.question_chars]
@@ -121,14 +129,14 @@ def make_app(
         task = ui_task(messages)
         if task is not None:
             request.state.ui_task = task
-            return Target(protocol.resolve_model(model, backend.indexes).indexes[:1], DIRECT), messages
+            return Target(protocol.resolve_model(model, visible(request)).indexes[:1], DIRECT), messages
         method, messages = mode_prefix(messages)
         if method == DIRECT:
-            target = protocol.resolve_model(model, backend.indexes)
+            target = protocol.resolve_model(model, visible(request))
             if not history_of(messages)[0].strip():
                 raise BadRequest("/bypass: no question after it")
             return Target(target.indexes[:1], DIRECT), messages
-        return checked(model, messages, options, method), messages
+        return checked(request, model, messages, options, method), messages
 
     def skipped(request: Request, target: Target) -> dict | None:
         """A background task answered with no call at all (`serve.ui_tasks: skip`): the empty answer its template
@@ -163,10 +171,18 @@ def make_app(
     @app.middleware("http")
     async def authorise_and_log(request: Request, call_next):
         started = time.monotonic()
-        if api_key and request.url.path not in OPEN_PATHS:
+        if keys and request.url.path not in OPEN_PATHS:
             given = request.headers.get("authorization", "")
             scheme, _, token = given.partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), api_key.encode()):
+            found = next(
+                (
+                    seen
+                    for key, seen in keys.items()
+                    if scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), key.encode())
+                ),
+                None,
+            )
+            if found is None:
                 journal.write(path=request.url.path, status=401, latency_s=round(time.monotonic() - started, 4))
                 return JSONResponse(
                     protocol.openai_error(
@@ -177,6 +193,7 @@ def make_app(
                     ),
                     status_code=401,
                 )
+            request.state.key_label, request.state.indexes = found
         response = await call_next(request)
         if not isinstance(response, StreamingResponse) or response.status_code != 200:
             fields = getattr(request.state, "logged", {})
@@ -193,6 +210,7 @@ def make_app(
             "index": "+".join(target.indexes),
             "method": target.method,
             **({"ui_task": request.state.ui_task} if getattr(request.state, "ui_task", None) else {}),
+            **({"key": request.state.key_label} if getattr(request.state, "key_label", None) else {}),
             **({"answered_by": payload["method"], **payload["usage"]} if payload else {}),
         }
 
@@ -213,12 +231,12 @@ def make_app(
 
     # -- OpenAI --------------------------------------------------------------------------------------------
     @app.get("/v1/models")
-    async def models():
+    async def models(request: Request):
         return {
             "object": "list",
             "data": [
                 {"id": name, "object": "model", "created": 0, "owned_by": "graphrag-ray"}
-                for name in protocol.model_names(backend.indexes)
+                for name in protocol.model_names(visible(request))
             ],
         }
 
@@ -310,7 +328,7 @@ def make_app(
         """Retrieval only: the context (entities, relationships, reports, sources...) with no answer call."""
         body = await body_of(request, "context")
         messages = messages_of(body) or [{"role": "user", "content": body.query}]
-        target = checked(body.model, messages, options_of(body))
+        target = checked(request, body.model, messages, options_of(body))
         payload = await backend.context(target, messages, options_of(body))
         remember(request, target, payload)
         return {
@@ -326,7 +344,9 @@ def make_app(
     @app.get("/health")
     async def health():
         try:
-            return {"status": "ok", "indexes": {i: (await backend.info(i))["version"] for i in backend.indexes}}
+            versions = {i: (await backend.info(i))["version"] for i in backend.indexes}
+            # with keys, a probe (no key) learns that the server is up, not which indexes it holds
+            return {"status": "ok", "indexes": len(versions) if keys else versions}
         except Exception as exc:  # noqa: BLE001 - unhealthy is a status, not a traceback
             return JSONResponse({"status": "unavailable", "error": str(original(exc)).splitlines()[0]}, status_code=503)
 
@@ -336,12 +356,12 @@ def make_app(
         return {"version": protocol.OLLAMA_VERSION}
 
     @app.get("/api/tags")
-    async def ollama_tags():
-        versions = {i: (await backend.info(i))["version"] for i in backend.indexes}
+    async def ollama_tags(request: Request):
+        seen = visible(request)
+        versions = {i: (await backend.info(i))["version"] for i in seen}
         return {
             "models": [
-                protocol.ollama_tag(name, versions.get(name.split("/")[0], ""))
-                for name in protocol.model_names(backend.indexes)
+                protocol.ollama_tag(name, versions.get(name.split("/")[0], "")) for name in protocol.model_names(seen)
             ]
         }
 
@@ -353,7 +373,7 @@ def make_app(
     async def ollama_show(request: Request):
         body = await body_of(request, "ollama_show")
         name = body.model or body.name
-        target = protocol.resolve_model(name, backend.indexes)
+        target = protocol.resolve_model(name, visible(request))
         return {
             "modelfile": "",
             "parameters": "",

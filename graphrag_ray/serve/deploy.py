@@ -165,13 +165,18 @@ class Ingress:
         request_log: str | None,
         app_name: str = APP_NAME,
         question_chars: dict[str, int] | None = None,
+        roots: dict[str, str] | None = None,
     ):
         # the key is never an argument (Ray Serve keeps those in its application state): the one `serve` was given
         # is handed over in the cluster's key-value store; otherwise (`serve deploy`, KubeRay) the first root's
         # settings (.env included) or the replica's environment
         settings = load_settings(key_root)
         handed = handed_key(app_name)
-        self.api_key = handed or (settings.serve.api_key.get_secret_value() if settings.serve.api_key else None)
+        self.api_key = (
+            tenant_keys(roots or {}, handed)
+            or handed
+            or (settings.serve.api_key.get_secret_value() if settings.serve.api_key else None)
+        )
         self.serve, self.request_log = settings.serve, request_log
         self.backend = HandleBackend(handles, settings.serve.retry_after_s, question_chars)
 
@@ -188,6 +193,26 @@ class Ingress:
         )
 
 
+def tenant_keys(roots: dict[str, str], admin: str | None) -> dict[str, tuple[str, tuple[str, ...]]] | None:
+    """Several tenants behind one server: when two or more served roots set `serve.api_key`, each key sees and
+    queries the indexes whose settings name it (its label in the request log: their names); the key `serve` was
+    given, or GRAPHRAG_SERVE_API_KEY, sees every index. None when at most one root sets a key (one key for all)."""
+    import os
+
+    named: dict[str, list[str]] = {}
+    for index, root in roots.items():
+        key = load_settings(root).serve.api_key
+        if key is not None and key.get_secret_value():
+            named.setdefault(key.get_secret_value(), []).append(index)
+    if sum(len(v) for v in named.values()) < 2:
+        return None
+    keys = {key: ("+".join(indexes), tuple(indexes)) for key, indexes in named.items()}
+    admin = admin or os.environ.get("GRAPHRAG_SERVE_API_KEY")
+    if admin:
+        keys[admin] = ("server", tuple(roots))
+    return keys
+
+
 def build_app(args: dict):
     """The application: `roots` (a list of project roots); optional `request_log` (a JSON-lines file) and `name`
     (the application's, naming its limiter). The API key is the first root's serve.api_key or
@@ -196,7 +221,7 @@ def build_app(args: dict):
     if not roots:
         raise UsageError("serve: give at least one --root (or `roots:` in the application's args)")
     app_name = args.get("name", APP_NAME)
-    handles, question_chars = {}, {}
+    handles, question_chars, by_index = {}, {}, {}
     for root in roots:
         settings = load_settings(root)
         name = index_name(root, settings)
@@ -216,7 +241,8 @@ def build_app(args: dict):
         )
         handles[name] = deployment.bind(root, app_name)
         question_chars[name] = settings.query.max_question_chars
-    return Ingress.bind(handles, roots[0], args.get("request_log"), app_name, question_chars)
+        by_index[name] = root
+    return Ingress.bind(handles, roots[0], args.get("request_log"), app_name, question_chars, by_index)
 
 
 KEY_NAMESPACE = "graphrag-serve"

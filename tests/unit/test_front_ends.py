@@ -143,3 +143,84 @@ def test_a_structured_response_format_is_refused_with_a_400_that_says_so(tmp_pat
 def test_ui_task_names():
     assert ui_task([{"role": "user", "content": TITLE}]) == "title"
     assert ui_task([{"role": "user", "content": "### Task: a question that merely starts so"}]) is None
+
+
+class ThreeIndexes(RecordingBackend):
+    indexes = ["alpha", "beta", "gamma"]
+    question_chars = {"alpha": 4000, "beta": 4000, "gamma": 4000}
+
+    async def info(self, index: str) -> dict:
+        return {"version": "v1"}
+
+
+def test_two_tenants_keys_over_three_indexes_with_the_openai_client(tmp_path):
+    """Each key lists and answers only its indexes; the request log names the key's label, never the key."""
+    import socket
+    import threading
+    import time
+
+    import openai
+    import uvicorn
+
+    keys = {"key-of-a": ("alpha", ("alpha",)), "key-of-bc": ("beta+gamma", ("beta", "gamma"))}
+    log = tmp_path / "requests.jsonl"
+    backend = ThreeIndexes()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(
+        uvicorn.Config(make_app(backend, keys, request_log=str(log)), host="127.0.0.1", port=port, log_level="error")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    try:
+
+        def tenant(key: str) -> openai.OpenAI:
+            return openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=key, max_retries=0)
+
+        a, bc = tenant("key-of-a"), tenant("key-of-bc")
+        assert {m.id.split("/")[0] for m in a.models.list().data if "/" in m.id} == {"alpha"}
+        assert {m.id.split("/")[0] for m in bc.models.list().data} == {"beta", "gamma", "all"}
+        question = [{"role": "user", "content": "Who is Ada Marsh?"}]
+        assert a.chat.completions.create(model="alpha/local", messages=question).choices[0].message.content
+        for model in ("beta/local", "gamma/global", "alpha+beta/local"):
+            with pytest.raises(openai.NotFoundError):
+                a.chat.completions.create(model=model, messages=question)
+        alone = a.chat.completions.create(model="all/global", messages=question)  # all: every index the key sees
+        assert alone.model_extra["graphrag"]["indexes"] == ["alpha"]
+        with pytest.raises(openai.NotFoundError):
+            bc.chat.completions.create(model="alpha/local", messages=question)
+        answered = bc.chat.completions.create(model="all/global", messages=question)
+        assert answered.model_extra["graphrag"]["indexes"] == ["beta", "gamma"]  # all = the key's indexes
+        with pytest.raises(openai.AuthenticationError):
+            tenant("key-of-nobody").models.list()
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+    text = log.read_text()
+    assert "key-of-" not in text
+    labels = {json.loads(line).get("key") for line in text.splitlines()}
+    assert {"alpha", "beta+gamma"} <= labels
+
+
+def test_tenant_keys_come_from_each_served_root_s_settings(tmp_path, monkeypatch):
+    import yaml
+
+    from graphrag_ray.serve.deploy import tenant_keys
+
+    monkeypatch.delenv("GRAPHRAG_SERVE_API_KEY", raising=False)
+    roots = {}
+    for name, key in (("alpha", "key-of-a"), ("beta", "key-of-bc"), ("gamma", "key-of-bc"), ("delta", None)):
+        root = tmp_path / name
+        root.mkdir()
+        (root / "settings.yaml").write_text(yaml.safe_dump({"serve": {"api_key": key}} if key else {}))
+        roots[name] = str(root)
+    keys = tenant_keys(roots, admin="admin-key")
+    assert keys == {
+        "key-of-a": ("alpha", ("alpha",)),
+        "key-of-bc": ("beta+gamma", ("beta", "gamma")),
+        "admin-key": ("server", ("alpha", "beta", "gamma", "delta")),  # delta has no key: the admin's only
+    }
+    assert tenant_keys({"alpha": roots["alpha"], "delta": roots["delta"]}, None) is None  # one key: for all
