@@ -166,17 +166,7 @@ class ChatModel(ModelBase):
                     self._record_paid(stage, _entry("", prompt, completion_tokens))
                     self.usage.record(stage, self.config.model, unusable=1, counted_here=1)
                 raise
-            entry = self._paid_entry(
-                messages,
-                completion.content,
-                completion.prompt_tokens,
-                completion.completion_tokens,
-                completion.reasoning,
-                completion.reasoning_tokens,
-                completion.cached_tokens,
-            )
-            if completion.finish_reason == "length":
-                entry["cut"] = True
+            entry = self._completion_entry(messages, completion)
             if problem := self._problem(completion.content, completion.finish_reason == "length", wants_json, validate):
                 entry["unusable"], entry["session"] = problem, self.session
             return entry, entry["prompt_tokens"], entry["completion_tokens"]
@@ -205,6 +195,15 @@ class ChatModel(ModelBase):
         if self.cache.get(key) is not None:
             return
         completion = completion_of(body)
+        entry = self._completion_entry(messages, completion)
+        entry["session"] = self.session
+        self._record_paid(stage, {**entry, "batch": True})
+        self.usage.record(stage, self.config.model, counted_here=int(bool(entry.get("counted_here"))))
+        self.cache.put(key, {**entry, "stage": stage})
+        self.batch_answers.add(key)
+
+    def _completion_entry(self, messages: list[dict], completion: Completion) -> dict:
+        """The entry to cache for a whole answer (a response, or a Batch API output line); `cut` at max_tokens."""
         entry = self._paid_entry(
             messages,
             completion.content,
@@ -216,11 +215,7 @@ class ChatModel(ModelBase):
         )
         if completion.finish_reason == "length":
             entry["cut"] = True
-        entry["session"] = self.session
-        self._record_paid(stage, {**entry, "batch": True})
-        self.usage.record(stage, self.config.model, counted_here=int(bool(entry.get("counted_here"))))
-        self.cache.put(key, {**entry, "stage": stage})
-        self.batch_answers.add(key)
+        return entry
 
     def _paid_entry(
         self,
