@@ -72,7 +72,8 @@ def rehearse(
     settings = load_settings(root, config_file)
     limits = settings.model(settings.extract_graph.model_id).rate_limit
     shutil.rmtree(root / settings.output.runs_dir / "rehearsal" / "cache", ignore_errors=True)
-    with SimulatorProcess(latency=latency, rpm=limits.rpm, tpm=limits.tpm) as sim:
+    # OpenAI's prompt cache modelled: the rehearsal's ledger predicts the cached prompt tokens, and prices them
+    with SimulatorProcess(latency=latency, rpm=limits.rpm, tpm=limits.tpm, prompt_cache=True) as sim:
         result = build_index(
             rehearsal_settings(settings, sim.base_url),
             root,

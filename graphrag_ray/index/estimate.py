@@ -50,6 +50,7 @@ class StageEstimate:
     cost: float
     exact: bool
     unpriced: str = ""  # the line saying its model's price is unknown (cost 0), if it is
+    cached_tokens: int = 0  # of prompt_tokens: what a provider caching prompts as OpenAI does would serve cached
 
 
 @dataclass
@@ -80,7 +81,7 @@ class Estimate:
             title=f"Estimate: {self.documents:,} documents, {self.text_units:,} text units, "
             f"{self.corpus_tokens:,} corpus tokens"
         )
-        for col in ("stage", "model", "calls", "prompt tokens", "completion tokens", "cost $", "basis"):
+        for col in ("stage", "model", "calls", "prompt tokens", "cached", "completion tokens", "cost $", "basis"):
             table.add_column(col, justify="left" if col in ("stage", "model", "basis") else "right")
         for s in self.stages:
             table.add_row(
@@ -88,6 +89,7 @@ class Estimate:
                 s.model,
                 f"{s.calls:,}",
                 f"{s.prompt_tokens:,}",
+                f"{s.cached_tokens:,}",
                 f"{s.completion_tokens:,}",
                 f"{s.cost:.4f}",
                 "counted" if s.exact else "projected",
@@ -97,6 +99,7 @@ class Estimate:
             "",
             f"{self.total_calls:,}",
             f"{sum(s.prompt_tokens for s in self.stages):,}",
+            f"{sum(s.cached_tokens for s in self.stages):,}",
             f"{sum(s.completion_tokens for s in self.stages):,}",
             f"{self.total_cost:.4f}",
             "",
@@ -105,16 +108,37 @@ class Estimate:
 
 
 def _stage(
-    settings: Settings, stage: str, model_id: str, calls: float, prompt: float, completion: float, exact: bool
+    settings: Settings,
+    stage: str,
+    model_id: str,
+    calls: float,
+    prompt: float,
+    completion: float,
+    exact: bool,
+    cached: float = 0,
 ) -> StageEstimate:
     from graphrag_ray.llm.prices import price_of, unknown_price_lines
 
     model = settings.model(model_id)
-    cost = price_of(model).cost(int(round(prompt)), int(round(completion)))
+    cost = price_of(model).cost(int(round(prompt)), int(round(completion)), int(round(cached)))
     unpriced = "".join(unknown_price_lines(settings, [model_id]))
     return StageEstimate(
-        stage, model.model, int(round(calls)), int(round(prompt)), int(round(completion)), cost, exact, unpriced
+        stage,
+        model.model,
+        int(round(calls)),
+        int(round(prompt)),
+        int(round(completion)),
+        cost,
+        exact,
+        unpriced,
+        int(round(cached)),
     )
+
+
+def cacheable(prompt_tokens: int) -> int:
+    """Prompt tokens a provider caching as OpenAI does serves from its cache when a later prompt repeats this one
+    whole (1,024 tokens at least, then in steps of 128)."""
+    return 0 if prompt_tokens < 1024 else 1024 + (prompt_tokens - 1024) // 128 * 128
 
 
 def estimate(ctx: StepContext, method: str = "standard") -> Estimate:
@@ -125,9 +149,10 @@ def estimate(ctx: StepContext, method: str = "standard") -> Estimate:
     ex = settings.extract_graph
     chat = settings.model(ex.model_id)
     tok = tokenizer_for(chat.model, chat.encoding)
-    first_prompt = sum(
-        count_chat_tokens(tok, [{"role": "user", "content": extraction_prompt(ctx, u["text"])}]) for u in units
-    )
+    prompts = [count_chat_tokens(tok, [{"role": "user", "content": extraction_prompt(ctx, u["text"])}]) for u in units]
+    first_prompt = sum(prompts)
+    # each gleaning round resends the first prompt whole, then the names found: its prefix is the cached part
+    glean_cached = sum(cacheable(p) for p in prompts) * ex.max_gleanings
     glean_extra = (
         tok.count(
             fill(ctx.prompt(ex.continue_prompt), extracted_names="x, " * 8, completion_delimiter=COMPLETION_DELIMITER)
@@ -147,6 +172,7 @@ def estimate(ctx: StepContext, method: str = "standard") -> Estimate:
             first_prompt * rounds + glean_extra * len(units) * ex.max_gleanings,
             first_out * (1 + GLEANING_OUTPUT_SHARE * ex.max_gleanings),
             True,
+            glean_cached,
         )
     )
     found = corpus_names(units)

@@ -140,3 +140,22 @@ def test_a_community_too_small_for_a_report_call_gets_one_written_from_its_rows(
     assert small.height >= 1 and small["rating_explanation"].str.contains("written from its rows").all()
     assert served["kind_community_report"] == reports.height - small.height
     assert result.stats["steps"]["community_reports"]["events"]["written_from_rows"] == small.height
+
+
+def test_estimate_predicts_the_cached_prompt_tokens_of_gleaning_rounds(tmp_path):
+    """Each gleaning round resends its first prompt (over 1,024 tokens here): the estimate counts that prefix as
+    cached and prices it at the cached price."""
+    from graphrag_ray.index.estimate import cacheable
+
+    root = make_root(tmp_path / "estimate", "http://127.0.0.1:9/v1", workers={"executor": "local"})
+    settings = yaml.safe_load((root / "settings.yaml").read_text())
+    settings["models"]["default_chat"]["price"] = PRICES
+    (root / "settings.yaml").write_text(yaml.safe_dump(settings), encoding="utf-8")
+    (root / "input").mkdir()
+    (root / "input" / "story.txt").write_text(long_story(0), encoding="utf-8")
+    extract = next(s for s in api.estimate_index(root).stages if s.stage == "extract_graph")
+    assert extract.cached_tokens >= 1024 and extract.cached_tokens % 128 == 0
+    assert (cacheable(1000), cacheable(1024), cacheable(1300)) == (0, 1024, 1280)
+    full = (extract.prompt_tokens * PRICES["input_per_1m"] + extract.completion_tokens * PRICES["output_per_1m"]) / 1e6
+    saved = extract.cached_tokens * (PRICES["input_per_1m"] - PRICES["cached_input_per_1m"]) / 1e6
+    assert extract.cost == pytest.approx(full - saved)
