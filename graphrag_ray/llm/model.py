@@ -67,6 +67,14 @@ class ChatModel(ModelBase):
         params.update(extra)
         return params
 
+    def _as_sent(self, params: dict[str, Any], stage: str) -> dict[str, Any]:
+        """The parameters as sent: with OpenAI's `prompt_cache_key` (its routing hint, which keeps one stage's
+        requests - one prompt template - on the machines caching its prefix) where the endpoint is OpenAI's. Not
+        part of the cache key: a cached answer is the same answer."""
+        if "api.openai.com" not in self.config.api_base or "prompt_cache_key" in params:
+            return params
+        return {**params, "prompt_cache_key": f"graphrag-ray-{stage}"}
+
     def count(self, messages: list[dict]) -> int:
         return self.tokenizer.count_messages(messages)
 
@@ -154,12 +162,12 @@ class ChatModel(ModelBase):
                 break
         if hit is None and use_cache and (collector := active_collector()) is not None:
             # batch mode: the answer will come from a Batch API job (llm/batch_collect.py)
-            collector.defer(self, key, stage, messages, self.client.batch_body(messages, params))
+            collector.defer(self, key, stage, messages, self.client.batch_body(messages, self._as_sent(params, stage)))
 
         async def send() -> tuple[dict, int, int]:
             received: list[str] = []
             try:
-                completion: Completion = await self.client.chat(messages, params, received)
+                completion: Completion = await self.client.chat(messages, self._as_sent(params, stage), received)
             except asyncio.CancelledError:
                 if received:  # stopped (Ctrl-C, a fatal error elsewhere) while its answer came: it was billed
                     prompt, completion_tokens = self.count(messages), self.tokenizer.count("".join(received))

@@ -41,6 +41,7 @@ _PARAMETERS = (
     "presence_penalty",
     "dimensions",
     "encoding_format",
+    "prompt_cache_key",  # OpenAI's; an endpoint that refuses it learns to go without
 )
 
 
