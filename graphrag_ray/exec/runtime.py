@@ -137,17 +137,23 @@ def ensure_ray(verbose: bool = False, address: str | None = None) -> None:
 
 
 def choose_backend(
-    setting: str, input_bytes: int = 0, local_max_input_mb: float = float("inf"), join_cluster: bool = True
+    setting: str,
+    input_bytes: int = 0,
+    local_max_input_mb: float = float("inf"),
+    join_cluster: bool = True,
+    ray_min_cpus: int = 1,
 ) -> str:
-    """`auto`: Ray when there is a cluster to join (a submitted job, RAY_ADDRESS, Ray already running here) or
-    the input is big enough to pay for Ray's start-up (seconds) with parallel actors; in this process otherwise.
-    With `join_cluster` false (an update of a few documents), a cluster is not reason enough: the actors' start-up
-    (about a second) is most of what the job would wait on."""
+    """`auto`: Ray when there is a cluster to join (a submitted job, RAY_ADDRESS, Ray already running here), or
+    when Ray started here would buy parallel parsing - this machine has `ray_min_cpus` CPUs and the input is big
+    enough to pay for Ray's start-up (seconds); in this process otherwise. With `join_cluster` false (an update of
+    a few documents), a cluster is not reason enough: the actors' start-up (about a second) is most of what the job
+    would wait on."""
     if setting != "auto":
         return setting
     if join_cluster and (ray_running() or os.environ.get("RAY_ADDRESS")):
         return "ray"
-    return "ray" if input_bytes > local_max_input_mb * 2**20 else "local"
+    big = input_bytes > local_max_input_mb * 2**20
+    return "ray" if big and (os.cpu_count() or 1) >= ray_min_cpus else "local"
 
 
 def job_limiter(backend: str, job_name: str, verbose: bool = False):

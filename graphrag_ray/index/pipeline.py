@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import os
 import logging
 import time
 from dataclasses import dataclass, field
@@ -297,12 +298,14 @@ def build_index(
         work_bytes = (
             changed_input_bytes(manifest, _json(ctx.previous, "inputs.json")) if update else sum(f.size for f in files)
         )
-        backend = choose_backend(workers.executor, work_bytes, workers.local_max_input_mb, join_cluster=not update)
+        backend = choose_backend(
+            workers.executor, work_bytes, workers.local_max_input_mb, not update, workers.ray_min_cpus
+        )
         limiter = job_limiter(backend, run_id, verbose)
         runs_on = (
             where_ray_runs()
             if backend == "ray"
-            else f"running in this process, no Ray (workers.executor: {workers.executor})"
+            else f"running in this process, no Ray (workers.executor: {workers.executor}{_why_local(workers, work_bytes)})"
         )
         (announce or log.info)(runs_on)
         warm = warm_start(limiter, published_stats.get("provider_limits") or {}, settings.models) if update else []
@@ -365,6 +368,15 @@ def build_index(
         run.reset()
         paid.delete_tree()
         return IndexResult(output, run_id, stats, executor.ledger, dict(executor.node_ids), version)
+
+
+def _why_local(workers, work_bytes: int) -> str:
+    """Why `auto` chose this process: the input is small, or this machine has too few CPUs for Ray to pay."""
+    if workers.executor != "auto":
+        return ""
+    if work_bytes <= workers.local_max_input_mb * 2**20:
+        return f": input within local_max_input_mb {workers.local_max_input_mb:g}"
+    return f": {os.cpu_count() or 1} CPUs, under ray_min_cpus {workers.ray_min_cpus}, and no cluster to join"
 
 
 def _check_models(settings: Settings, steps: list[Step]) -> None:
