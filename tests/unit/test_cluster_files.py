@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 CLUSTER = Path(__file__).resolve().parents[2] / "cluster"
@@ -45,6 +46,29 @@ def test_kuberay_manifests():
     assert job["spec"]["shutdownAfterJobFinishes"] is True
     assert job["spec"]["ttlSecondsAfterFinished"] > 0 and job["spec"]["activeDeadlineSeconds"] > 0
     assert "jobs/index.py" in job["spec"]["entrypoint"]
+
+
+def test_kuberay_manifests_validate_against_kuberay_s_crd_schemas():
+    """Strictly (a misspelt field fails), against KubeRay's own schemas (tests/data/kuberay, pruned of the pod
+    templates); the RayService's serveConfigV2 against Ray Serve's config schema."""
+    import json
+
+    import jsonschema
+    from ray.serve.schema import ServeDeploySchema
+
+    schemas = Path(__file__).resolve().parents[1] / "data" / "kuberay"
+    for name in ("raycluster", "rayjob", "rayservice"):
+        manifest = load(f"kuberay/{name}.yaml")
+        schema = json.loads((schemas / f"{manifest['kind']}.schema.json").read_text())
+        jsonschema.validate(manifest, schema)
+    job, service = load("kuberay/rayjob.yaml"), load("kuberay/rayservice.yaml")
+    assert job["spec"]["backoffLimit"] >= 1
+    serve_config = ServeDeploySchema.model_validate(yaml.safe_load(service["spec"]["serveConfigV2"]))
+    deployments = serve_config.applications[0].deployments
+    assert deployments and all(d.autoscaling_config for d in deployments)
+    misspelt = {**job, "spec": {**job["spec"], "backofLimit": 2}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(misspelt, json.loads((schemas / "RayJob.schema.json").read_text()))
 
 
 def test_submission_id_is_deterministic(tmp_path):
