@@ -6,6 +6,7 @@ search.py     every query method (one answer, streamed, or over given tables) an
 explore.py    evaluation, graph export, the graph view, the report
 """
 
+from graphrag_ray.api.datasets import read_tables
 from graphrag_ray.api.explore import evaluate, export_graph, write_graph_view, write_index_report
 from graphrag_ray.api.indexing import (
     build_index,
@@ -36,6 +37,7 @@ from graphrag_ray.api.search import (
 from graphrag_ray.config.load import load_settings
 
 __all__ = [
+    "read_tables",
     "basic_search",
     "basic_search_streaming",
     "build_index",

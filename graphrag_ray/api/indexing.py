@@ -29,6 +29,7 @@ def build_index(
     announce=None,
     batch: bool | None = None,
     detach: bool = False,
+    documents=None,
 ):
     """Index ROOT's input into ROOT/output (Microsoft GraphRAG's `build_index(config)` shape: pass a loaded
     Settings as `config`, or a root). `retry_failures`: re-run only what the published index lists as failed
@@ -37,8 +38,16 @@ def build_index(
     `validate=False` (the command line's --skip-validation): no endpoint check before the run. `announce(line)`
     gets the run's first line: the Ray cluster it started or joined, or that it runs in this process. `batch`: the
     calls go as the provider's Batch API jobs (None: as settings' batch.enabled says); `detach`: stop once they are
-    submitted (`BatchesPending`), the same call later collects them."""
+    submitted (`BatchesPending`), the same call later collects them. `documents`: a ray.data.Dataset whose rows
+    (id, text, optional title and metadata) are the input instead of ROOT's input folder (api/datasets.py)."""
     from graphrag_ray.index.pipeline import build_index as run
+
+    if documents is not None:
+        from graphrag_ray.api.datasets import documents_as_input
+        from graphrag_ray.config.load import load_settings
+
+        root = Path(root).resolve()
+        config = documents_as_input(config or load_settings(root, config_file), root, documents)
 
     return run(
         root,
