@@ -21,6 +21,7 @@ import polars as pl
 from graphrag_ray.errors import GraphRagRayError, StepFailedError
 from graphrag_ray.exec.beside import Beside
 from graphrag_ray.exec.batched import batched
+from graphrag_ray.llm import metrics
 from graphrag_ray.exec.carried import KEY_COLUMN, ItemKeys
 from graphrag_ray.exec.dispatch import dispatch
 from graphrag_ray.exec.held import HeldTables, Wanted, give_back_freed_memory, peak_rss_mb, wanted_by
@@ -271,6 +272,7 @@ class Executor:
                 counts["carried_items"] += keys.carried_in_round
             parts = partitions(items, size)
             counts["items"] += item_count(items)
+            metrics.gauge("graphrag_ray_items_total", counts["items"], "work items of the step", step=step.name)
             counts["partitions"] += len(parts)
             if task is not None:
                 self.progress.update(task, total=(self.progress.tasks[task].total or 0) + item_count(items))
@@ -348,6 +350,7 @@ class Executor:
                 keys.finished(part, frames.get("failures"))
             events.update(stats)
             self._advance(task, len(part))
+            metrics.count("graphrag_ray_items_done", len(part), "work items done", step=step.name)
             part.release()
 
         todo = []

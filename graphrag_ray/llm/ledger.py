@@ -9,6 +9,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from graphrag_ray.llm import metrics
+
 if TYPE_CHECKING:
     from graphrag_ray.llm.prices import Price
 
@@ -306,12 +308,32 @@ class Recording:
     def __init__(self, ledger: UsageLedger, journal: PaidJournal | None):
         self.ledger, self.journal = ledger, journal
 
-    def record_call(self, *args, **kwargs) -> None:
-        self.ledger.record_call(*args, **kwargs)
+    def record_call(
+        self,
+        stage: str,
+        model: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        price: "Price",
+        reasoning_tokens: int = 0,
+        cached_tokens: int = 0,
+        batch: bool = False,
+    ) -> None:
+        args = (stage, model, prompt_tokens, completion_tokens, price, reasoning_tokens, cached_tokens, batch)
+        self.ledger.record_call(*args)
         if self.journal is not None:
-            self.journal.record_call(*args, **kwargs)
+            self.journal.record_call(*args)
+        metrics.paid_call(
+            stage,
+            model,
+            prompt_tokens,
+            cached_tokens,
+            completion_tokens,
+            price.cost(prompt_tokens, completion_tokens, cached_tokens, batch),
+        )
 
     def record(self, stage: str, model: str, **counts: int) -> None:
         self.ledger.record(stage, model, **counts)
         if self.journal is not None:
             self.journal.record(stage, model, **counts)
+        metrics.events(stage, model, counts)

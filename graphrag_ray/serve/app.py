@@ -28,6 +28,7 @@ from graphrag_ray.errors import (
     LLMUnavailableError,
     UsageError,
 )
+from graphrag_ray.llm import metrics
 from graphrag_ray.query.methods import check_method
 from graphrag_ray.serve import protocol
 from graphrag_ray.serve.index_service import history_of
@@ -73,6 +74,16 @@ def status_of(exc: BaseException) -> tuple[int, str | None]:
     return 500, None
 
 
+def measured(fields: dict) -> None:
+    """A question's Ray metrics (Serve counts requests itself; these say which index and method, and what the answer
+    cost)."""
+    tags = {"index": str(fields.get("index", "")), "method": str(fields.get("method", ""))}
+    metrics.count("graphrag_ray_serve_requests", 1, "questions", status=str(fields.get("status")), **tags)
+    metrics.observe("graphrag_ray_serve_latency_s", fields.get("latency_s") or 0.0, "seconds per answer", **tags)
+    metrics.count("graphrag_ray_serve_llm_calls", fields.get("llm_calls") or 0, "LLM calls of answers", **tags)
+    metrics.count("graphrag_ray_serve_cost_usd", fields.get("cost") or 0.0, "USD of answers", **tags)
+
+
 class RequestLog:
     """One JSON line per request: on the log, and appended to `path` when given."""
 
@@ -80,6 +91,8 @@ class RequestLog:
         self.path = Path(path) if path else None
 
     def write(self, **fields: Any) -> None:
+        if "index" in fields:  # a question: its Ray metrics, by index and method
+            measured(fields)
         line = json.dumps({"event": "request", **fields}, ensure_ascii=False)
         log.info(line)
         if self.path is not None:

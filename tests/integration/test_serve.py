@@ -442,3 +442,15 @@ def test_front_ends_tasks_prefixes_and_the_completions_endpoint_through_ray_serv
     assert "Ada Marsh" in local.message.content
     completed = client(served).completions.create(model="lighthouse/local", prompt="Who is Ada Marsh?")
     assert "Ada Marsh" in completed.choices[0].text
+
+
+def test_a_served_question_increments_serve_s_ray_metrics(served):
+    from tests.integration.test_metrics import scrape
+
+    before = scrape().get("ray_graphrag_ray_serve_requests_total", 0.0)
+    ask(served, "lighthouse/basic", "Who is Ada Marsh?")
+    deadline = time.time() + 90
+    while time.time() < deadline and scrape().get("ray_graphrag_ray_serve_requests_total", 0.0) <= before:
+        time.sleep(2)
+    assert scrape().get("ray_graphrag_ray_serve_requests_total", 0.0) > before
+    assert scrape().get("ray_graphrag_ray_serve_latency_s_count", 0.0) > 0
