@@ -44,7 +44,7 @@ def read_tables(root: str | Path = ".", data: str | Path | None = None, config_f
     from graphrag_ray.errors import IndexMissingError
     from graphrag_ray.storage.location import resolve
     from graphrag_ray.storage.schemas import REQUIRED_TABLES
-    from graphrag_ray.storage.tables import current_index, read_table
+    from graphrag_ray.storage.tables import current_index, read_table, table_file
 
     location = data if data is not None else resolve(root, load_settings(root, config_file).output.base_dir)
     folder = current_index(location)
@@ -52,9 +52,8 @@ def read_tables(root: str | Path = ".", data: str | Path | None = None, config_f
         raise IndexMissingError(f"no index at {location}: run `graphrag-ray index` first")
     out = {}
     for name in (*REQUIRED_TABLES, "covariates", "failures"):
-        local = folder.local_path()
-        if local is not None and (local / f"{name}.parquet").exists():
-            out[name] = ray.data.read_parquet(str(local / f"{name}.parquet"))
+        if (file := table_file(folder, name)) is not None:  # Ray Data reads it in parallel blocks
+            out[name] = ray.data.read_parquet(str(file))
         elif (table := read_table(folder, name)) is not None:  # partitioned, or in an object store
             out[name] = ray.data.from_arrow(table.to_arrow())
     return out

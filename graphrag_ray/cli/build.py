@@ -210,10 +210,17 @@ def _report_run(result, console) -> None:
     rows = ", ".join(f"{k} {v:,}" for k, v in result.stats["rows"].items())
     failures = total["failures"]
     console.print(f"index published to {result.output}: {rows}; failures {failures}; {result.stats['wall_s']:.1f}s")
-    if failures:
+    unread = (result.stats["steps"].get("load_documents") or {}).get("failures", 0)
+    if unread:  # no model is asked again for a file that cannot be read: the file has to change
         console.print(
-            f"{failures} items failed: their reasons are in failures.parquet of that version (`graphrag-ray "
-            f"report` lists them); `graphrag-ray index --retry-failures` asks the model again for them only"
+            f"{unread} input files or rows could not be read (encrypted, corrupt, no text...): their reasons are in "
+            "failures.parquet of that version (`graphrag-ray report` lists them); fix them and run `update`"
+        )
+    if failures - unread:
+        console.print(
+            f"{failures - unread} items failed: their reasons are in failures.parquet of that version "
+            "(`graphrag-ray report` lists them); `graphrag-ray index --retry-failures` asks the model again for "
+            "them only"
         )
 
 

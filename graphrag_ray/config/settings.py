@@ -165,7 +165,7 @@ def _default_models() -> dict[str, ModelConfig]:
 class InputConfig(Section):
     base_dir: str = doc("input", "folder (relative to the root), glob, or s3:// / gs:// URI of input files")
     file_type: Literal["auto", "csv", "text", "json", "jsonl", "parquet"] = doc(
-        "auto", "auto: by extension (.csv .txt .md .json .jsonl .parquet)"
+        "auto", "auto: by extension (.csv .txt .md .json .jsonl .parquet; .pdf .docx .pptx .xlsx .html .epub)"
     )
     file_pattern: str | None = doc(None, "glob of files inside base_dir (null: every supported file)")
     id_column: str = doc("id", "column holding a document id (csv/json/parquet; optional)")

@@ -1,6 +1,7 @@
 """Input documents: find the files (a folder, a glob, one file, or an object-store prefix: storage/location.py),
-check table-like files have the text column before any work, and read each file's rows. Supported: csv / txt /
-md / json / jsonl / parquet, UTF-8 (Chinese included)."""
+check table-like files have the text column before any work, and read each file's rows. Read here: csv / txt /
+md / json / jsonl / parquet, UTF-8 (Chinese included); PDF, Word, PowerPoint, Excel, HTML and EPUB files are parsed
+by their own step (parse_documents, index/formats.py) and their text reaches load_documents from it."""
 
 from __future__ import annotations
 
@@ -11,22 +12,36 @@ import polars as pl
 
 from graphrag_ray.config.settings import Settings
 from graphrag_ray.errors import InputError
+from graphrag_ray.index.formats import CONVERTED, markdown_marks
 from graphrag_ray.storage.location import FoundFile, find_files, resolve
 
-SUPPORTED = {".csv": "csv", ".txt": "text", ".md": "text", ".json": "json", ".jsonl": "jsonl", ".parquet": "parquet"}
+READ = {".csv": "csv", ".txt": "text", ".md": "text", ".json": "json", ".jsonl": "jsonl", ".parquet": "parquet"}
+SUPPORTED = READ | CONVERTED
 
 
 def discover(settings: Settings, root) -> list[FoundFile]:
-    cfg = settings.input
-    base = resolve(root, cfg.base_dir)
-    files = [
-        f
-        for f in find_files(base, cfg.file_pattern, root)
-        if cfg.file_type != "auto" or PurePosixPath(f.name).suffix.lower() in SUPPORTED
-    ]
+    """The input files to read (with `file_type: auto`, those of a supported type)."""
+    files, _ = _found(settings, root)
     if not files:
-        raise InputError(f"no input files in {base} (supported: {', '.join(SUPPORTED)})")
+        raise InputError(
+            f"no input files in {resolve(root, settings.input.base_dir)} (supported: {', '.join(SUPPORTED)})"
+        )
     return files
+
+
+def unsupported(settings: Settings, root) -> list[FoundFile]:
+    """The files found at the input location but not of a type read (an image, an old .doc): each is a failures
+    row, not dropped unsaid."""
+    return _found(settings, root)[1]
+
+
+def _found(settings: Settings, root) -> tuple[list[FoundFile], list[FoundFile]]:
+    cfg = settings.input
+    files = find_files(resolve(root, cfg.base_dir), cfg.file_pattern, root)
+    if cfg.file_type != "auto":
+        return files, []
+    read = [f for f in files if PurePosixPath(f.name).suffix.lower() in SUPPORTED]
+    return read, [f for f in files if PurePosixPath(f.name).suffix.lower() not in SUPPORTED]
 
 
 def kind_of(settings: Settings, file: FoundFile) -> str:
@@ -68,7 +83,11 @@ def read_rows(settings: Settings, file: FoundFile) -> list[dict]:
     if b"\x00" in raw[:8192] and kind != "parquet":
         raise ValueError("binary file (NUL bytes), not text")
     if kind == "text":
-        return [{"title": PurePosixPath(file.name).name, "text": raw.decode(cfg.encoding), "meta": {}}]
+        text = raw.decode(cfg.encoding)
+        # a Markdown file's headings are its structure: its text units say which section they are in
+        marks = markdown_marks(text) if PurePosixPath(file.name).suffix.lower() == ".md" else []
+        meta = {"structure": {"format": "md", "marks": marks}} if marks else {}
+        return [{"title": PurePosixPath(file.name).name, "text": text, "meta": meta}]
     if kind == "parquet":
         import io
 

@@ -40,6 +40,7 @@ INDEX_METHODS: dict[str, list[str]] = {
     # background steps run beside the steps after them until one reads what they write: embed_text_units beside
     # extraction and what follows (until embed needs its vectors), communities beside the summaries
     "standard": [
+        "parse_documents",
         "load_documents",
         "chunk",
         "embed_text_units",
@@ -55,6 +56,7 @@ INDEX_METHODS: dict[str, list[str]] = {
     ],
     # no LLM at index time: NLP graph, joined descriptions, extractive reports (LazyGraphRAG / FastGraphRAG's idea)
     "fast": [
+        "parse_documents",
         "load_documents",
         "chunk",
         "embed_text_units",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from graphrag_ray.config.prompts import fill
 from graphrag_ray.nlp.lexical import reciprocal_rank_fusion
-from graphrag_ray.query.context.budget import pack_table
+from graphrag_ray.query.context.budget import pack_table, source_records, sources_table
 from graphrag_ray.query.context.history import ConversationHistory
 from graphrag_ray.query.engine import Prepared, QueryEngine, system_and_user
 from graphrag_ray.query.result import SearchResult
@@ -21,14 +21,8 @@ class BasicSearch(QueryEngine):
         hits = await self.retrieve(query, cfg.k) if self.data.text_units.height else []
         units = [self.data.text_unit_rows[i] for i in hits if i in self.data.text_unit_rows]
         count = self.chat(cfg.chat_model_id).tokenizer.count
-        text, kept = pack_table(
-            "Sources",
-            ["id", "text"],
-            [[u["human_readable_id"], u["text"]] for u in units],
-            count,
-            cfg.max_context_tokens,
-        )
-        records = {"sources": [{"id": u["human_readable_id"], "text": u["text"]} for u in units[:kept]]}
+        text, kept = pack_table("Sources", *sources_table(units), count, cfg.max_context_tokens)
+        records = {"sources": source_records(units[:kept])}
         system = fill(self.prompt(cfg.prompt), context_data=text, response_type=self.response_type)
         return Prepared(
             SearchResult("", records, text, method=self.method, details={"retriever": self.retriever}),

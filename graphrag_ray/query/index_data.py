@@ -159,12 +159,9 @@ class IndexData:
 
     @cached_property
     def text_unit_rows(self) -> dict[str, dict]:
-        return {
-            r["id"]: r
-            for r in self.text_units.select(
-                "id", "human_readable_id", "text", "n_tokens", "relationship_ids"
-            ).iter_rows(named=True)
-        }
+        columns = ["id", "human_readable_id", "text", "n_tokens", "relationship_ids"]
+        located = ["location"] if "location" in self.text_units.columns else []  # not in Microsoft's indexes
+        return {r["id"]: r for r in self.text_units.select(columns + located).iter_rows(named=True)}
 
     @cached_property
     def entity_matcher(self):

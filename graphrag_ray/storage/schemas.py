@@ -35,6 +35,9 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "entity_ids": STR_LIST,
         "relationship_ids": STR_LIST,
         "covariate_ids": STR_LIST,
+        # ours, after Microsoft's columns: where in its document the unit is (`report.pdf p. 12`, `guide.md §
+        # Setup`) for documents with pages or headings; null for plain text
+        "location": STR,
     },
     "entities": {
         "id": STR,
@@ -137,7 +140,11 @@ RUN_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "document_id": STR,
         "doc_order": pl.Int64,
         "chunk_index": pl.Int64,
+        "location": STR,
     },
+    # a PDF / Office / HTML / EPUB file as parse_documents reads it: its text and structure (index/formats.py), or
+    # why it cannot be read (`error`)
+    "parsed_documents": {"source": STR, "title": STR, "text": STR, "structure": STR, "error": STR},
     # which of a text unit's entities each of its sentences names (the fast method's extractive reports)
     "sentence_mentions": {
         "unit_id": STR,

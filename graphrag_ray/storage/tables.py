@@ -118,6 +118,13 @@ def read_table(where: Store | str | Path, name: str, columns: list[str] | None =
         ) from None
 
 
+def table_file(where: Store | str | Path, name: str) -> Path | None:
+    """The one local file holding `name` (`name.parquet`), for a reader that opens files itself (Ray Data); None
+    when the table is partitioned, in an object store, or absent - read it with read_table then."""
+    folder = Store(where).local_path()
+    return folder / f"{name}.parquet" if folder is not None and (folder / f"{name}.parquet").exists() else None
+
+
 def scan_table(where: Store | str | Path, name: str) -> pl.LazyFrame | None:
     """`name` as a LazyFrame scanning its file(s) (read when collected); None when it does not exist. A table in an
     object store is read now."""

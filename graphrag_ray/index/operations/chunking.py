@@ -8,10 +8,13 @@ split across a boundary is dropped from that edge rather than turned into a repl
 
 from __future__ import annotations
 
+import json
+
 import polars as pl
 
 from graphrag_ray.exec.step import StepContext
 from graphrag_ray.ids import content_id, document_source
+from graphrag_ray.index.formats import location_of
 from graphrag_ray.llm.tokens import encoding_for_model, get_encoding
 
 
@@ -39,15 +42,30 @@ def documents_to_cut(documents: pl.DataFrame, skip: set[str] = frozenset()) -> p
         "text",
         pl.col("human_readable_id").alias("order"),
         pl.Series("source", [document_source(raw) for raw in documents["raw_data"]], dtype=pl.String),
+        # pages and headings (index/formats.py) place each unit; the file names the place
+        pl.Series("marks", [_marks(raw) for raw in documents["raw_data"]], dtype=pl.String),
+        pl.Series("file", [_raw(raw).get("source") for raw in documents["raw_data"]], dtype=pl.String),
     )
     return items.filter(~pl.col("item_id").is_in(list(skip))) if skip else items
 
 
+def _raw(raw_data: str | None) -> dict:
+    return json.loads(raw_data) if raw_data and '"structure"' in raw_data else {}
+
+
+def _marks(raw_data: str | None) -> str | None:
+    structure = _raw(raw_data).get("structure")
+    return json.dumps(structure["marks"], ensure_ascii=False) if structure and structure.get("marks") else None
+
+
 def text_units_of(ctx: StepContext, document: dict) -> list[dict]:
-    """The text unit rows of one document (`item_id`, `text`, `order`: its number, `source`: where it is from)."""
+    """The text unit rows of one document (`item_id`, `text`, `order`: its number, `source`: where it is from;
+    `marks`, `file`: its pages and headings and its file, to say where each unit is)."""
     enc = get_encoding(chunk_encoding(ctx))
     cfg = ctx.settings.chunks
     tokens = enc.encode(document["text"], disallowed_special=())
+    marks = json.loads(document["marks"]) if document.get("marks") else None
+    starts = enc.decode_with_offsets(tokens)[1] if marks else None  # each token's character offset
     units = []
     for index, (start, end) in enumerate(windows(tokens, cfg.size, cfg.overlap)):
         text = enc.decode_bytes(tokens[start:end]).decode("utf-8", errors="ignore").strip()
@@ -61,6 +79,9 @@ def text_units_of(ctx: StepContext, document: dict) -> list[dict]:
                 "document_id": document["item_id"],
                 "doc_order": document["order"],
                 "chunk_index": index,
+                "location": location_of(marks, document["file"] or "", starts[start], starts[end - 1])
+                if starts
+                else None,
             }
         )
     return units

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from pathlib import PurePosixPath
 
 import polars as pl
 
 from graphrag_ray.errors import InputError
 from graphrag_ray.exec.step import StepContext
 from graphrag_ray.ids import content_id
-from graphrag_ray.index.input import discover, kind_of, read_rows
+from graphrag_ray.index.formats import CONVERTED, parsed_row
+from graphrag_ray.index.input import SUPPORTED, discover, kind_of, read_rows, unsupported
 from graphrag_ray.storage.location import FoundFile
 from graphrag_ray.storage.schemas import SCHEMAS
 
@@ -30,34 +32,55 @@ DOCUMENT_SCHEMA = {
 BATCH_ROWS = 1000  # documents held as Python dicts at once: the corpus's text is held once, as the table's
 
 
-def load_documents(ctx: StepContext) -> tuple[pl.DataFrame, pl.DataFrame]:
+def load_documents(ctx: StepContext, parsed: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(documents, failures): every readable row with text, in file order; the rest as failures rows. Rows become
-    table a thousand at a time (at 100M tokens the whole corpus as dicts and then as a table was twice its text)."""
+    table a thousand at a time (at 100M tokens the whole corpus as dicts and then as a table was twice its text).
+    PDF / Office files come from `parsed` (the parse_documents step's table), or are parsed here when it is None."""
     table = _Documents()
     failures: list[dict] = []
+    parsed_rows = {r["source"]: r for r in parsed.iter_rows(named=True)} if parsed is not None else None
     for file in discover(ctx.settings, ctx.root):
+        kind = kind_of(ctx.settings, file)
         try:
-            rows = read_rows(ctx.settings, file)
+            rows = (
+                _parsed_rows(file, kind, parsed_rows) if kind in CONVERTED.values() else read_rows(ctx.settings, file)
+            )
         except InputError:
             raise
         except (UnicodeDecodeError, ValueError, OSError, pl.exceptions.PolarsError) as exc:
-            failures.append(
-                _failure(file, f"unreadable {kind_of(ctx.settings, file)} file: {type(exc).__name__}: {str(exc)[:200]}")
+            reason = (
+                str(exc)  # the parser's reason says what the file is and why it cannot be read
+                if kind in CONVERTED.values()
+                else f"unreadable {kind} file: {type(exc).__name__}: {str(exc)[:200]}"
             )
+            failures.append(_failure(file, reason, "parse_documents" if kind in CONVERTED.values() else None))
             continue
         created = dt.datetime.fromtimestamp(file.mtime_s or 0, dt.timezone.utc).isoformat()
         for row_index, row in enumerate(rows):
             failure = table.add({**row, "source": file.source, "row": row_index, "creation_date": created})
             if failure is not None:
                 failures.append(failure)
+    for file in unsupported(ctx.settings, ctx.root):
+        kind = PurePosixPath(file.name).suffix.lower() or "with no extension"
+        failures.append(_failure(file, f"file type {kind} is not read (supported: {', '.join(SUPPORTED)})"))
     return table.frame(), pl.DataFrame(failures, schema=_FAIL)
 
 
 _FAIL = SCHEMAS["failures"]
 
 
-def _failure(file: FoundFile, reason: str) -> dict:
-    return {"step": "load_documents", "item_id": file.name, "source": file.source, "reason": reason}
+def _parsed_rows(file: FoundFile, kind: str, parsed_rows: dict[str, dict] | None) -> list[dict]:
+    """A parsed file's one document (its structure kept in raw_data); ValueError with the reason it is unreadable."""
+    row = parsed_rows.get(file.source) if parsed_rows is not None else parsed_row(file, kind)
+    if row is None:  # found now but not when parse_documents ran: the input changed during the run
+        raise ValueError("the file appeared after parse_documents ran; run the command again")
+    if row["error"]:
+        raise ValueError(row["error"])
+    return [{"title": row["title"], "text": row["text"], "meta": {"structure": json.loads(row["structure"])}}]
+
+
+def _failure(file: FoundFile, reason: str, step: str | None = None) -> dict:
+    return {"step": step or "load_documents", "item_id": file.name, "source": file.source, "reason": reason}
 
 
 class _Documents:

@@ -7,7 +7,7 @@ import polars as pl
 
 from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
 from graphrag_ray.index.operations.chunking import documents_to_cut, text_units_of
-from graphrag_ray.storage.schemas import RUN_SCHEMAS
+from graphrag_ray.storage.schemas import RUN_SCHEMAS, conform
 
 
 class Chunk(ItemStep):
@@ -27,6 +27,7 @@ class Chunk(ItemStep):
         previous = ctx.previous_table("text_units")
         if previous is None:
             return pl.DataFrame(schema={**Chunk.yields["text_units"]})
+        previous = conform(previous, "text_units")  # a version from before a column was added (location)
         order = tables["documents"].select(
             pl.col("id").alias("document_id"), pl.col("human_readable_id").alias("doc_order")
         )

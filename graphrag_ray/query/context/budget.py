@@ -37,3 +37,19 @@ def pack_table(
 def cite(ids: list[int], limit: int = 5) -> str:
     shown = ", ".join(str(i) for i in ids[:limit])
     return shown + (", +more" if len(ids) > limit else "")
+
+
+def sources_table(units: list[dict]) -> tuple[list[str], list[list]]:
+    """A Sources table's columns and rows: `id|text`, as Microsoft GraphRAG's; with `source` between them when a
+    unit has a place in its file (`report.pdf p. 12`: PDF, Office and Markdown documents)."""
+    if any(u.get("location") for u in units):
+        return ["id", "source", "text"], [[u["human_readable_id"], u.get("location") or "", u["text"]] for u in units]
+    return ["id", "text"], [[u["human_readable_id"], u["text"]] for u in units]
+
+
+def source_records(units: list[dict]) -> list[dict]:
+    """The Sources rows a result lists (its `records`), with their place in the file where there is one."""
+    return [
+        {"id": u["human_readable_id"], **({"source": u["location"]} if u.get("location") else {}), "text": u["text"]}
+        for u in units
+    ]

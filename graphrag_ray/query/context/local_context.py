@@ -12,7 +12,7 @@ from typing import Callable
 
 from graphrag_ray.config.ranking import RankingConfig
 from graphrag_ray.config.settings import LocalSearchConfig
-from graphrag_ray.query.context.budget import pack_table
+from graphrag_ray.query.context.budget import pack_table, source_records, sources_table
 from graphrag_ray.query.context.history import ConversationHistory
 from graphrag_ray.query.index_data import IndexData
 
@@ -227,11 +227,9 @@ def build_local_context(
 
     # text units: by personalised PageRank from the question (or Microsoft GraphRAG's entity order)
     units = ranked_units(data, query, selected, cfg, {r["id"] for r, _ in rels[:kept_r]})
-    _, kept_u = table(
-        "sources", "Sources", ["id", "text"], [[u["human_readable_id"], u["text"]] for u in units], unit_budget
-    )
+    _, kept_u = table("sources", "Sources", *sources_table(units), unit_budget)
     if kept_u:
-        records["sources"] = [{"id": u["human_readable_id"], "text": u["text"]} for u in units[:kept_u]]
+        records["sources"] = source_records(units[:kept_u])
     named = dict(data.entity_matcher.named(query, cfg.ranking)) if query else {}
     return LocalContext("\n".join(parts), records, selected, tables, sum(1 for e in selected if e["id"] in named))
 
