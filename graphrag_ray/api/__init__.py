@@ -35,8 +35,13 @@ from graphrag_ray.api.search import (
     search_streaming,
 )
 from graphrag_ray.config.load import load_settings
+from graphrag_ray.query.methods import MethodSpec, eval_methods, query_methods, register_method
 
 __all__ = [
+    "MethodSpec",
+    "eval_methods",
+    "query_methods",
+    "register_method",
     "read_tables",
     "basic_search",
     "basic_search_streaming",

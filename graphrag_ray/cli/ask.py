@@ -94,7 +94,10 @@ def query(
         None, "--query-file", help="read the question from a file ('-': standard input), for long questions"
     ),
     method: str = typer.Option(
-        "local", "--method", "-m", help="local | global | drift | basic | hybrid | auto (or contextual)"
+        "local",
+        "--method",
+        "-m",
+        help="local | global | drift | basic | hybrid | auto (or contextual); a wrong name lists every method",
     ),
     roots: list[Path] = typer.Option(
         [Path(".")],
@@ -197,7 +200,9 @@ def eval_(
     ),
     generate: Optional[int] = typer.Option(None, "--generate", help="make N questions from the index"),
     methods: str = typer.Option(
-        "local,global", help="comma-separated: local, global, drift, basic, hybrid, evidence (the no-LLM baseline)"
+        "local,global",
+        help="comma-separated: local, global, drift, basic, hybrid, evidence (the no-LLM baseline); a wrong name lists "
+        "every method",
     ),
     judge: bool = typer.Option(True, "--judge/--no-judge", help="pairwise LLM-as-judge between the methods"),
     out: Optional[Path] = typer.Option(None, "--out", help="output folder (default ROOT/eval/<id>)"),

@@ -14,8 +14,9 @@ from graphrag_ray.eval.judge import win_rates
 from graphrag_ray.eval.metrics import gold_metrics
 from graphrag_ray.eval.questions import generate_questions, load_questions
 from graphrag_ray.eval.report import write_report
-from graphrag_ray.eval.runner import EVAL_METHODS, JUDGMENT_SCHEMA, AnswerQuestions, JudgeAnswers
+from graphrag_ray.eval.runner import JUDGMENT_SCHEMA, AnswerQuestions, JudgeAnswers
 from graphrag_ray.exec.executor import Executor
+from graphrag_ray.query.methods import eval_methods
 from graphrag_ray.exec.progress import progress_bar
 from graphrag_ray.exec.run_state import RunState
 from graphrag_ray.exec.runtime import choose_backend, job_limiter
@@ -51,9 +52,9 @@ def run_eval(
     root = Path(root).resolve()
     settings = load_settings(root, config_file)
     methods = methods or ["local", "global"]
-    unknown = [m for m in methods if m not in EVAL_METHODS]
+    unknown = [m for m in methods if m not in eval_methods()]
     if unknown:
-        raise GraphRagRayError(f"--methods: unknown {', '.join(unknown)} (have: {', '.join(EVAL_METHODS)})")
+        raise GraphRagRayError(f"--methods: unknown {', '.join(unknown)} (have: {', '.join(eval_methods())})")
     data_dir = as_location(data) if data else resolve(root, settings.output.base_dir)
     index = IndexData.load(data_dir)
     if questions_file:

@@ -38,7 +38,6 @@ JUDGMENT_SCHEMA = {
     "order": pl.Int64,
     **{c: pl.Float64 for c in CRITERIA},
 }
-EVAL_METHODS = ("local", "global", "drift", "basic", "hybrid", "evidence")
 JUDGE_PROMPT = "prompts/eval_judge.txt"
 
 

@@ -7,21 +7,8 @@ from pathlib import Path
 
 from graphrag_ray.config.settings import Settings
 from graphrag_ray.llm.models import Models
-from graphrag_ray.query.basic import BasicSearch
-from graphrag_ray.query.drift import DriftSearch
-from graphrag_ray.query.global_search import GlobalSearch
-from graphrag_ray.query.hybrid import HybridSearch
 from graphrag_ray.query.index_data import IndexData
-from graphrag_ray.query.local import LocalSearch
-
-# an engine for every name in QUERY_METHODS but "auto", which api routes to one of them
-ENGINES = {
-    "local": LocalSearch,
-    "global": GlobalSearch,
-    "drift": DriftSearch,
-    "basic": BasicSearch,
-    "hybrid": HybridSearch,
-}
+from graphrag_ray.query.methods import engine_class
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +41,7 @@ def make_engine(
     kwargs = dict(root=root, response_type=response_type, community_level=community_level, no_llm=no_llm)
     if method in ("global", "hybrid"):
         kwargs["dynamic_community_selection"] = dynamic_community_selection
-    return ENGINES[method](data, models, settings, **kwargs)
+    return engine_class(method)(data, models, settings, **kwargs)
 
 
 async def engine_for(

@@ -20,7 +20,7 @@ from graphrag_ray.exec.pools import Pool, calls_pool
 from graphrag_ray.llm.ledger import UsageLedger, active_ledger, recording_into
 from graphrag_ray.llm.models import Models
 from graphrag_ray.parsing.llm_output import parse_json_object
-from graphrag_ray.query.context.budget import pack_table
+from graphrag_ray.query.context.budget import pack_batches
 from graphrag_ray.query.context.history import ConversationHistory
 from graphrag_ray.query.engine import Prepared, QueryEngine, system_and_user
 from graphrag_ray.query.result import Accounting, SearchResult
@@ -218,26 +218,15 @@ class GlobalSearch(QueryEngine):
                 "many reports per call - take the new default prompt (`graphrag-ray init` in an empty "
                 "folder writes it)"
             )
-        batches, i = [], 0
-        while i < len(rows):
-            text, kept = pack_table(
-                "Reports",
-                ["id", "title", "summary"],
-                [[r["human_readable_id"], r["title"], r["summary"]] for r in rows[i:]],
-                count,
-                self.cfg.dynamic_batch_tokens,
-            )
-            kept = max(kept, 1)
-            if not text:  # one report over the budget alone: its title is enough to rate it
-                text, _ = pack_table(
-                    "Reports",
-                    ["id", "title", "summary"],
-                    [[rows[i]["human_readable_id"], rows[i]["title"], ""]],
-                    count,
-                    10**9,
-                )
-            batches.append((text, rows[i : i + kept]))
-            i += kept
+        packed = pack_batches(
+            "Reports",
+            ["id", "title", "summary"],
+            [[r["human_readable_id"], r["title"], r["summary"]] for r in rows],
+            count,
+            self.cfg.dynamic_batch_tokens,
+            alone=lambda row: [row[0], row[1], ""],  # one report over the budget alone: its title rates it
+        )
+        batches = [(text, rows[start:end]) for text, start, end in packed]
         pool = self._map_pool()
         calls = [
             (fill(template, question=query, reports=text), 0.0 if repeat == 0 else 0.3, 8 * len(batch) + 64)
@@ -271,45 +260,21 @@ class GlobalSearch(QueryEngine):
         count = self.chat(self.cfg.chat_model_id).tokenizer.count
         rows = sorted(reports.iter_rows(named=True), key=lambda r: (-(r["rank"] or 0), r["community"]))
         weight = self._occurrence(rows)
-        out, i = [], 0
-        while i < len(rows):
-            text, kept = pack_table(
-                "Reports",
-                REPORT_COLUMNS,
-                [
-                    [
-                        self.cite(r["human_readable_id"]),
-                        r["title"],
-                        weight.get(r["community"], 0.0),
-                        r["full_content"],
-                        r["rank"],
-                    ]
-                    for r in rows[i:]
-                ],
-                count,
-                self.cfg.data_max_tokens,
-            )
-            kept = max(kept, 1)  # a report larger than the budget still gets its own batch
-            if not text:
-                first = rows[i]
-                text, _ = pack_table(
-                    "Reports",
-                    REPORT_COLUMNS,
-                    [
-                        [
-                            self.cite(first["human_readable_id"]),
-                            first["title"],
-                            0.0,
-                            first["full_content"],
-                            first["rank"],
-                        ]
-                    ],
-                    count,
-                    10**9,
-                )
-            out.append((text, rows[i : i + kept]))
-            i += kept
-        return out
+        table = [
+            [
+                self.cite(r["human_readable_id"]),
+                r["title"],
+                weight.get(r["community"], 0.0),
+                r["full_content"],
+                r["rank"],
+            ]
+            for r in rows
+        ]
+        # a report larger than the budget still gets its own batch
+        return [
+            (text, rows[start:end])
+            for text, start, end in pack_batches("Reports", REPORT_COLUMNS, table, count, self.cfg.data_max_tokens)
+        ]
 
     def report_records(self, batches: list[tuple[str, list[dict]]]) -> list[dict]:
         """The reports of the batches, as a result's records (cited ids)."""

@@ -20,9 +20,9 @@ from graphrag_ray.query.context.local_context import LocalContext
 from graphrag_ray.query.engine import Prepared, QueryEngine
 from graphrag_ray.query.global_search import GlobalSearch, MapPoints
 from graphrag_ray.query.local import LocalSearch
+from graphrag_ray.query.methods import multi_methods
 from graphrag_ray.query.result import SearchResult
 
-MULTI_METHODS = ("global", "local")
 RRF_K = 60  # reciprocal-rank fusion's usual constant: the first rows of each index count about alike
 # the local context's tables in packing order, each with its budget share (as build_local_context spends them)
 LOCAL_TABLES = (
@@ -128,8 +128,8 @@ class MultiIndexSearch(QueryEngine):
     """Global or local search over several indexes; the first part's engine makes the answer."""
 
     def __init__(self, method: str, parts: list[IndexPart], answerer: QueryEngine):
-        if method not in MULTI_METHODS:
-            raise UsageError(f"--method {method}: several indexes are asked with {' or '.join(MULTI_METHODS)} search")
+        if method not in multi_methods():
+            raise UsageError(f"--method {method}: several indexes are asked with {' or '.join(multi_methods())} search")
         names = [part.name for part in parts]
         if len(set(names)) != len(names):
             raise UsageError(

@@ -11,11 +11,17 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from graphrag_ray.errors import GraphRagRayError
+from graphrag_ray.query.methods import multi_methods, served_methods
 
-SERVED_METHODS = ("local", "global", "drift", "basic", "hybrid", "auto")
 MULTI = "all"  # `all/global`: every served index at once
-# the names people copy from the GraphRAG4OpenWebUI pattern, and a bare "graphrag"
-ALIASES = {f"graphrag-{m}-search": m for m in SERVED_METHODS} | {"graphrag": "auto"}
+
+
+def aliases() -> dict[str, str]:
+    """The names people copy from the GraphRAG4OpenWebUI pattern (`graphrag-local-search`), and a bare
+    "graphrag"."""
+    return {f"graphrag-{m}-search": m for m in served_methods()} | {"graphrag": "auto"}
+
+
 OLLAMA_VERSION = "0.6.3"  # the Ollama API version whose shapes these are
 
 
@@ -43,11 +49,11 @@ class Target:
 def model_names(indexes: list[str]) -> list[str]:
     """Every name /v1/models and /api/tags list: `<index>/<method>`, `all/<global|local>` for several indexes,
     and the bare method names when one index is served."""
-    names = [f"{index}/{method}" for index in indexes for method in SERVED_METHODS]
+    names = [f"{index}/{method}" for index in indexes for method in served_methods()]
     if len(indexes) > 1:
-        names += [f"{MULTI}/global", f"{MULTI}/local"]
+        names += [f"{MULTI}/{method}" for method in multi_methods() if method in served_methods()]
     else:
-        names += list(SERVED_METHODS)
+        names += list(served_methods())
     return names
 
 
@@ -58,18 +64,20 @@ def resolve_model(model: str, indexes: list[str]) -> Target:
     name = (model or "").strip()
     if ":" in name:  # Ollama's tag (`:latest`)
         name = name.rsplit(":", 1)[0]
-    name = ALIASES.get(name, name)
+    name = aliases().get(name, name)
     if "/" not in name:
-        if name in SERVED_METHODS and len(indexes) == 1:
+        if name in served_methods() and len(indexes) == 1:
             return Target((indexes[0],), name)
         raise ModelNotFound(
             f"model {shown(model)}: name an index and a method, as <index>/<method> (have: "
-            f"{', '.join(indexes)}; methods: {', '.join(SERVED_METHODS)})"
+            f"{', '.join(indexes)}; methods: {', '.join(served_methods())})"
         )
     where, method = name.rsplit("/", 1)
-    method = ALIASES.get(method, method)
-    if method not in SERVED_METHODS:
-        raise ModelNotFound(f"model {shown(model)}: unknown method {shown(method)} (have: {', '.join(SERVED_METHODS)})")
+    method = aliases().get(method, method)
+    if method not in served_methods():
+        raise ModelNotFound(
+            f"model {shown(model)}: unknown method {shown(method)} (have: {', '.join(served_methods())})"
+        )
     chosen = tuple(indexes) if where == MULTI else tuple(where.split("+"))
     unknown = [i for i in chosen if i not in indexes]
     if unknown:

@@ -34,6 +34,40 @@ def pack_table(
     return (text if kept else ""), kept
 
 
+def pack_batches(
+    name: str,
+    columns: list[str],
+    rows: list[list[Any]],
+    count: Callable[[str], int],
+    budget: int,
+    alone: Callable[[list[Any]], list[Any]] | None = None,
+) -> list[tuple[str, int, int]]:
+    """Rows in order cut into tables of at most `budget` tokens each, every row's line counted once: [(text, start,
+    end)], the rows[start:end] of each. A row over the budget by itself is a table of its own, shown as `alone`
+    makes it (a report's title without its summary) or as it is."""
+    header = table_header(name, columns)
+    base = count(header)
+    batches: list[tuple[str, int, int]] = []
+    lines: list[str] = []
+    used, start = base, 0
+    for i, row in enumerate(rows):
+        line = "|".join(cell(v) for v in row) + "\n"
+        cost = count(line)
+        if lines and used + cost > budget:
+            batches.append((header + "".join(lines), start, i))
+            lines, used, start = [], base, i
+        if not lines and used + cost > budget:  # too large alone: a table of its own
+            shown = alone(row) if alone is not None else row
+            batches.append((header + "|".join(cell(v) for v in shown) + "\n", i, i + 1))
+            start = i + 1
+            continue
+        lines.append(line)
+        used += cost
+    if lines:
+        batches.append((header + "".join(lines), start, len(rows)))
+    return batches
+
+
 def cite(ids: list[int], limit: int = 5) -> str:
     shown = ", ".join(str(i) for i in ids[:limit])
     return shown + (", +more" if len(ids) > limit else "")
