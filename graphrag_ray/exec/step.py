@@ -130,7 +130,11 @@ class Step(ABC):
     lazy_reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
     uses_llm: bool = False
-    settings_section: str | None = None  # with uses_llm: the settings section naming the model (model_id)
+    # the settings section the step reads (with uses_llm: the one naming its model, model_id): a change to it
+    # changes the graph, so `update` refuses it - but for the keys in `update_keys`, which say only how an update
+    # revises (the update prompts count as such keys too)
+    settings_section: str | None = None
+    update_keys: tuple[str, ...] = ()
     background: bool = False  # runs beside the steps after it until one reads what it writes (executor.py)
     # the settings_section keys naming the prompt files the step reads (`update_prompt_keys`: in an update only).
     # What decides the graph's fingerprint, the run id and the prompt pre-check is derived from these.
@@ -145,6 +149,10 @@ class Step(ABC):
     def enabled(self, settings: Settings) -> bool:
         """False when the step's settings section is switched off (it then reads no prompt and publishes nothing)."""
         return self.settings_section is None or getattr(getattr(settings, self.settings_section), "enabled", True)
+
+    def graph_neutral_keys(self) -> tuple[str, ...]:
+        """Keys of its settings section that do not change what the graph is (how an update revises)."""
+        return (*self.update_keys, *self.update_prompt_keys)
 
     def model_ids(self, settings: Settings) -> list[str]:
         """The models this step will call with these settings (none when its section is disabled)."""
@@ -167,6 +175,11 @@ class Step(ABC):
             if name in tables:
                 table = tables[name]
                 write_table(table, folder, name, ctx.settings.output.partition_rows if "id" in table.columns else None)
+
+    def estimate(self, corpus: Any) -> list:
+        """What the step would call and cost on this corpus (index/estimate.py's Corpus: the text units counted,
+        the graph projected), as StageEstimate rows; a step that calls no model adds none."""
+        return []
 
     def update_lines(self, stats: dict) -> dict:
         """What this step adds to an update's changes.json (and stats.json), from its stats in this run."""

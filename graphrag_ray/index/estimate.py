@@ -13,16 +13,12 @@ checks the arithmetic, not the assumption).
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from graphrag_ray.config.settings import Settings
-from graphrag_ray.parsing.llm_output import COMPLETION_DELIMITER
 from graphrag_ray.exec.step import StepContext
-from graphrag_ray.config.prompts import fill
-from graphrag_ray.index.operations.extraction import extraction_prompt
 from graphrag_ray.index.units import corpus_units
-from graphrag_ray.llm.tokens import count_chat_tokens, tokenizer_for
 
 # Projection ratios (assumptions, printed with the estimate)
 COMPLETION_PER_UNIT_TOKEN = 0.60  # extraction output tokens per text-unit token, first pass
@@ -30,6 +26,7 @@ GLEANING_OUTPUT_SHARE = 0.30  # a gleaning pass returns this share of the first 
 MAX_NAMES_PER_UNIT = 40  # as the fast method keeps (a unit naming more is a list, not prose)
 DESCRIPTIONS_PER_SUMMARY, DESCRIPTION_TOKENS = 2.5, 30  # a summary's input: this many descriptions of this size
 SUMMARY_OUTPUT = 120
+CLAIMS_OUTPUT_PER_UNIT_TOKEN = 0.15  # claims answers per text-unit token (a unit states few claims; an assumption)
 ENTITIES_PER_COMMUNITY = 5.0  # communities over all levels, per entity (hierarchical Leiden, size 10)
 ENTITY_ROW_TOKENS, RELATIONSHIP_ROW_TOKENS = 25, 30  # a report context's table rows (id, name, description)
 REPORT_OUTPUT = 700
@@ -141,142 +138,57 @@ def cacheable(prompt_tokens: int) -> int:
     return 0 if prompt_tokens < 1024 else 1024 + (prompt_tokens - 1024) // 128 * 128
 
 
+class Corpus:
+    """What the steps estimate from: the corpus loaded and chunked as `index` does (counted), and what the
+    projections derive from it - each worked out when a step first asks."""
+
+    def __init__(self, ctx: StepContext, method_step_names: list[str]):
+        self.ctx, self.settings = ctx, ctx.settings
+        self.docs, self.units, self.failed = corpus_units(ctx)
+        self.tokens = sum(u["n_tokens"] for u in self.units)
+        # an extractive report (the fast method) is the community's central sentences: about half an LLM report
+        self.report_tokens = REPORT_OUTPUT if "community_reports" in method_step_names else REPORT_OUTPUT / 2
+
+    @cached_property
+    def names(self) -> "CorpusNames":
+        return corpus_names(self.units)
+
+    @property
+    def entities(self) -> float:
+        return float(self.names.entities)
+
+    @property
+    def communities(self) -> float:
+        return max(1.0, self.entities / ENTITIES_PER_COMMUNITY)
+
+    def stage(self, stage: str, model_id: str, calls, prompt, completion, exact: bool, cached=0) -> StageEstimate:
+        return _stage(self.settings, stage, model_id, calls, prompt, completion, exact, cached)
+
+
 def estimate(ctx: StepContext, method: str = "standard") -> Estimate:
-    settings = ctx.settings
-    docs, units, failed = corpus_units(ctx)
-    if method == "fast":  # no LLM: only the embeddings, of text units, entities and reports, when not local
-        return _fast(ctx, docs, units, failed)
-    ex = settings.extract_graph
-    chat = settings.model(ex.model_id)
-    tok = tokenizer_for(chat.model, chat.encoding)
-    prompts = [count_chat_tokens(tok, [{"role": "user", "content": extraction_prompt(ctx, u["text"])}]) for u in units]
-    first_prompt = sum(prompts)
-    # each gleaning round resends the first prompt whole, then the names found: its prefix is the cached part
-    glean_cached = sum(cacheable(p) for p in prompts) * ex.max_gleanings
-    glean_extra = (
-        tok.count(
-            fill(ctx.prompt(ex.continue_prompt), extracted_names="x, " * 8, completion_delimiter=COMPLETION_DELIMITER)
-        )
-        + 4
-    )
-    corpus = sum(u["n_tokens"] for u in units)
-    first_out = corpus * COMPLETION_PER_UNIT_TOKEN
-    rounds = 1 + ex.max_gleanings
-    result = Estimate(docs.height, len(units), corpus, failed)
-    result.stages.append(
-        _stage(
-            settings,
-            "extract_graph",
-            ex.model_id,
-            len(units) * rounds,
-            first_prompt * rounds + glean_extra * len(units) * ex.max_gleanings,
-            first_out * (1 + GLEANING_OUTPUT_SHARE * ex.max_gleanings),
-            True,
-            glean_cached,
-        )
-    )
-    found = corpus_names(units)
-    entities = float(found.entities)
-    resolve = settings.resolve_entities
-    if resolve.enabled:  # one call per candidate group, and the names embedded in batches
-        groups = max(1.0, entities * CANDIDATE_GROUP_SHARE) if entities > 1 else 0.0  # at least one to ask
-        result.stages.append(
-            _stage(
-                settings,
-                "resolve_entities",
-                resolve.model_id,
-                groups,
-                groups * (tok.count(ctx.prompt(resolve.prompt)) + RESOLVE_CONTEXT),
-                groups * RESOLVE_OUTPUT,
-                False,
-            )
-        )
-        if resolve.similarity <= 1:
-            names = settings.model(resolve.embedding_model_id)
-            result.stages.append(
-                _stage(
-                    settings,
-                    "resolve_entities_names",
-                    resolve.embedding_model_id,
-                    entities / names.batch_size,
-                    entities * 6,
-                    0,
-                    False,
-                )
-            )
-    merged = found.recurring
-    summary_prompt = (
-        tok.count(ctx.prompt(settings.summarize_descriptions.prompt)) + DESCRIPTIONS_PER_SUMMARY * DESCRIPTION_TOKENS
-    )
-    result.stages.append(
-        _stage(
-            settings,
-            "summarize_descriptions",
-            settings.summarize_descriptions.model_id,
-            merged,
-            merged * summary_prompt,
-            merged * SUMMARY_OUTPUT,
-            False,
-        )
-    )
-    communities = max(1.0, entities / ENTITIES_PER_COMMUNITY)
-    reported = communities * (1 - SMALL_COMMUNITY_SHARE if settings.community_reports.min_llm_entities >= 3 else 1)
-    report_template = tok.count(ctx.prompt(settings.community_reports.prompt))
-    per_entity = found.relationships / max(1, found.entities)
-    report_context = min(
-        settings.community_reports.max_input_length,
-        ENTITIES_PER_COMMUNITY * (ENTITY_ROW_TOKENS + per_entity * RELATIONSHIP_ROW_TOKENS),
-    )
-    result.stages.append(
-        _stage(
-            settings,
-            "community_reports",
-            settings.community_reports.model_id,
-            reported,
-            reported * (report_template + report_context),
-            reported * REPORT_OUTPUT,
-            False,
-        )
-    )
-    _embeddings(settings, result, len(units), corpus, entities, communities, REPORT_OUTPUT)
+    """Each step of the method estimates its own calls (`Step.estimate`), in the method's order, as a run calls
+    them; a step that calls no model adds nothing."""
+    from graphrag_ray.index.pipeline import INDEX_METHODS, method_steps
+
+    steps = [step for step in method_steps(method) if step.enabled(ctx.settings)]
+    corpus = Corpus(ctx, INDEX_METHODS[method])
+    result = Estimate(corpus.docs.height, len(corpus.units), corpus.tokens, corpus.failed)
+    for step in steps:
+        result.stages += step.estimate(corpus)
     return result
 
 
-def _embeddings(
-    settings: Settings,
-    result: Estimate,
-    units: int,
-    corpus: int,
-    entities: float,
-    communities: float,
-    report_tokens: float,
-) -> None:
-    if not settings.embed_text.enabled:
-        return
+def embeddings_estimate(corpus: Corpus) -> list[StageEstimate]:
+    """The embed step's calls: text units, entities and reports, each target in batches of its own (none with
+    `local_embedding`: computed here)."""
+    settings = corpus.settings
     emb = settings.model(settings.embed_text.model_id)
-    if emb.type == "local_embedding":  # computed here: no calls
-        return
-    # each target (text units, entities, reports) is embedded in batches of its own
-    batches = sum(math.ceil(n / emb.batch_size) for n in (units, entities, communities) if n)
-    emb_tokens = corpus + entities * 40 + communities * report_tokens
-    result.stages.append(_stage(settings, "embed", settings.embed_text.model_id, batches, emb_tokens, 0, False))
-
-
-def _fast(ctx: StepContext, docs, units: list[dict], failed: int) -> Estimate:
-    """The fast method calls no chat model: its only calls are the embeddings (none with `local_embedding`)."""
-    corpus = sum(u["n_tokens"] for u in units)
-    result = Estimate(docs.height, len(units), corpus, failed)
-    entities = float(corpus_names(units).entities)
-    _embeddings(
-        ctx.settings,
-        result,
-        len(units),
-        corpus,
-        entities,
-        max(1.0, entities / ENTITIES_PER_COMMUNITY),
-        REPORT_OUTPUT / 2,
-    )  # an extractive report: the community's central sentences
-    return result
+    if emb.type == "local_embedding":
+        return []
+    counts = (len(corpus.units), corpus.entities, corpus.communities)
+    batches = sum(math.ceil(n / emb.batch_size) for n in counts if n)
+    tokens = corpus.tokens + corpus.entities * 40 + corpus.communities * corpus.report_tokens
+    return [corpus.stage("embed", settings.embed_text.model_id, batches, tokens, 0, False)]
 
 
 @dataclass

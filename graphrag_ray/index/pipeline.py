@@ -1,4 +1,6 @@
-"""Index methods (plain lists of step names) and one index run: lock, run id, endpoint checks, executor, publish."""
+"""Index methods (plain lists of step names) and one index run in three phases, as Microsoft GraphRAG's
+run_pipeline: `plan_run` (index, update, retry or nothing to do, and the refusals), `run_planned` (the steps under
+the project's lock, on the executor that fits), `publish_run` (index/publishing.py)."""
 
 from __future__ import annotations
 
@@ -17,22 +19,20 @@ import polars as pl
 from graphrag_ray.config.load import load_settings
 from graphrag_ray.config.settings import Settings
 from graphrag_ray.errors import ConfigError, GraphRagRayError, IndexMissingError, UsageError
-from graphrag_ray.exec.carried import publish_carried
 from graphrag_ray.exec.executor import Executor
 from graphrag_ray.exec.progress import progress_bar
 from graphrag_ray.exec.run_state import RunState
 from graphrag_ray.exec.runtime import choose_backend, job_limiter, ray_running, where_ray_runs
 from graphrag_ray.exec.step import Step, StepContext
-from graphrag_ray.index.changes import describe_changes
 from graphrag_ray.index.input import check_columns, discover
 from graphrag_ray.index.lock import RunLock
+from graphrag_ray.index.publishing import publish_run
 from graphrag_ray.llm.concurrency import limiter_snapshot, provider_limits, warm_start
-from graphrag_ray.llm.ledger import UsageLedger, run_ledger
+from graphrag_ray.llm.ledger import UsageLedger
 from graphrag_ray.llm.preflight import check_endpoints
-from graphrag_ray.nlp.lexical import write_lexical
 from graphrag_ray.storage.location import FoundFile, Store, disk_full, resolve
 from graphrag_ray.storage.schemas import REQUIRED_TABLES
-from graphrag_ray.storage.tables import current_index, publish, read_table, write_table
+from graphrag_ray.storage.tables import current_index, read_table
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +75,27 @@ INDEX_METHODS: dict[str, list[str]] = {
 _MODEL_RESULT_KEYS = ("type", "model", "encoding", "max_tokens", "temperature", "dimensions")
 
 
+# steps a plug-in (or a test) adds by name, besides the modules of graphrag_ray/index/steps/
+_REGISTERED_STEPS: dict[str, type[Step]] = {}
+
+
+def register_step(step: type[Step]) -> None:
+    """Make a step class usable by name in a method (`register_method`)."""
+    _REGISTERED_STEPS[step.name] = step
+
+
+def register_method(name: str, steps: list[str]) -> None:
+    """A method is a list of step names: `index --method NAME` runs these."""
+    if name in INDEX_METHODS:
+        raise ValueError(f"index method {name!r} exists already")
+    INDEX_METHODS[name] = list(steps)
+
+
 def load_step(name: str) -> Step:
     """A fresh instance of the step: what a step keeps in the driver during a run (the version an update
     revises, later rounds' items) belongs to that run - two runs in one process never share it."""
+    if name in _REGISTERED_STEPS:
+        return _REGISTERED_STEPS[name]()
     return type(importlib.import_module(f"graphrag_ray.index.steps.{name}").STEP)()
 
 
@@ -97,31 +115,25 @@ class IndexResult:
     index: Store | None = None  # the published version this run wrote
 
 
-# The settings sections that decide what the graph is: an `update` refuses when one changed (input, query, worker,
-# cache and output settings do not make the existing graph wrong).
-GRAPH_SECTIONS = (
-    "chunks",
-    "extract_graph",
-    "resolve_entities",
-    "summarize_descriptions",
-    "cluster_graph",
-    "community_reports",
-    "extract_claims",
-    "fast",
-    "embed_text",
-)
+def graph_sections(method: str) -> dict[str, set[str]]:
+    """The settings sections that decide what a method's graph is, as its steps declare them
+    (`Step.settings_section`), each with its keys that do not (how an update revises). An `update` refuses when
+    one changed; input, query, worker, cache and output settings - and the sections of steps the method does not
+    run - do not make the existing graph wrong."""
+    sections: dict[str, set[str]] = {}
+    for step in method_steps(method):
+        if step.settings_section is not None:
+            neutral = set(step.graph_neutral_keys())
+            known = sections.get(step.settings_section)
+            sections[step.settings_section] = neutral if known is None else known & neutral
+    return sections
 
 
 def graph_fingerprint(ctx: StepContext, method: str) -> str:
     """What the published graph was computed with: method, graph settings, models' result-deciding keys, prompts."""
-    # how an update revises reports is not what the graph is: switching it needs no full index
+    sections = graph_sections(method)
     settings = ctx.settings.model_dump(
-        mode="json",
-        include=set(GRAPH_SECTIONS),
-        exclude={
-            section: {"revise_on_update", "update_prompt"}
-            for section in ("community_reports", "summarize_descriptions")
-        },
+        mode="json", include=set(sections), exclude={name: keys for name, keys in sections.items() if keys}
     )
     models = {
         k: {f: v for f, v in m.model_dump(mode="json").items() if f in _MODEL_RESULT_KEYS}
@@ -191,6 +203,27 @@ def declared_prompts(steps: list[Step], settings: Settings, update: bool = False
     return list(dict.fromkeys(path for step in steps for path in step.prompts(settings, update)))
 
 
+@dataclass
+class RunPlan:
+    """What a run will do, decided before any lock or worker: its kind, its method's steps, its input."""
+
+    ctx: StepContext
+    output: Path | str
+    method: str
+    steps: list[Step]
+    files: list[FoundFile]
+    manifest: list[list]  # input_manifest(files)
+    input_id: str
+    kind: str  # "index", "update" or "retry"
+    published_stats: dict | None = None  # of the version an update or a retry starts from
+    retried: int | None = None  # a retry: how many of the published failures it can fix
+    force_resume: bool = False  # a retry of a run that never published: it resumes, whatever --no-resume says
+
+    @property
+    def update(self) -> bool:
+        return self.kind == "update"
+
+
 def build_index(
     root: str | Path = ".",
     config_file: str | Path | None = None,
@@ -207,7 +240,8 @@ def build_index(
     batch: bool | None = None,
     detach: bool = False,
 ) -> IndexResult:
-    """One index run, published as a new version.
+    """One index run, published as a new version: planned (`plan_run`), run under the project's lock
+    (`run_planned`), published (`publish_run`).
 
     `update`: the corpus changed since the published index; the run starts from it - its numbers are carried over,
     and everything whose inputs did not change is answered by the cache (no call) - and the new version gets a
@@ -221,20 +255,42 @@ def build_index(
     runs (the Ray cluster it started or joined: address, nodes, CPUs; or this process). `batch` (None: the
     settings' `batch.enabled`): the calls go as Batch API jobs; `detach`: stop once they are submitted."""
     root = Path(root).resolve()
-    settings = settings or load_settings(root, config_file)
-    if batch is not None or detach:
-        settings = settings.model_copy(deep=True)
-        settings.batch.enabled = settings.batch.enabled if batch is None else batch
-        settings.batch.detach = detach
-        settings.batch.enabled = settings.batch.enabled or detach
-    ctx = StepContext(settings, root)
+    settings = _with_batch(settings or load_settings(root, config_file), batch, detach)
+    planned = plan_run(StepContext(settings, root), method, update, retry_failures, skip_unchanged)
+    if isinstance(planned, IndexResult):  # nothing to do
+        return planned
+    # with Ray running, the workers start while the endpoints are checked (in run_planned); otherwise a bad key
+    # is said before anything starts
+    workers_first = ray_running()
+    if not workers_first and validate:
+        _check_models(settings, planned.steps)
+    with RunLock(root):
+        return run_planned(planned, resume, show_progress, verbose, validate and workers_first, announce)
+
+
+def _with_batch(settings: Settings, batch: bool | None, detach: bool) -> Settings:
+    """The settings with the command line's --batch / --detach."""
+    if batch is None and not detach:
+        return settings
+    settings = settings.model_copy(deep=True)
+    settings.batch.enabled = (settings.batch.enabled if batch is None else batch) or detach
+    settings.batch.detach = detach
+    return settings
+
+
+def plan_run(
+    ctx: StepContext, method: str | None, update: bool, retry_failures: bool, skip_unchanged: bool
+) -> RunPlan | IndexResult:
+    """What to run - or the published index as it is, when there is nothing to do; the refusals (a changed graph
+    for an update, a changed input for a retry) before anything starts."""
+    settings, root = ctx.settings, ctx.root
     output = resolve(root, settings.output.base_dir)
-    published_stats = None
+    published_stats, force_resume = None, False
     if retry_failures and not update and current_index(output) is None:
         # a run that failed before publishing: resuming it retries exactly its failed items (their partitions
         # were forgotten when it stopped), and answers cached unusable are asked again
         log.warning("--retry-failures: no published index in %s; resuming the unpublished run", output)
-        retry_failures, resume = False, True
+        retry_failures, force_resume = False, True
     if update or retry_failures:
         ctx.previous, published_stats = _published(output, "update" if update else "--retry-failures")
         built_with = published_stats.get("method", "standard")
@@ -261,115 +317,114 @@ def build_index(
     check_columns(settings, files)
     manifest = input_manifest(files)
     input_id = input_id_for(ctx, method, manifest=manifest)
+    kind = "update" if update else "retry" if retry_failures else "index"
+    planned = RunPlan(
+        ctx, output, method, steps, files, manifest, input_id, kind, published_stats, force_resume=force_resume
+    )
     if update and input_id == published_stats.get("input_id"):
         return _published_result(output, published_stats, "unchanged")
-    if skip_unchanged and not update and not retry_failures and (published := current_index(output)) is not None:
+    if skip_unchanged and kind == "index" and (published := current_index(output)) is not None:
         stats = _json(published, "stats.json") or {}
         if stats.get("input_id") == input_id and not stats.get("total", {}).get("failures"):
             return _published_result(output, stats, "index unchanged")
-    retried = None
     if retry_failures:
         if input_id != published_stats.get("input_id"):
             raise GraphRagRayError(
                 "--retry-failures: the input, settings or prompts changed since the published "
                 "index: run `graphrag-ray update` (or `graphrag-ray index`)"
             )
-        retried = _failures_to_retry(ctx.previous, steps)
-        if not retried:
+        planned.retried = _failures_to_retry(ctx.previous, steps)
+        if not planned.retried:
             return _published_result(output, published_stats, "nothing to retry")
         ctx.retry_unusable = True
-    # with Ray running, the workers start while the endpoints are checked (below); otherwise a bad key is said
-    # before anything starts
-    workers_first = ray_running()
-    if not workers_first and validate:
-        _check_models(settings, steps)
-    with RunLock(root):
-        run_id = run_id_for(ctx, method, files, input_id)
-        runs = Store(resolve(root, settings.output.runs_dir))
-        run = RunState(runs.child(run_id))
-        if not resume:
-            run.reset()
-        # every attempt of this run journals what it pays beside the run's folder (kept by --no-resume too), so
-        # the published ledger is what the provider billed for the whole run, not what the last attempt paid
-        paid = runs.child(f"paid-{run_id}")
-        ctx.paid_dir = paid.location
-        ctx.batch_dir = runs.child(f"batches-{run_id}").location  # kept by --no-resume too: no job is sent twice
-        workers = settings.workers
-        # what the run reads anew decides whether Ray's start-up pays: an update of a few documents runs here,
-        # cluster or not
-        work_bytes = (
-            changed_input_bytes(manifest, _json(ctx.previous, "inputs.json")) if update else sum(f.size for f in files)
-        )
-        backend = choose_backend(
-            workers.executor, work_bytes, workers.local_max_input_mb, not update, workers.ray_min_cpus
-        )
-        limiter = job_limiter(backend, run_id, verbose)
-        runs_on = (
-            where_ray_runs()
-            if backend == "ray"
-            else f"running in this process, no Ray (workers.executor: {workers.executor}{_why_local(workers, work_bytes)})"
-        )
-        (announce or log.info)(runs_on)
-        warm = warm_start(limiter, published_stats.get("provider_limits") or {}, settings.models) if update else []
-        started = time.perf_counter()
-        with progress_bar(show_progress) as progress:
-            executor = Executor(ctx, run, limiter, progress, backend, settings.output.max_failure_ratio)
-            if workers_first:
-                try:  # Ray's actors start (about a second) while the endpoints answer; nothing is sent before
-                    if backend == "ray":
-                        executor.start_workers()
-                    if validate:
-                        _check_models(settings, steps)
-                except BaseException:
-                    executor.close()
-                    raise
-            # modules slow to import (about a second each: lancedb, igraph, leidenalg) and needed only later are
-            # imported while the run waits on its first model calls - not at the start, where they held the GIL the
-            # run's first steps and first requests needed
-            slow = list(dict.fromkeys(m for step in steps if step.enabled(settings) for m in step.slow_imports))
-            if slow:
-                executor.beside_first_calls(lambda: [importlib.import_module(m) for m in slow])
-            try:
-                tables = executor.run_steps(steps, keep=published_tables(steps))
-            except Exception as exc:
-                if not disk_full(exc):
-                    raise
-                raise GraphRagRayError(
-                    f"no space left on the device while writing the run's state to "
-                    f"{runs.location}; the published index is unchanged and the run resumes "
-                    "once there is room"
-                ) from None
-        about = {
-            "run_id": run_id,
-            "input_id": input_id,
-            "method": method,
-            "graph_fingerprint": graph_fingerprint(ctx, method),
-            "executor": backend,
-            "runs_on": runs_on,
-            "started_warm": warm,
-            "provider_limits": provider_limits(limiter_snapshot(limiter), settings.models),
-            "kind": "update" if update else "retry" if retry_failures else "index",
-            **({"retried": retried} if retried is not None else {}),
-        }
+    return planned
+
+
+def run_planned(
+    planned: RunPlan,
+    resume: bool,
+    show_progress: bool,
+    verbose: bool,
+    check_while_starting: bool,
+    announce: Callable[[str], None] | None,
+) -> IndexResult:
+    """The steps of a planned run on the executor it chooses, then its publication (under the caller's lock)."""
+    ctx, settings = planned.ctx, planned.ctx.settings
+    run_id = run_id_for(ctx, planned.method, planned.files, planned.input_id)
+    runs = Store(resolve(ctx.root, settings.output.runs_dir))
+    run = RunState(runs.child(run_id))
+    if not resume and not planned.force_resume:
+        run.reset()
+    # every attempt of this run journals what it pays beside the run's folder (kept by --no-resume too), so the
+    # published ledger is what the provider billed for the whole run, not what the last attempt paid
+    paid = runs.child(f"paid-{run_id}")
+    ctx.paid_dir = paid.location
+    ctx.batch_dir = runs.child(f"batches-{run_id}").location  # kept by --no-resume too: no job is sent twice
+    backend, runs_on = _choose_executor(planned)
+    limiter = job_limiter(backend, run_id, verbose)
+    (announce or log.info)(runs_on)
+    previous_limits = (planned.published_stats or {}).get("provider_limits") or {}
+    warm = warm_start(limiter, previous_limits, settings.models) if planned.update else []
+    started = time.perf_counter()
+    with progress_bar(show_progress) as progress:
+        executor = Executor(ctx, run, limiter, progress, backend, settings.output.max_failure_ratio)
+        if check_while_starting:
+            try:  # Ray's actors start (about a second) while the endpoints answer; nothing is sent before
+                if backend == "ray":
+                    executor.start_workers()
+                _check_models(settings, planned.steps)
+            except BaseException:
+                executor.close()
+                raise
+        # modules slow to import (about a second each: lancedb, igraph, leidenalg) and needed only later are
+        # imported while the run waits on its first model calls - not at the start, where they held the GIL the
+        # run's first steps and first requests needed
+        steps = planned.steps
+        slow = list(dict.fromkeys(m for step in steps if step.enabled(settings) for m in step.slow_imports))
+        if slow:
+            executor.beside_first_calls(lambda: [importlib.import_module(m) for m in slow])
         try:
-            version, stats = publish(
-                output,
-                lambda folder: _write_index(
-                    folder, tables, ctx, executor, steps, about, time.perf_counter() - started, manifest
-                ),
-                settings.output.keep_versions,
-            )
-        except Exception as exc:  # an OSError, or a writer's own error quoting the OS's (Polars: ComputeError)
+            tables = executor.run_steps(steps, keep=published_tables(steps))
+        except Exception as exc:
             if not disk_full(exc):
                 raise
             raise GraphRagRayError(
-                f"no space left on the device while writing the index to {output}; the "
-                f"published index is unchanged and the run resumes once there is room"
+                f"no space left on the device while writing the run's state to {runs.location}; the published "
+                "index is unchanged and the run resumes once there is room"
             ) from None
-        log.info("published %s (%s)", version.location, ", ".join(f"{k} {v}" for k, v in stats["rows"].items()))
-        run.reset()
-        paid.delete_tree()
-        return IndexResult(output, run_id, stats, executor.ledger, dict(executor.node_ids), version)
+    about = {
+        "run_id": run_id,
+        "input_id": planned.input_id,
+        "method": planned.method,
+        "graph_fingerprint": graph_fingerprint(ctx, planned.method),
+        "executor": backend,
+        "runs_on": runs_on,
+        "started_warm": warm,
+        "provider_limits": provider_limits(limiter_snapshot(limiter), settings.models),
+        "kind": planned.kind,
+        **({"retried": planned.retried} if planned.retried is not None else {}),
+    }
+    version, stats = publish_run(planned, tables, executor, about, time.perf_counter() - started)
+    run.reset()
+    paid.delete_tree()
+    return IndexResult(planned.output, run_id, stats, executor.ledger, dict(executor.node_ids), version)
+
+
+def _choose_executor(planned: RunPlan) -> tuple[str, str]:
+    """Ray or this process, and the run's first line saying which. What the run reads anew decides whether Ray's
+    start-up pays: an update of a few documents runs here, cluster or not."""
+    workers = planned.ctx.settings.workers
+    if planned.update:
+        work_bytes = changed_input_bytes(planned.manifest, _json(planned.ctx.previous, "inputs.json"))
+    else:
+        work_bytes = sum(f.size for f in planned.files)
+    backend = choose_backend(
+        workers.executor, work_bytes, workers.local_max_input_mb, not planned.update, workers.ray_min_cpus
+    )
+    if backend == "ray":
+        return backend, where_ray_runs()
+    why = _why_local(workers, work_bytes)
+    return backend, f"running in this process, no Ray (workers.executor: {workers.executor}{why})"
 
 
 def _why_local(workers, work_bytes: int) -> str:
@@ -426,64 +481,3 @@ def _json(version: Store | None, name: str):
     """A JSON file of a published version (None when it has none: written by an earlier release)."""
     raw = version.read_bytes(name) if version is not None else None
     return json.loads(raw) if raw else None
-
-
-def _write_index(
-    folder: Path,
-    tables,
-    ctx: StepContext,
-    executor: Executor,
-    steps: list[Step],
-    about: dict,
-    wall: float,
-    manifest: list[list],
-) -> dict:
-    settings = ctx.settings
-    (folder / "inputs.json").write_text(json.dumps(manifest, ensure_ascii=False), encoding="utf-8")
-    rows = {}
-    for name in REQUIRED_TABLES:  # one at a time (tables: RunTables, read from the run when asked for)
-        table = tables[name]
-        write_table(table, folder, name, settings.output.partition_rows)
-        rows[name] = int(table.height)
-        del table
-    write_table(tables["failures"], folder, "failures")
-    write_lexical(folder, tables)  # BM25, for queries (nlp/lexical.py)
-    for step in steps:
-        step.publish(ctx, folder, tables, executor.run.store)
-        if step.carries_results:  # each item's rows, for the next update to carry (exec/carried.py)
-            publish_carried(executor.run.store, folder, step.name, list(step.yields))
-    billed = run_ledger(ctx.paid_dir) if ctx.paid_dir else executor.ledger  # every attempt of this run
-    total, attempt = billed.total(), executor.ledger.total()
-    stats = {
-        **about,
-        "wall_s": round(wall, 3),
-        "steps": executor.stats,
-        "total": {
-            "calls": total.calls,
-            "prompt_tokens": total.prompt_tokens,
-            "cached_tokens": total.cached_tokens,
-            "completion_tokens": total.completion_tokens,
-            "reasoning_tokens": total.reasoning_tokens,
-            "batch_calls": total.batch_calls,
-            "cost": round(total.cost, 6),
-            "cache_hits": total.cache_hits,
-            "retries": total.retries,
-            "rate_limited": total.rate_limited,
-            "abandoned": total.abandoned,
-            "failures": int(tables["failures"].height),
-        },
-        "this_attempt": {"calls": attempt.calls, "cost": round(attempt.cost, 6)},
-        "rows": rows,
-    }
-    if ctx.previous is not None:  # what changed since the version this run started from, and what it cost
-        changes = describe_changes(ctx.previous, tables, executor.ledger)
-        for step in steps:  # what a step adds itself (revised reports are not what a full index would write)
-            if step.name in executor.stats:
-                lines = step.update_lines(executor.stats[step.name])
-                changes.update(lines)
-                stats.update(lines)
-        (folder / "changes.json").write_text(json.dumps(changes, indent=2), encoding="utf-8")
-        stats["changes"] = {table: {k: len(v) for k, v in diff.items()} for table, diff in changes["tables"].items()}
-    (folder / "stats.json").write_text(json.dumps(stats, indent=2, default=str), encoding="utf-8")
-    billed.write_json(folder / settings.reporting.ledger_file)
-    return stats

@@ -12,7 +12,7 @@ import polars as pl
 from graphrag_ray.errors import GraphRagRayError, IndexDamagedError, IndexMissingError
 from graphrag_ray.storage.location import Store
 from graphrag_ray.storage.msgraphrag_layout import check_readable
-from graphrag_ray.storage.schemas import SCHEMAS
+from graphrag_ray.storage.schemas import OPTIONAL_COLUMNS, SCHEMAS
 from graphrag_ray.storage.tables import current_index, read_table
 from graphrag_ray.storage.vectors import VECTOR_TABLES, open_searchable
 
@@ -22,17 +22,24 @@ QUERY_TABLES = ("text_units", "entities", "relationships", "communities", "commu
 def as_polars(df: Any, name: str) -> pl.DataFrame:
     if df is None:
         raise IndexMissingError(f"index table '{name}' was not given")
-    if isinstance(df, pl.DataFrame):
-        return df
-    try:
-        return pl.from_pandas(df)
-    except (TypeError, ValueError) as exc:
-        raise GraphRagRayError(f"table '{name}': expected a Polars or pandas DataFrame ({exc})") from None
+    if not isinstance(df, pl.DataFrame):
+        try:
+            df = pl.from_pandas(df)
+        except (TypeError, ValueError) as exc:
+            raise GraphRagRayError(f"table '{name}': expected a Polars or pandas DataFrame ({exc})") from None
+    return with_optional_columns(df, name)
+
+
+def with_optional_columns(df: pl.DataFrame, name: str) -> pl.DataFrame:
+    """Our columns a table of Microsoft GraphRAG (or of an earlier version) lacks, as nulls."""
+    optional = [c for c in OPTIONAL_COLUMNS.get(name, ()) if c not in df.columns]
+    return df.with_columns(pl.lit(None, dtype=SCHEMAS[name][c]).alias(c) for c in optional) if optional else df
 
 
 def checked_types(df: pl.DataFrame, name: str, folder: Store) -> pl.DataFrame:
     """The table with the columns queries read, in their types: a column missing, or of a type that does not
     convert (a writer's Int32 or large string does), is an error naming the file and the column."""
+    df = with_optional_columns(df, name)
     missing = [c for c in SCHEMAS[name] if c not in df.columns]
     if missing:
         raise IndexMissingError(f"index table '{name}' at {folder} lacks columns: {', '.join(missing)}")
@@ -159,9 +166,8 @@ class IndexData:
 
     @cached_property
     def text_unit_rows(self) -> dict[str, dict]:
-        columns = ["id", "human_readable_id", "text", "n_tokens", "relationship_ids"]
-        located = ["location"] if "location" in self.text_units.columns else []  # not in Microsoft's indexes
-        return {r["id"]: r for r in self.text_units.select(columns + located).iter_rows(named=True)}
+        columns = ["id", "human_readable_id", "text", "n_tokens", "relationship_ids", "location"]
+        return {r["id"]: r for r in self.text_units.select(columns).iter_rows(named=True)}
 
     @cached_property
     def entity_matcher(self):

@@ -155,6 +155,9 @@ RUN_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     },
 }
 
+# Our columns after Microsoft's: an index another engine (or an earlier version) wrote may lack them - read as nulls
+OPTIONAL_COLUMNS: dict[str, set[str]] = {"text_units": {"location"}}
+
 # Tables a complete index must have (covariates only when claims are on).
 REQUIRED_TABLES = ("documents", "text_units", "entities", "relationships", "communities", "community_reports")
 SORT_KEYS = {name: ["id"] for name in SCHEMAS} | {

@@ -275,7 +275,7 @@ def test_disk_full_while_writing_keeps_the_published_index(tmp_path, corpus, ray
         def full_disk(df, folder, name, *args, **kwargs):  # the index being assembled for publication
             raise OSError(errno.ENOSPC, "No space left on device")
 
-        monkeypatch.setattr("graphrag_ray.index.pipeline.write_table", full_disk)
+        monkeypatch.setattr("graphrag_ray.index.publishing.write_table", full_disk)
         with pytest.raises(GraphRagRayError, match="no space left on the device"):
             api.build_index(root=root)
 
@@ -284,12 +284,12 @@ def test_disk_full_while_writing_keeps_the_published_index(tmp_path, corpus, ray
                 "parquet: File out of specification: underlying IO error: No space left on device (os error 28)"
             )
 
-        monkeypatch.setattr("graphrag_ray.index.pipeline.write_table", full_disk_as_polars_says)
+        monkeypatch.setattr("graphrag_ray.index.publishing.write_table", full_disk_as_polars_says)
         with pytest.raises(
             GraphRagRayError, match=f"no space left on the device while writing the index to {root / 'output'}"
         ):
             api.build_index(root=root)
-        monkeypatch.setattr("graphrag_ray.index.pipeline.write_table", real_write)
+        monkeypatch.setattr("graphrag_ray.index.publishing.write_table", real_write)
         assert published_version(root) == published
         assert read_table(published_index(root), "entities").equals(before)
         assert not list((root / "output" / "versions").glob(".staging-*")), "the half-written version is gone"

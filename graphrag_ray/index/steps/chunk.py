@@ -12,6 +12,7 @@ from graphrag_ray.storage.schemas import RUN_SCHEMAS, conform
 
 class Chunk(ItemStep):
     name = "chunk"
+    settings_section = "chunks"
     reads = ("documents",)
     writes = ("text_units",)
     yields = {"text_units": RUN_SCHEMAS["text_unit_rows"]}

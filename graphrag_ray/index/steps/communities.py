@@ -131,6 +131,7 @@ def previous_partition(previous: pl.DataFrame | None, ents: pl.DataFrame) -> dic
 
 class Communities(BatchStep):
     name = "communities"
+    settings_section = "cluster_graph"
     # the graph's shape, not its descriptions: Leiden runs beside the description summaries (a background step;
     # the reports step waits for it), off the path every run takes
     reads = ("resolved_entities", "resolved_relationships", "documents")

@@ -232,6 +232,7 @@ class CommunityReports(ItemStep):
     name = "community_reports"
     uses_llm, settings_section = True, "community_reports"
     prompt_keys, update_prompt_keys = ("prompt",), ("update_prompt",)
+    update_keys = ("revise_on_update",)
     reads = ("communities", "entities_summarized", "relationships_summarized")
     read_columns = {  # what a context and the reports' table are made of (a large run holds only these)
         "communities": (
@@ -252,6 +253,33 @@ class CommunityReports(ItemStep):
     yields = {"reports": REPORT_ROW_SCHEMA}
     carries_results = True  # an update takes unchanged items' rows from the version it updates
     Plan = ReportPlan
+
+    def estimate(self, corpus) -> list:
+        """Projected: a report per community (a share of the entities) but the small ones written from their rows,
+        each with the template and a context of its members' rows."""
+        from graphrag_ray.index.estimate import (
+            ENTITIES_PER_COMMUNITY,
+            ENTITY_ROW_TOKENS,
+            RELATIONSHIP_ROW_TOKENS,
+            REPORT_OUTPUT,
+            SMALL_COMMUNITY_SHARE,
+        )
+        from graphrag_ray.llm.tokens import tokenizer_for
+
+        cfg = corpus.settings.community_reports
+        chat = corpus.settings.model(cfg.model_id)
+        tok = tokenizer_for(chat.model, chat.encoding)
+        reported = corpus.communities * (1 - SMALL_COMMUNITY_SHARE if cfg.min_llm_entities >= 3 else 1)
+        per_entity = corpus.names.relationships / max(1, corpus.names.entities)
+        context = min(
+            cfg.max_input_length, ENTITIES_PER_COMMUNITY * (ENTITY_ROW_TOKENS + per_entity * RELATIONSHIP_ROW_TOKENS)
+        )
+        template = tok.count(corpus.ctx.prompt(cfg.prompt))
+        return [
+            corpus.stage(
+                self.name, cfg.model_id, reported, reported * (template + context), reported * REPORT_OUTPUT, False
+            )
+        ]
 
     def failure_source(self, item: dict) -> str:
         return f"community {item['community']}"

@@ -20,6 +20,12 @@ class Embed(EmbeddingStep):
     writes = publishes = ("embeddings",)
     slow_imports = ("lancedb",)  # the vectors are published into LanceDB
 
+    def estimate(self, corpus) -> list:
+        """The vectors of text units (embed_text_units', counted here as one stage), entities and reports."""
+        from graphrag_ray.index.estimate import embeddings_estimate
+
+        return embeddings_estimate(corpus)
+
     def rows(self, tables: Tables) -> pl.DataFrame:
         # the text as f"{title}:{description}" wrote it (a missing value as "None"): vectors are carried by text
         as_written = [pl.col(c).cast(pl.String).fill_null("None") for c in ("title", "description")]

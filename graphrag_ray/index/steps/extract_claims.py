@@ -59,6 +59,19 @@ def usable_claims(output: str) -> bool:
     return bool(parse_claims(output)[0]) or claims_say_none(output)
 
 
+def claims_prompt(ctx: StepContext, text: str) -> str:
+    cfg = ctx.settings.extract_claims
+    return fill(
+        ctx.prompt(cfg.prompt),
+        entity_specs=", ".join(ctx.settings.extract_graph.entity_types),
+        claim_description=cfg.description,
+        input_text=text,
+        tuple_delimiter=TUPLE_DELIMITER,
+        record_delimiter=RECORD_DELIMITER,
+        completion_delimiter=COMPLETION_DELIMITER,
+    )
+
+
 class ExtractClaims(ItemStep):
     name = "extract_claims"
     uses_llm, settings_section = True, "extract_claims"
@@ -76,16 +89,7 @@ class ExtractClaims(ItemStep):
     async def process(self, ctx: StepContext, item: dict, models) -> Rows:
         cfg = ctx.settings.extract_claims
         chat = models.chat(cfg.model_id)
-        prompt = fill(
-            ctx.prompt(cfg.prompt),
-            entity_specs=", ".join(ctx.settings.extract_graph.entity_types),
-            claim_description=cfg.description,
-            input_text=item["text"],
-            tuple_delimiter=TUPLE_DELIMITER,
-            record_delimiter=RECORD_DELIMITER,
-            completion_delimiter=COMPLETION_DELIMITER,
-        )
-        first = [{"role": "user", "content": prompt}]
+        first = [{"role": "user", "content": claims_prompt(ctx, item["text"])}]
         answer = await chat.chat(first, stage=STAGE, validate=usable_claims)
         claims, unparsed = parse_claims(answer.content)
         for _ in range(cfg.max_gleanings):
@@ -110,6 +114,32 @@ class ExtractClaims(ItemStep):
             log.info("text unit %s: %d unparseable claim records", item["item_id"], unparsed)
         self.stat_update("claims", len(claims))
         return {"claims": [{**c, "text_unit_id": item["item_id"], "order": i} for i, c in enumerate(claims)]}
+
+    def estimate(self, corpus) -> list:
+        """Counted: every unit's claims prompt, resent whole by each gleaning round; the answers projected as a
+        short share of the unit (most units state few claims)."""
+        from graphrag_ray.index.estimate import CLAIMS_OUTPUT_PER_UNIT_TOKEN, cacheable
+        from graphrag_ray.llm.tokens import count_chat_tokens, tokenizer_for
+
+        cfg = corpus.settings.extract_claims
+        chat = corpus.settings.model(cfg.model_id)
+        tok = tokenizer_for(chat.model, chat.encoding)
+        prompts = [
+            count_chat_tokens(tok, [{"role": "user", "content": claims_prompt(corpus.ctx, u["text"])}])
+            for u in corpus.units
+        ]
+        rounds = 1 + cfg.max_gleanings
+        return [
+            corpus.stage(
+                STAGE,
+                cfg.model_id,
+                len(prompts) * rounds,
+                sum(prompts) * rounds,
+                corpus.tokens * CLAIMS_OUTPUT_PER_UNIT_TOKEN * rounds,
+                True,
+                sum(cacheable(p) for p in prompts) * cfg.max_gleanings,
+            )
+        ]
 
     def finish(self, ctx: StepContext, tables: Tables, yielded: Tables) -> Tables:
         claims = yielded["claims"].unique(

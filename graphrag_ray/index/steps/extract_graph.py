@@ -44,6 +44,37 @@ class ExtractGraph(ItemStep):
     yields = {name: RUN_SCHEMAS[name] for name in ("extracted_entities", "extracted_relationships")}
     carries_results = True  # an update takes unchanged items' rows from the version it updates
 
+    def estimate(self, corpus) -> list:
+        """Counted: every unit's extraction prompt; each gleaning round resends it whole (its prefix is what a
+        caching provider serves cached) with the names found; the answers are projected."""
+        from graphrag_ray.index.estimate import COMPLETION_PER_UNIT_TOKEN, GLEANING_OUTPUT_SHARE, cacheable
+        from graphrag_ray.llm.tokens import count_chat_tokens, tokenizer_for
+
+        ctx, ex = corpus.ctx, corpus.settings.extract_graph
+        chat = corpus.settings.model(ex.model_id)
+        tok = tokenizer_for(chat.model, chat.encoding)
+        prompts = [
+            count_chat_tokens(tok, [{"role": "user", "content": extraction_prompt(ctx, u["text"])}])
+            for u in corpus.units
+        ]
+        continue_prompt = fill(
+            ctx.prompt(ex.continue_prompt), extracted_names="x, " * 8, completion_delimiter=COMPLETION_DELIMITER
+        )
+        glean_extra = tok.count(continue_prompt) + 4
+        rounds, units = 1 + ex.max_gleanings, len(corpus.units)
+        first_out = corpus.tokens * COMPLETION_PER_UNIT_TOKEN
+        return [
+            corpus.stage(
+                STAGE,
+                ex.model_id,
+                units * rounds,
+                sum(prompts) * rounds + glean_extra * units * ex.max_gleanings,
+                first_out * (1 + GLEANING_OUTPUT_SHARE * ex.max_gleanings),
+                True,
+                sum(cacheable(p) for p in prompts) * ex.max_gleanings,
+            )
+        ]
+
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> pl.DataFrame:
         return tables["text_units"].select(pl.col("id").alias("item_id"), "text", "document_id")
 

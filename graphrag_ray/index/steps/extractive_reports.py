@@ -31,6 +31,7 @@ REPORT_OVERRIDES = {
 
 class ExtractiveReports(ItemStep):
     name = "extractive_reports"
+    settings_section = "fast"
     reads = ("communities", "entities_summarized", "relationships_summarized", "text_units")
     writes = ("community_reports",)
     yields = {"sentence_mentions": RUN_SCHEMAS["sentence_mentions"]}

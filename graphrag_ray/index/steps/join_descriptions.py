@@ -10,6 +10,7 @@ from graphrag_ray.index.operations.descriptions import with_summaries
 
 class JoinDescriptions(BatchStep):
     name = "join_descriptions"
+    settings_section = "fast"
     reads = ("merged_entities", "merged_relationships")
     # the resolved_* tables are the merged ones here (no resolution): what the communities step reads
     writes = ("entities_summarized", "relationships_summarized", "resolved_entities", "resolved_relationships")

@@ -27,6 +27,7 @@ MAX_PER_UNIT = 40  # most frequent mentions of a unit kept as nodes (co-occurren
 
 class NlpGraph(ItemStep):
     name = "nlp_graph"
+    settings_section = "fast"
     reads = ("text_units", "documents")
     writes = ("extracted_entities", "extracted_relationships")
     yields = {name: RUN_SCHEMAS[name] for name in ("extracted_entities", "extracted_relationships")}

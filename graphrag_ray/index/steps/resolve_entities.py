@@ -110,6 +110,42 @@ class ResolveEntities(ItemStep):
     }
     partition_size = 256  # names embedded 256 at a time (the model's batch_size splits them); groups asked at once
 
+    def estimate(self, corpus) -> list:
+        """Projected: a confirmation call per candidate group (a share of the entities), and the names embedded
+        in batches when similarity pairs names."""
+        from graphrag_ray.index.estimate import CANDIDATE_GROUP_SHARE, RESOLVE_CONTEXT, RESOLVE_OUTPUT
+        from graphrag_ray.llm.tokens import tokenizer_for
+
+        cfg = corpus.settings.resolve_entities
+        chat = corpus.settings.model(cfg.model_id)
+        tok = tokenizer_for(chat.model, chat.encoding)
+        entities = corpus.entities
+        groups = max(1.0, entities * CANDIDATE_GROUP_SHARE) if entities > 1 else 0.0  # at least one to ask
+        template = tok.count(corpus.ctx.prompt(cfg.prompt))
+        stages = [
+            corpus.stage(
+                "resolve_entities",
+                cfg.model_id,
+                groups,
+                groups * (template + RESOLVE_CONTEXT),
+                groups * RESOLVE_OUTPUT,
+                False,
+            )
+        ]
+        if cfg.similarity <= 1:
+            names = corpus.settings.model(cfg.embedding_model_id)
+            stages.append(
+                corpus.stage(
+                    "resolve_entities_names",
+                    cfg.embedding_model_id,
+                    entities / names.batch_size,
+                    entities * 6,
+                    0,
+                    False,
+                )
+            )
+        return stages
+
     def model_ids(self, settings) -> list[str]:
         cfg = settings.resolve_entities
         if not cfg.enabled:

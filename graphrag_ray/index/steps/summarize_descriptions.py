@@ -37,11 +37,24 @@ class SummarizeDescriptions(ItemStep):
     name = "summarize_descriptions"
     uses_llm, settings_section = True, "summarize_descriptions"
     prompt_keys, update_prompt_keys = ("prompt",), ("update_prompt", "update_batch_prompt")
+    update_keys = ("revise_on_update",)
     reads = ("resolved_entities", "resolved_relationships", "text_units")
     read_columns = {"text_units": ("id",)}  # an update: which text units are gone
     writes = ("entities_summarized", "relationships_summarized")
     yields = {"summaries": SUMMARY_ROWS}
     carries_results = True  # an update takes unchanged items' rows from the version it updates
+
+    def estimate(self, corpus) -> list:
+        """Projected: a summary per name and pair found in two or more text units (the corpus's own names)."""
+        from graphrag_ray.index.estimate import DESCRIPTION_TOKENS, DESCRIPTIONS_PER_SUMMARY, SUMMARY_OUTPUT
+        from graphrag_ray.llm.tokens import tokenizer_for
+
+        cfg = corpus.settings.summarize_descriptions
+        chat = corpus.settings.model(cfg.model_id)
+        tok = tokenizer_for(chat.model, chat.encoding)
+        merged = corpus.names.recurring
+        prompt = tok.count(corpus.ctx.prompt(cfg.prompt)) + DESCRIPTIONS_PER_SUMMARY * DESCRIPTION_TOKENS
+        return [corpus.stage(self.name, cfg.model_id, merged, merged * prompt, merged * SUMMARY_OUTPUT, False)]
 
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> Items:
         """Every entity and relationship of two or more descriptions: a frame of items (exec/items.py), or in an
