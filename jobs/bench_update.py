@@ -28,10 +28,10 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_index import settings_for  # noqa: E402
 from corpus import fresh_project  # noqa: E402
+from graph_compare import comparable_graph  # noqa: E402
 from measure import Meter  # noqa: E402
 
 from graphrag_ray.api import build_index, join_ray, update_index  # noqa: E402
-from graphrag_ray.index.operations.descriptions import comparable_graph  # noqa: E402
 from graphrag_ray.llm.ledger import UsageLedger  # noqa: E402
 from graphrag_ray.simulate.process import SimulatorProcess  # noqa: E402
 from graphrag_ray.storage.tables import current_index  # noqa: E402

@@ -64,8 +64,3 @@ def partitions(items: Items, size: int) -> list[Part]:
         Part([it["item_id"] for it in items[i : i + size]], items=items[i : i + size])
         for i in range(0, len(items), size)
     ]
-
-
-def as_dicts(items: Items) -> list[dict]:
-    """The items as dicts, in the order the plan gave them (what a test or a small caller reads)."""
-    return items.to_dicts() if isinstance(items, pl.DataFrame) else items

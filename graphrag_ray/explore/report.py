@@ -26,7 +26,6 @@ CJK_FONTS = (
     "PingFang SC",
     "SimHei",
 )
-CHANGED_TABLES = ("documents", "text_units", "entities", "relationships", "communities", "community_reports")
 
 
 def step_rows(stats: dict) -> pl.DataFrame:

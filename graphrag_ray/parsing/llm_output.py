@@ -195,21 +195,6 @@ def says_none(output: str) -> bool:
     return COMPLETION_DELIMITER in text and not _OPENING.search(_straight(text))
 
 
-def usable_extraction(output: str) -> bool:
-    """An extraction answer worth keeping: at least one record parses (cut or not: its complete records stand), or
-    it says there are none. The one definition, for the re-ask decision and the parser alike."""
-    return parse_tuples(output).records > 0 or says_none(output)
-
-
-def looks_complete(output: str) -> bool:
-    """A whole answer ends with the completion marker, or with a record's closing after at least one record; a
-    truncated one does not (and neither does prose that happens to end in `)`)."""
-    text = _straight(visible_answer(output)).rstrip()
-    if text.endswith(COMPLETION_DELIMITER):
-        return True
-    return bool(_CLOSING.search(text)) and bool(_OPENING.search(text))
-
-
 # ----------------------------------------------------------------------------------------- claims
 _CLAIM_SPLIT = re.compile(
     re.escape(RECORD_DELIMITER) + r"|\n(?=\s*(?:\d+\s*[.)]|[-*•])?\s*\()"

@@ -23,7 +23,6 @@ import hashlib
 import json
 import re
 
-FAMILIES = ("plain", "openai-reasoning", "deepseek-reasoner", "think-tags")
 SHAPES = (
     "clean",
     "closed-gt",

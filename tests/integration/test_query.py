@@ -33,12 +33,16 @@ def run(coro):
 
 
 @pytest.mark.parametrize("method", ["local", "global", "drift", "basic", "hybrid", "auto"])
-def test_each_method_answers_with_accounting(root, method):
+def test_each_method_answers_with_accounting(root, method, simulator):
+    before = simulator.stats()
     result = run(api.search(QUESTION, method, root))
+    served = simulator.stats().get("ok", 0) - before.get("ok", 0)  # answers the endpoint gave: chat and vectors
     assert result.response and "I am sorry" not in result.response and "do not know" not in result.response
     assert result.llm_calls >= 1 and result.completion_time > 0
     paid = result.details["paid_calls"]
-    assert result.llm_calls >= paid  # calls counted = paid + answered from the cache
+    assert paid == served  # what was paid is what the endpoint served
+    again = run(api.search(QUESTION, method, root))  # the same question: every call answered by the cache
+    assert again.details["paid_calls"] == 0 and again.llm_calls == result.llm_calls  # calls = paid + cache hits
     if paid:  # what was paid for has tokens and a price (the settings price the simulated model)
         assert result.prompt_tokens > 0 and result.output_tokens > 0 and result.cost > 0
     else:

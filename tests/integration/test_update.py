@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from graphrag_ray import api
-from graphrag_ray.index.operations.descriptions import comparable_graph
+from jobs.graph_compare import comparable_graph
 from graphrag_ray.simulate.process import SimulatorProcess
 from graphrag_ray.storage.tables import read_table
 from tests.helpers import (

@@ -11,7 +11,7 @@ import shutil
 import polars as pl
 
 from graphrag_ray import api
-from graphrag_ray.index.operations.descriptions import comparable_graph
+from jobs.graph_compare import comparable_graph
 from graphrag_ray.simulate.process import SimulatorProcess
 from graphrag_ray.storage.tables import read_table
 from tests.helpers import check_communities, write_input as write, make_root, published_index

@@ -172,7 +172,6 @@ def test_text_repeated_across_text_units_is_embedded_once_and_every_unit_gets_it
 
     import numpy as np
 
-    from graphrag_ray.exec.items import as_dicts
     from graphrag_ray.exec.step import SpilledRows
     from graphrag_ray.index.operations.embedding import vector_batches
     from graphrag_ray.index.steps.embed_text_units import STEP as EMBED_TEXT_UNITS
@@ -190,7 +189,8 @@ def test_text_repeated_across_text_units_is_embedded_once_and_every_unit_gets_it
     ]
     units = pl.DataFrame({"id": [f"tu{i}" for i in range(len(texts))], "text": texts})
     plan = EMBED_TEXT_UNITS.plan()
-    items = as_dicts(plan.items(ctx, {"text_units": units}, 0, {}))
+    items = plan.items(ctx, {"text_units": units}, 0, {})
+    items = items.to_dicts() if isinstance(items, pl.DataFrame) else items
     assert sorted(it["text"] for it in items) == sorted(set(texts))
     assert [it["item_id"] for it in items] == ["tu0", "tu1", "tu3"]  # the first unit of each text
     failed = "Carol."

@@ -207,7 +207,7 @@ def build_local_context(
 
     # claims about the selected entities (Microsoft GraphRAG's "Claims" table), from what the local budget left
     claims = [c for e in selected for c in data.claims_by_subject.get(e["title"], [])]
-    text_c, kept_c = table(
+    _, kept_c = table(
         "claims",
         "Claims",
         ["id", "entity", *CLAIM_COLUMNS],
