@@ -11,8 +11,8 @@ Issue 16's targets: dynamic wall <= static wall and <= 30 s, with fewer prompt t
 
 from __future__ import annotations
 
-import asyncio
 import argparse
+import asyncio
 import json
 import statistics
 import sys

@@ -18,8 +18,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from corpus import fresh_project  # noqa: E402
 from measure import Meter  # noqa: E402
 
-from graphrag_ray.api import build_index  # noqa: E402
-from graphrag_ray.api import join_ray  # noqa: E402
+from graphrag_ray.api import (
+    build_index,  # noqa: E402
+    join_ray,  # noqa: E402
+)
 
 SETTINGS = {
     "models": {"default_chat": {"api_key": ""}, "default_embedding": {"type": "local_embedding", "dimensions": 256}},

@@ -24,8 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from corpus import fresh_project  # noqa: E402
 from measure import Meter  # noqa: E402
 
-from graphrag_ray.api import build_index  # noqa: E402
-from graphrag_ray.api import join_ray  # noqa: E402
+from graphrag_ray.api import (
+    build_index,  # noqa: E402
+    join_ray,  # noqa: E402
+)
 from graphrag_ray.simulate.process import SimulatorProcess  # noqa: E402
 
 

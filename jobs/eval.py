@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from graphrag_ray.errors import GraphRagRayError
 from graphrag_ray import api
+from graphrag_ray.errors import GraphRagRayError
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -125,7 +125,7 @@ class Meter:
             self.sampler_cpu_s = time.thread_time()  # this thread's own CPU: the harness's, not the engine's
             self._stop.wait(self.interval)
 
-    def __enter__(self) -> "Meter":
+    def __enter__(self) -> Meter:
         self._procs_last: dict[int, tuple[str, float]] = {}
         self._read_tree()
         self._procs0 = dict(self._procs_last)

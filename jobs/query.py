@@ -10,8 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from graphrag_ray.errors import GraphRagRayError
 from graphrag_ray import api
+from graphrag_ray.errors import GraphRagRayError
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -45,7 +45,8 @@ def export_graph(
 ) -> list[Path]:
     """The published index's graph (or the version at `data`) as graphml | gexf | csv | neo4j files in `out`
     (default ROOT/export/FORMAT); the files written."""
-    from graphrag_ray.explore.export import check_format, export_graph as write
+    from graphrag_ray.explore.export import check_format
+    from graphrag_ray.explore.export import export_graph as write
 
     check_format(fmt)  # before the index loads
     folder = (Path(out) if out else Path(root) / "export" / fmt).resolve()  # import.sh runs from NEO4J_HOME

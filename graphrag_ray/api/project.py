@@ -12,7 +12,6 @@ from graphrag_ray.config.settings import Settings
 from graphrag_ray.errors import ConfigError
 from graphrag_ray.llm.models import Models
 
-
 ENV_HEADER = "# secrets for settings.yaml's ${VAR}s; keep this file out of version control\n"
 
 

@@ -24,9 +24,8 @@ def open_index(
 ):
     """(settings, IndexData, models) for queries against ROOT/output (or `data`); `vectors=False` leaves the
     LanceDB tables closed (global search needs none, and opening them costs lancedb's import)."""
-    from graphrag_ray.query.index_data import IndexData
-
     from graphrag_ray.llm.tokens import load_in_background
+    from graphrag_ray.query.index_data import IndexData
 
     settings = settings or load_settings(root, config_file)
     for model_id in {settings.local_search.chat_model_id, settings.global_search.chat_model_id}:

@@ -157,7 +157,7 @@ def _console():
 
 
 # the commands register themselves on `app` when imported (after it exists)
-from graphrag_ray.cli import build, ask, tools  # noqa: E402,F401
+from graphrag_ray.cli import ask, build, tools  # noqa: E402,F401
 
 
 def _interrupt(signum, frame):

@@ -6,7 +6,6 @@ import asyncio
 import shlex
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -22,11 +21,11 @@ LevelOpt = typer.Option(
 @app.command()
 def export(
     root: Path = RootOpt,
-    config: Optional[Path] = ConfigOpt,
-    data: Optional[str] = DataOpt,
+    config: Path | None = ConfigOpt,
+    data: str | None = DataOpt,
     fmt: str = typer.Option("graphml", "--format", "-f", help="graphml | gexf | csv | neo4j"),
-    level: Optional[int] = LevelOpt,
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="folder (default: ROOT/export/FORMAT)"),
+    level: int | None = LevelOpt,
+    out: Path | None = typer.Option(None, "--out", "-o", help="folder (default: ROOT/export/FORMAT)"),
 ) -> None:
     """Write the graph for other tools: GraphML / GEXF (Gephi, Cytoscape, networkx), CSV, or Neo4j's import CSV."""
     from graphrag_ray.api import export_graph
@@ -41,13 +40,13 @@ def export(
 @app.command()
 def view(
     root: Path = RootOpt,
-    config: Optional[Path] = ConfigOpt,
-    data: Optional[str] = DataOpt,
-    level: Optional[int] = LevelOpt,
+    config: Path | None = ConfigOpt,
+    data: str | None = DataOpt,
+    level: int | None = LevelOpt,
     max_nodes: int = typer.Option(
         1500, "--max-nodes", help="entities drawn (the top ones by degree; all are searchable)"
     ),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="HTML file (default: ROOT/graph.html)"),
+    out: Path | None = typer.Option(None, "--out", "-o", help="HTML file (default: ROOT/graph.html)"),
 ) -> None:
     """One self-contained HTML file showing the graph by community: search, descriptions, relationships, reports."""
     from graphrag_ray.api import write_graph_view
@@ -58,9 +57,9 @@ def view(
 @app.command()
 def report(
     root: Path = RootOpt,
-    config: Optional[Path] = ConfigOpt,
-    data: Optional[str] = DataOpt,
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="folder (default: ROOT/report)"),
+    config: Path | None = ConfigOpt,
+    data: str | None = DataOpt,
+    out: Path | None = typer.Option(None, "--out", "-o", help="folder (default: ROOT/report)"),
 ) -> None:
     """A Markdown + PNG report of the index: tables, entity types, degrees, communities, cost per step, failures."""
     from graphrag_ray.api import write_index_report
@@ -88,9 +87,9 @@ def _question_text(question: str | None, query_opt: str | None, query_file: Path
 
 @app.command()
 def query(
-    question: Optional[str] = typer.Argument(None, help="the question (or use --query)"),
-    query_opt: Optional[str] = typer.Option(None, "--query", "-q", help="the question"),
-    query_file: Optional[Path] = typer.Option(
+    question: str | None = typer.Argument(None, help="the question (or use --query)"),
+    query_opt: str | None = typer.Option(None, "--query", "-q", help="the question"),
+    query_file: Path | None = typer.Option(
         None, "--query-file", help="read the question from a file ('-': standard input), for long questions"
     ),
     method: str = typer.Option(
@@ -106,9 +105,9 @@ def query(
         help="project root; give it twice or more to ask several indexes at "
         "once (global or local search; ids cited as <index>:<id>)",
     ),
-    config: Optional[Path] = ConfigOpt,
-    data: Optional[str] = DataOpt,
-    community_level: Optional[int] = typer.Option(
+    config: Path | None = ConfigOpt,
+    data: str | None = DataOpt,
+    community_level: int | None = typer.Option(
         None, "--community-level", help="Leiden level of the reports (default 2)"
     ),
     dynamic_community_selection: bool = typer.Option(
@@ -116,7 +115,7 @@ def query(
         "--dynamic-community-selection/--no-dynamic-community-selection",
         help="global search rates reports from the root down",
     ),
-    response_type: Optional[str] = typer.Option(
+    response_type: str | None = typer.Option(
         None, "--response-type", help="e.g. 'Multiple Paragraphs', 'Single Sentence'"
     ),
     streaming: bool = typer.Option(False, "--streaming/--no-streaming", help="print the answer as it comes"),
@@ -169,8 +168,8 @@ def query(
 @app.command()
 def chat(
     root: Path = RootOpt,
-    config: Optional[Path] = ConfigOpt,
-    data: Optional[str] = DataOpt,
+    config: Path | None = ConfigOpt,
+    data: str | None = DataOpt,
     questions: int = typer.Option(3, help="follow-up questions suggested after each answer"),
     response_type: str = typer.Option("Single Paragraph", "--response-type"),
     no_llm: bool = typer.Option(False, "--no-llm", help="extractive answers and follow-ups; no LLM call"),
@@ -194,19 +193,19 @@ def chat(
 @app.command("eval")
 def eval_(
     root: Path = RootOpt,
-    config: Optional[Path] = ConfigOpt,
-    questions: Optional[Path] = typer.Option(
+    config: Path | None = ConfigOpt,
+    questions: Path | None = typer.Option(
         None, "--questions", help="csv/jsonl: question, id, gold_answer, gold_evidence (text-unit ids)"
     ),
-    generate: Optional[int] = typer.Option(None, "--generate", help="make N questions from the index"),
+    generate: int | None = typer.Option(None, "--generate", help="make N questions from the index"),
     methods: str = typer.Option(
         "local,global",
         help="comma-separated: local, global, drift, basic, hybrid, evidence (the no-LLM baseline); a wrong name lists "
         "every method",
     ),
     judge: bool = typer.Option(True, "--judge/--no-judge", help="pairwise LLM-as-judge between the methods"),
-    out: Optional[Path] = typer.Option(None, "--out", help="output folder (default ROOT/eval/<id>)"),
-    data: Optional[str] = DataOpt,
+    out: Path | None = typer.Option(None, "--out", help="output folder (default ROOT/eval/<id>)"),
+    data: str | None = DataOpt,
 ) -> None:
     """Bulk evaluation: every question through every method (Ray, resumable), judged pairwise, reported."""
     from graphrag_ray.api import evaluate
@@ -237,13 +236,13 @@ def serve(
     ),
     host: str = typer.Option("127.0.0.1", "--host", help="address to bind (loopback unless told otherwise)"),
     port: int = typer.Option(8000, "--port", help="port"),
-    request_log: Optional[Path] = typer.Option(
+    request_log: Path | None = typer.Option(
         None, "--request-log", help="append one JSON line per request to this file (also on Ray Serve's log)"
     ),
     proxy_location: str = typer.Option(
         "HeadOnly", "--proxy-location", help="HeadOnly (one address) or EveryNode (a proxy on every node)"
     ),
-    address: Optional[str] = typer.Option(
+    address: str | None = typer.Option(
         None,
         "--address",
         help="the Ray cluster to serve on (HOST:PORT; or RAY_ADDRESS); by default a cluster of its own, on loopback",

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 from graphrag_ray.cli import (
+    BatchOpt,
     CacheOpt,
     ConfigOpt,
+    DetachOpt,
     OutputOpt,
     RootOpt,
     SkipValidationOpt,
-    BatchOpt,
-    DetachOpt,
     _console,
     _use_cache,
     app,
@@ -30,7 +29,7 @@ def init(
     force: bool = typer.Option(
         False, help="rewrite settings.yaml and the prompts (edited ones kept as .bak copies; .env is never rewritten)"
     ),
-    from_msgraphrag: Optional[Path] = typer.Option(
+    from_msgraphrag: Path | None = typer.Option(
         None,
         "--from-msgraphrag",
         help="a Microsoft GraphRAG "
@@ -60,7 +59,7 @@ def init(
 
 
 @app.command()
-def check(root: Path = RootOpt, config: Optional[Path] = ConfigOpt) -> None:
+def check(root: Path = RootOpt, config: Path | None = ConfigOpt) -> None:
     """Validate the settings and send one tiny request to every configured model."""
     from graphrag_ray.api import check_models
 
@@ -72,7 +71,7 @@ def check(root: Path = RootOpt, config: Optional[Path] = ConfigOpt) -> None:
 def index(
     ctx: typer.Context,
     root: Path = RootOpt,
-    config: Optional[Path] = ConfigOpt,
+    config: Path | None = ConfigOpt,
     method: str = typer.Option(
         "standard",
         help="index method: standard (LLM graph) | fast (no LLM); "
@@ -80,7 +79,7 @@ def index(
     ),
     resume: bool = typer.Option(True, "--resume/--no-resume", help="continue an interrupted run"),
     cache: bool = CacheOpt,
-    output: Optional[Path] = OutputOpt,
+    output: Path | None = OutputOpt,
     skip_validation: bool = SkipValidationOpt,
     dry_run: bool = typer.Option(False, "--dry-run", help="count and price the work; call nothing"),
     rehearse: bool = typer.Option(
@@ -102,7 +101,7 @@ def index(
         help="re-run only the items the published index lists in failures "
         "(transient causes), and publish a new version",
     ),
-    batch: Optional[bool] = BatchOpt,
+    batch: bool | None = BatchOpt,
     detach: bool = DetachOpt,
 ) -> None:
     """Build the index: documents -> text units -> graph -> communities -> reports -> embeddings."""
@@ -228,15 +227,15 @@ def _report_run(result, console) -> None:
 def update(
     ctx: typer.Context,
     root: Path = RootOpt,
-    config: Optional[Path] = ConfigOpt,
+    config: Path | None = ConfigOpt,
     resume: bool = typer.Option(True, "--resume/--no-resume", help="continue an interrupted update"),
     cache: bool = CacheOpt,
-    output: Optional[Path] = OutputOpt,
+    output: Path | None = OutputOpt,
     skip_validation: bool = SkipValidationOpt,
-    method: Optional[str] = typer.Option(
+    method: str | None = typer.Option(
         None, help="the published index's method (an update keeps it; another is refused)"
     ),
-    batch: Optional[bool] = BatchOpt,
+    batch: bool | None = BatchOpt,
     detach: bool = DetachOpt,
 ) -> None:
     """Bring the published index up to date with the input: documents added, changed or deleted cost calls in
@@ -261,7 +260,7 @@ def update(
 
 
 @app.command()
-def versions(root: Path = RootOpt, config: Optional[Path] = ConfigOpt) -> None:
+def versions(root: Path = RootOpt, config: Path | None = ConfigOpt) -> None:
     """The published versions of the index, newest first (CURRENT marked); read one with `query --data PATH`."""
     from rich.table import Table
 
@@ -301,7 +300,7 @@ def versions(root: Path = RootOpt, config: Optional[Path] = ConfigOpt) -> None:
 @app.command()
 def estimate(
     root: Path = RootOpt,
-    config: Optional[Path] = ConfigOpt,
+    config: Path | None = ConfigOpt,
     method: str = typer.Option("standard", help="index method: standard (LLM graph) | fast (no LLM)"),
 ) -> None:
     """Count documents, text units and prompt tokens; print expected calls, tokens and cost. Spends nothing."""
@@ -323,7 +322,7 @@ def estimate(
 @app.command("prompt-tune")
 def prompt_tune(
     root: Path = RootOpt,
-    config: Optional[Path] = ConfigOpt,
+    config: Path | None = ConfigOpt,
     limit: int = typer.Option(
         12, "--limit", "--sample", help="text units shown to the model (selection even, random, top)"
     ),
@@ -335,19 +334,17 @@ def prompt_tune(
     ),
     n_subset_max: int = typer.Option(300, help="auto: text units embedded"),
     k: int = typer.Option(15, help="auto: text units kept"),
-    domain: Optional[str] = typer.Option(None, help="the corpus's domain (found by the model otherwise)"),
-    language: Optional[str] = typer.Option(None, help="the corpus's language (detected otherwise)"),
+    domain: str | None = typer.Option(None, help="the corpus's domain (found by the model otherwise)"),
+    language: str | None = typer.Option(None, help="the corpus's language (detected otherwise)"),
     discover_entity_types: bool = typer.Option(
         True,
         "--discover-entity-types/--no-discover-entity-types",
         help="let the model choose the entity types (off: the prompt keeps settings' extract_graph.entity_types)",
     ),
     max_tokens: int = typer.Option(4000, help="token budget of the samples in the tuning prompt"),
-    chunk_size: Optional[int] = typer.Option(
-        None, help="tokens per sampled text unit (settings' chunks.size otherwise)"
-    ),
-    overlap: Optional[int] = typer.Option(None, help="overlap of the sampled text units"),
-    output: Optional[Path] = typer.Option(
+    chunk_size: int | None = typer.Option(None, help="tokens per sampled text unit (settings' chunks.size otherwise)"),
+    overlap: int | None = typer.Option(None, help="overlap of the sampled text units"),
+    output: Path | None = typer.Option(
         None, "--output", "-o", help="write the prompts into this folder (default: where settings read them)"
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the prompts; write nothing"),
@@ -381,9 +378,7 @@ def prompt_tune(
 
 @app.command("submission-id")
 def submission_id_cmd(
-    root: Path = RootOpt,
-    config: Optional[Path] = ConfigOpt,
-    method: str = typer.Option("standard", help="index method"),
+    root: Path = RootOpt, config: Path | None = ConfigOpt, method: str = typer.Option("standard", help="index method")
 ) -> None:
     """Print a deterministic Ray job submission id for this root's settings and input (no duplicate submits)."""
     from graphrag_ray.api import submission_id
@@ -400,7 +395,7 @@ def cache_clear(
         "summarize_descriptions, community_reports, query_global_map",
     ),
     root: Path = RootOpt,
-    config: Optional[Path] = ConfigOpt,
+    config: Path | None = ConfigOpt,
 ) -> None:
     """Drop one stage's cached answers, so the next run asks the model again for that stage only."""
     from graphrag_ray.api import clear_cache

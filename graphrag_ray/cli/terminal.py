@@ -61,7 +61,7 @@ class LineReader:
             loop = asyncio.get_running_loop()
             ready = loop.create_future()
             try:
-                loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
+                loop.add_reader(fd, lambda ready=ready: ready.done() or ready.set_result(None))
             except (PermissionError, OSError):  # a regular file: always readable
                 ready.set_result(None)
             else:

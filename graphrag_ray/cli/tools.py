@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -17,13 +16,13 @@ def simulate_llm(
     seed: int = typer.Option(0, help="seed of the deterministic faults"),
     latency: float = typer.Option(0.0, help="seconds added to every request"),
     latency_per_token: float = typer.Option(0.0, help="seconds added per completion token"),
-    embedding_latency: Optional[float] = typer.Option(
+    embedding_latency: float | None = typer.Option(
         None, help="seconds added to every embedding request (default: --latency)"
     ),
-    rpm: Optional[int] = typer.Option(None, help="server-side requests/min limit (429 beyond)"),
-    tpm: Optional[int] = typer.Option(None, help="server-side tokens/min limit (429 beyond)"),
-    api_key: Optional[str] = typer.Option(None, envvar="SIMULATOR_API_KEY", help="require this key (401 otherwise)"),
-    models: Optional[str] = typer.Option(None, help="comma-separated known model names (404 for others)"),
+    rpm: int | None = typer.Option(None, help="server-side requests/min limit (429 beyond)"),
+    tpm: int | None = typer.Option(None, help="server-side tokens/min limit (429 beyond)"),
+    api_key: str | None = typer.Option(None, envvar="SIMULATOR_API_KEY", help="require this key (401 otherwise)"),
+    models: str | None = typer.Option(None, help="comma-separated known model names (404 for others)"),
     embedding_dim: int = typer.Option(256, help="embedding vector size"),
     fault_429: float = typer.Option(0.0, help="fraction of requests answered 429 + Retry-After"),
     fault_500: float = typer.Option(0.0, help="fraction answered 500"),
@@ -33,7 +32,7 @@ def simulate_llm(
     fault_malformed: float = typer.Option(0.0, help="fraction answered with truncated/garbled content"),
     retry_after: float = typer.Option(0.05, help="Retry-After seconds announced with an injected 429"),
     hang_seconds: float = typer.Option(600.0, help="how long a hung request sleeps"),
-    limits_after: Optional[str] = typer.Option(
+    limits_after: str | None = typer.Option(
         None, help="limits that change mid-run: 'SECONDS=RPM/TPM,...' (e.g. 60=75/7500; an empty side means no limit)"
     ),
     answer_mode: str = typer.Option("normal", help="normal | no-delimiter | garbage (sloppy models)"),
@@ -74,8 +73,8 @@ def simulate_llm(
     no_batches: bool = typer.Option(False, help="no Files/Batches endpoints (a provider without a Batch API)"),
 ) -> None:
     """Run the OpenAI-compatible simulator (for tests, benchmarks and rehearsals; costs nothing)."""
-    from graphrag_ray.simulate.faults import FaultRates
     from graphrag_ray.simulate.config import SimulatorConfig, parse_limit_changes
+    from graphrag_ray.simulate.faults import FaultRates
     from graphrag_ray.simulate.server import serve
 
     faults = FaultRates(
@@ -118,8 +117,8 @@ def simulate_llm(
 
 @tokenizers_app.command("install")
 def tokenizers_install(
-    dest: Optional[Path] = typer.Option(None, help="target folder"),
-    wheel: Optional[Path] = typer.Option(None, help="a litellm wheel already downloaded"),
+    dest: Path | None = typer.Option(None, help="target folder"),
+    wheel: Path | None = typer.Option(None, help="a litellm wheel already downloaded"),
 ) -> None:
     """Fetch cl100k_base and o200k_base (from the litellm wheel on PyPI) so token counting works offline."""
     from graphrag_ray.api import install_tokenizers

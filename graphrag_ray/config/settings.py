@@ -59,7 +59,7 @@ class PriceConfig(Section):
     )
 
     @classmethod
-    def listed(cls, model: str) -> "PriceConfig":
+    def listed(cls, model: str) -> PriceConfig:
         """The list price of `model` written out (init writes it into settings.yaml, where the user sees it)."""
         from graphrag_ray.config.prices import list_price
 

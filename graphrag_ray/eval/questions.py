@@ -38,7 +38,7 @@ def load_questions(path: str | Path) -> pl.DataFrame:
     if "question" not in raw.columns:
         raise InputError(f"{path}: no 'question' column; it has: {', '.join(raw.columns)}")
     rows = []
-    for i, r in enumerate(raw.iter_rows(named=True)):
+    for r in raw.iter_rows(named=True):
         question = (r.get("question") or "").strip()
         if not question:
             continue

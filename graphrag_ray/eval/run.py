@@ -16,7 +16,6 @@ from graphrag_ray.eval.questions import generate_questions, load_questions
 from graphrag_ray.eval.report import write_report
 from graphrag_ray.eval.runner import JUDGMENT_SCHEMA, AnswerQuestions, JudgeAnswers
 from graphrag_ray.exec.executor import Executor
-from graphrag_ray.query.methods import eval_methods
 from graphrag_ray.exec.progress import progress_bar
 from graphrag_ray.exec.run_state import RunState
 from graphrag_ray.exec.runtime import choose_backend, job_limiter
@@ -24,6 +23,7 @@ from graphrag_ray.exec.step import StepContext
 from graphrag_ray.llm.models import Models
 from graphrag_ray.llm.preflight import check_endpoints
 from graphrag_ray.query.index_data import IndexData
+from graphrag_ray.query.methods import eval_methods
 from graphrag_ray.storage.location import as_location, resolve
 from graphrag_ray.storage.tables import current_index, write_table
 

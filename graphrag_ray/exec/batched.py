@@ -19,7 +19,7 @@ import logging
 import sys
 import time
 from collections import Counter
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from graphrag_ray.errors import GraphRagRayError
 from graphrag_ray.llm.batch_api import BatchAPI, BatchState, BatchUnsupportedError, split_lines

@@ -11,8 +11,9 @@ for starts at once."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, Callable
+from typing import Any
 
 from graphrag_ray.exec.pools import Pool
 

@@ -5,7 +5,8 @@ error cancel everything still in flight before raising it."""
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable, Iterable, TypeVar
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from graphrag_ray.exec.pools import Pool
 

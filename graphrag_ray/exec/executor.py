@@ -19,9 +19,8 @@ from typing import Any
 import polars as pl
 
 from graphrag_ray.errors import GraphRagRayError, StepFailedError
-from graphrag_ray.exec.beside import Beside
 from graphrag_ray.exec.batched import batched
-from graphrag_ray.llm import metrics
+from graphrag_ray.exec.beside import Beside
 from graphrag_ray.exec.carried import KEY_COLUMN, ItemKeys
 from graphrag_ray.exec.dispatch import dispatch
 from graphrag_ray.exec.held import HeldTables, Wanted, give_back_freed_memory, peak_rss_mb, wanted_by
@@ -41,6 +40,7 @@ from graphrag_ray.exec.step import (
     running,
 )
 from graphrag_ray.exec.worker import StepWorker
+from graphrag_ray.llm import metrics
 from graphrag_ray.llm.ledger import UsageLedger, run_ledger
 from graphrag_ray.storage.schemas import SCHEMAS
 

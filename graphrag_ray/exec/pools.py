@@ -71,11 +71,11 @@ class Pool(ABC):
     def close(self) -> None:
         """Cancel what runs, end the workers."""
 
-    def settle(self, most: float) -> None:
+    def settle(self, most: float) -> None:  # noqa: B027 - a no-op unless the pool shares this process
         """Return once the work handed to the workers has started and waits (on the network, say), or after `most`
         seconds. Workers in other processes (Ray's) need nothing from this one: at once."""
 
-    def __enter__(self) -> "Pool":
+    def __enter__(self) -> Pool:
         return self
 
     def __exit__(self, *exc) -> None:

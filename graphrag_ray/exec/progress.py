@@ -55,7 +55,7 @@ class PlainProgress:
         if done:
             self._line(self._describe(t, "done"))
 
-    def _describe(self, t: "PlainProgress.Task", state: str) -> str:
+    def _describe(self, t: PlainProgress.Task, state: str) -> str:
         f = t.fields
         figures = (
             f", calls {f.get('calls', 0):,}, tokens {f.get('tokens', 0):,}, ${f.get('cost', 0.0):.4f}"
@@ -83,7 +83,7 @@ class PlainProgress:
                     + (f"; {self.note}" if self.note else "")
                 )
 
-    def __enter__(self) -> "PlainProgress":
+    def __enter__(self) -> PlainProgress:
         self._thread = threading.Thread(target=self._heartbeat, name="graphrag-ray-progress", daemon=True)
         self._thread.start()
         return self
@@ -100,7 +100,7 @@ def _slowest_in_flight() -> float | None:
     return slowest_in_flight()
 
 
-def progress_bar(enabled: "bool | str", console=None):
+def progress_bar(enabled: bool | str, console=None):
     """A rich display (True / "rich"), plain lines for a log ("plain"), or none."""
     if enabled == "plain":
         return PlainProgress()

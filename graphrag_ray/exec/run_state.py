@@ -23,7 +23,7 @@ from graphrag_ray.storage.location import Store
 from graphrag_ray.storage.tables import read_table, scan_table, write_table
 
 
-def fingerprint(items: "list[dict] | Part") -> str:
+def fingerprint(items: list[dict] | Part) -> str:
     """Which items a partition held: a marker counts only for exactly the same items."""
     ids = items.ids if isinstance(items, Part) else [it["item_id"] for it in items]
     return hashlib.sha256("\n".join(ids).encode()).hexdigest()

@@ -38,11 +38,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import Counter
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import polars as pl
 
@@ -76,7 +77,7 @@ def collecting_stats() -> Iterator[Counter]:
 
 
 @contextmanager
-def running(step: "Step", ctx: "StepContext") -> Iterator[None]:
+def running(step: Step, ctx: StepContext) -> Iterator[None]:
     """While a step's code runs (in the driver or a worker): the prompts it declared are all it may read."""
     token = _DECLARED.set((step.name, frozenset(step.prompts(ctx.settings, update=ctx.previous is not None))))
     try:
@@ -117,7 +118,7 @@ class StepContext:
         return self.prompts[relative_path]
 
 
-class Step(ABC):
+class Step(ABC):  # noqa: B024 - abstract in kind: BatchStep and ItemStep are the steps
     name: str = ""
     reads: tuple[str, ...] = ()
     optional_reads: tuple[str, ...] = ()  # given when an earlier step of the method wrote them
@@ -237,7 +238,7 @@ class ItemPlan:
     from what the items yielded. The executor makes one per run and step and never ships it, so it may keep state
     between its calls; this default one keeps none and asks the step's own methods."""
 
-    def __init__(self, step: "ItemStep"):
+    def __init__(self, step: ItemStep):
         self.step = step
 
     def prepare(self, ctx: StepContext) -> None:

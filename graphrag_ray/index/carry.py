@@ -9,7 +9,7 @@ identical, so their reports are cache hits. A community that gained or lost a fe
 from __future__ import annotations
 
 from collections import Counter
-from typing import Callable
+from collections.abc import Callable
 
 import polars as pl
 

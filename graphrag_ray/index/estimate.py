@@ -150,7 +150,7 @@ class Corpus:
         self.report_tokens = REPORT_OUTPUT if "community_reports" in method_step_names else REPORT_OUTPUT / 2
 
     @cached_property
-    def names(self) -> "CorpusNames":
+    def names(self) -> CorpusNames:
         return corpus_names(self.units)
 
     @property

@@ -68,7 +68,7 @@ class RunLock:
             self.path.unlink(missing_ok=True)
             self.held = False
 
-    def __enter__(self) -> "RunLock":
+    def __enter__(self) -> RunLock:
         self.acquire()
         return self
 

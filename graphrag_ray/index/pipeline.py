@@ -7,12 +7,12 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-import os
 import logging
+import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import polars as pl
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def publish_run(planned: "RunPlan", tables, executor: Executor, about: dict, wall: float) -> tuple[Store, dict]:
+def publish_run(planned: RunPlan, tables, executor: Executor, about: dict, wall: float) -> tuple[Store, dict]:
     """The run's tables written as a new version and made current at once (storage/tables.py publish): a crash
     before the switch leaves the previous version current; a full disk is one line."""
     settings = planned.ctx.settings
@@ -45,7 +45,7 @@ def publish_run(planned: "RunPlan", tables, executor: Executor, about: dict, wal
     return version, stats
 
 
-def _write_index(folder: Path, tables, planned: "RunPlan", executor: Executor, about: dict, wall: float) -> dict:
+def _write_index(folder: Path, tables, planned: RunPlan, executor: Executor, about: dict, wall: float) -> dict:
     ctx, steps = planned.ctx, planned.steps
     settings = ctx.settings
     (folder / "inputs.json").write_text(json.dumps(planned.manifest, ensure_ascii=False), encoding="utf-8")

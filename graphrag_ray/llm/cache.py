@@ -72,7 +72,7 @@ def open_cache(location: str | Path | None) -> ResponseCache:
     return ResponseCache(open_kv(location) if location else None)
 
 
-def pack_vectors(vectors: "np.ndarray | list[list[float]]") -> dict[str, Any]:
+def pack_vectors(vectors: np.ndarray | list[list[float]]) -> dict[str, Any]:
     """Embedding vectors as base64 float32 (what endpoints send): much faster to write than JSON floats, and
     exact, since they were float32 in the first place."""
     import numpy as np  # here: a command that embeds nothing (a global query) never loads it
@@ -92,7 +92,7 @@ def pack_rows(entry: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def unpack_vectors(entry: dict[str, Any]) -> "np.ndarray":
+def unpack_vectors(entry: dict[str, Any]) -> np.ndarray:
     """The float32 matrix of a packed entry (rows are read-only views of it)."""
     import numpy as np
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from graphrag_ray.config.settings import ModelConfig
 from graphrag_ray.errors import LLMUnavailableError
@@ -27,8 +28,8 @@ from graphrag_ray.llm.client import (
 )
 from graphrag_ray.llm.concurrency import AdaptiveConcurrency
 from graphrag_ray.llm.deadline import within_deadline
-from graphrag_ray.llm.prices import price_of
 from graphrag_ray.llm.ledger import PaidJournal, Recording, UsageLedger, active_ledger
+from graphrag_ray.llm.prices import price_of
 from graphrag_ray.llm.retry import retrying
 from graphrag_ray.llm.tokens import tokenizer_for
 

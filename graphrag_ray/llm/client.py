@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import contextlib
-import logging
 import base64
 import binascii
+import contextlib
+import logging
 import sys
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from typing import TYPE_CHECKING, Any
 
 from graphrag_ray.config.settings import ModelConfig
 from graphrag_ray.errors import LLMFatalError
@@ -33,9 +34,9 @@ from graphrag_ray.llm.http import (
     server_sent_events,
     ssl_context,
 )
-from graphrag_ray.llm.request_shape import RequestShape, shape_for
 from graphrag_ray.llm.prices import cached_tokens_of
 from graphrag_ray.llm.reasoning import ThinkFilter, reasoning_tokens_of, split_reasoning
+from graphrag_ray.llm.request_shape import RequestShape, shape_for
 from graphrag_ray.secrets import redact
 
 if TYPE_CHECKING:
@@ -117,7 +118,7 @@ def completion_of(data: dict) -> Completion:
 
 # Clients not yet closed. Their owners (the models that opened them, models.py) close them before their loop ends;
 # this is only for the exit hook below, and holds them (a session collected unclosed prints its warning then).
-_UNCLOSED: set["OpenAIClient"] = set()
+_UNCLOSED: set[OpenAIClient] = set()
 
 
 def _close_abandoned_clients() -> None:
@@ -387,7 +388,7 @@ class OpenAIClient:
                 reader[0].cancel()
                 return
 
-    def _stall_error(self, reader: asyncio.Task) -> "StalledError":
+    def _stall_error(self, reader: asyncio.Task) -> StalledError:
         """The stall, raised instead of the cancellation that stopped the read (which is taken back)."""
         reader.uncancel()
         return StalledError(f"no answer for {self.config.stall_timeout:g}s from {self.where} (stall_timeout)")
@@ -417,7 +418,7 @@ class OpenAIClient:
         async for chunk in stream:
             yield chunk.model_dump()
 
-    async def embed(self, texts: list[str]) -> tuple["np.ndarray", int]:
+    async def embed(self, texts: list[str]) -> tuple[np.ndarray, int]:
         """A float32 matrix, one row per text, and the prompt tokens used. The vectors are asked for as base64
         float32 (as the SDK does) and decoded straight into the matrix: no Python float per number."""
         import numpy as np

@@ -24,7 +24,7 @@ class AdaptiveConcurrency:
         self._successes = 0
         self._changed = asyncio.Condition()
 
-    async def __aenter__(self) -> "AdaptiveConcurrency":
+    async def __aenter__(self) -> AdaptiveConcurrency:
         async with self._changed:
             await self._changed.wait_for(lambda: self.running < self.cap)
             self.running += 1

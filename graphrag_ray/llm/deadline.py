@@ -12,8 +12,8 @@ import contextlib
 import contextvars
 import logging
 import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import AsyncIterator, Callable
 
 from graphrag_ray.llm import in_flight
 

@@ -71,7 +71,7 @@ async def _accepts_connections(api_base: str, timeout: float) -> bool:
     port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
         _, writer = await asyncio.wait_for(asyncio.open_connection(parts.hostname, port), timeout)
-    except (OSError, asyncio.TimeoutError):
+    except (TimeoutError, OSError):
         return False
     writer.close()
     with contextlib.suppress(Exception):

@@ -13,13 +13,13 @@ error, which client.py names).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import json
 import os
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Mapping
+from typing import Any
 
 MAX_CONNECTIONS = 1000  # as the SDK's defaults: the concurrency setting, not the pool, bounds calls in flight
 MAX_IDLE_CONNECTIONS = 100
@@ -95,7 +95,7 @@ class AiohttpSession:
 
         try:
             yield
-        except asyncio.TimeoutError as exc:  # aiohttp's ServerTimeoutError is one
+        except TimeoutError as exc:  # aiohttp's ServerTimeoutError is one
             raise NoAnswer(timeout=True) from exc
         except aiohttp.ClientError as exc:
             raise NoAnswer(timeout=False) from exc

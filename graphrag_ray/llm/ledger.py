@@ -35,7 +35,7 @@ class Usage:
     unpriced_calls: int = 0  # of calls: of a model whose price nobody knows (their cost shows as $0)
     cost: float = 0.0  # USD from the configured prices
 
-    def add(self, other: "Usage") -> None:
+    def add(self, other: Usage) -> None:
         for f in fields(self):
             setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
@@ -53,7 +53,7 @@ class UsageLedger:
         model: str,
         prompt_tokens: int,
         completion_tokens: int,
-        price: "Price",
+        price: Price,
         reasoning_tokens: int = 0,
         cached_tokens: int = 0,
         batch: bool = False,
@@ -73,7 +73,7 @@ class UsageLedger:
         for name, value in counts.items():
             setattr(u, name, getattr(u, name) + value)
 
-    def merge(self, other: "UsageLedger | dict") -> None:
+    def merge(self, other: UsageLedger | dict) -> None:
         other_entries = other.entries if isinstance(other, UsageLedger) else UsageLedger.from_dict(other).entries
         for key, usage in other_entries.items():
             self.usage(*key).add(usage)
@@ -101,7 +101,7 @@ class UsageLedger:
         return {"stages": stages, "total": asdict(self.total())}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "UsageLedger":
+    def from_dict(cls, data: dict) -> UsageLedger:
         ledger = cls()
         for stage, models in data.get("stages", {}).items():
             for model, usage in models.items():
@@ -173,7 +173,7 @@ class UsageLedger:
         return table
 
 
-_ACTIVE: ContextVar["UsageLedger | None"] = ContextVar("graphrag_ray_active_ledger", default=None)
+_ACTIVE: ContextVar[UsageLedger | None] = ContextVar("graphrag_ray_active_ledger", default=None)
 
 
 def active_ledger(default: UsageLedger) -> UsageLedger:
@@ -229,7 +229,7 @@ class PaidJournal:
         model: str,
         prompt_tokens: int,
         completion_tokens: int,
-        price: "Price",
+        price: Price,
         reasoning_tokens: int = 0,
         cached_tokens: int = 0,
         batch: bool = False,
@@ -314,7 +314,7 @@ class Recording:
         model: str,
         prompt_tokens: int,
         completion_tokens: int,
-        price: "Price",
+        price: Price,
         reasoning_tokens: int = 0,
         cached_tokens: int = 0,
         batch: bool = False,

@@ -23,7 +23,7 @@ def _ray_on() -> bool:
     return ray.is_initialized()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _metric(kind: str, name: str, tags: tuple[str, ...], description: str) -> Any:
     from ray.util import metrics
 

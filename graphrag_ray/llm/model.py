@@ -7,8 +7,9 @@ import asyncio
 import contextlib
 import functools
 import json
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 from graphrag_ray.errors import LLMUnavailableError, UnusableAnswerError
 from graphrag_ray.llm.batch_collect import active_collector

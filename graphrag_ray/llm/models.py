@@ -43,7 +43,7 @@ class Models:
         check_first: bool = False,
         retry_unusable: bool = False,
         journal: PaidJournal | None = None,
-    ) -> "Models":
+    ) -> Models:
         # no project root (the API given dataframes): a relative cache folder has no home, and is not used
         cache_dir = resolve_if_rooted(root, settings.cache.base_dir) if settings.cache.enabled else None
         return cls(
@@ -77,7 +77,7 @@ class Models:
     def chat(self, model_id: str) -> ChatModel:
         return self._get(model_id, ChatModel)
 
-    def embedding(self, model_id: str) -> "EmbeddingModel | LocalEmbeddingModel":
+    def embedding(self, model_id: str) -> EmbeddingModel | LocalEmbeddingModel:
         local = self.settings.model(model_id).type == "local_embedding"
         return self._get(model_id, LocalEmbeddingModel if local else EmbeddingModel)
 

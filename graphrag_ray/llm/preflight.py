@@ -12,8 +12,8 @@ import time
 
 from graphrag_ray.config.settings import RetryConfig, Settings
 from graphrag_ray.llm.cache import ResponseCache
-from graphrag_ray.llm.endpoint import endpoint_answers
 from graphrag_ray.llm.embedding import EmbeddingModel
+from graphrag_ray.llm.endpoint import endpoint_answers
 from graphrag_ray.llm.model import ChatModel
 from graphrag_ray.llm.models import Models
 

@@ -302,7 +302,7 @@ class RayRateLimiter(_Client):
         self._handle = handle
 
     @classmethod
-    def for_job(cls, job_name: str) -> "RayRateLimiter":
+    def for_job(cls, job_name: str) -> RayRateLimiter:
         import ray
 
         # every waiting call of the job is one running actor call: room for many. The name is this job's alone: an
@@ -315,7 +315,7 @@ class RayRateLimiter(_Client):
         return cls(handle)
 
     @classmethod
-    def shared(cls, name: str) -> "RayRateLimiter":
+    def shared(cls, name: str) -> RayRateLimiter:
         """The limiter named `name`, made by whichever process asks first (every replica of a server asks for
         the same one): detached, so it outlives the replica that made it."""
         import ray

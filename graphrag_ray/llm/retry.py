@@ -9,7 +9,7 @@ asks once more with a changed request.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
 from tenacity.wait import wait_exponential_jitter

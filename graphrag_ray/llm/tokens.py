@@ -15,8 +15,8 @@ import hashlib
 import os
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from graphrag_ray.errors import ConfigError
 

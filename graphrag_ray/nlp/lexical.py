@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Iterator, Mapping
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -63,7 +63,7 @@ class LexicalIndex:
         self.vocab = retriever.vocab_dict
 
     @classmethod
-    def build(cls, ids: list[str], texts: Iterable[str]) -> "LexicalIndex":
+    def build(cls, ids: list[str], texts: Iterable[str]) -> LexicalIndex:
         """BM25 over `texts` (one per id, read once, in order). Each text's words become an int32 array of word
         ids as it is read: bm25s given the words themselves holds every word of the corpus as a Python string, twice
         (the words, then their ids) - at 100M tokens, gigabytes in the process publishing the index."""
@@ -85,7 +85,7 @@ class LexicalIndex:
         (folder / "ids.json").write_text(json.dumps(self.ids, ensure_ascii=False), encoding="utf-8")
 
     @classmethod
-    def load(cls, folder: Path) -> "LexicalIndex":
+    def load(cls, folder: Path) -> LexicalIndex:
         import bm25s
 
         ids = json.loads((folder / "ids.json").read_text(encoding="utf-8"))

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 TUPLE_DELIMITER = "<|>"
 RECORD_DELIMITER = "##"
@@ -51,7 +52,7 @@ class Extraction:
     unparsed: int = 0
     unparsed_samples: list[str] = field(default_factory=list)
 
-    def add(self, other: "Extraction") -> None:
+    def add(self, other: Extraction) -> None:
         self.entities += other.entities
         self.relationships += other.relationships
         self.unparsed += other.unparsed

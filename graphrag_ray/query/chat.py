@@ -4,7 +4,8 @@ numbered follow-up suggestions (as in the question-generation article's demo).""
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from graphrag_ray.errors import GraphRagRayError
 from graphrag_ray.llm.deadline import question_deadline

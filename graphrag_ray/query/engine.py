@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import AsyncIterator
 
 from graphrag_ray.config.prompts import load_prompt
 from graphrag_ray.config.settings import Settings
@@ -64,7 +64,7 @@ class QueryEngine(ABC):
         # the models, and the chat tokenizer every context budget needs, are set up with the
         # engine, not inside a query; an embedding tokenizer loads only for an input too long to skip counting
         if chat_id in self.settings.models:
-            self.models.chat(chat_id).tokenizer
+            _ = self.models.chat(chat_id).tokenizer  # loaded now, not in the first question
         if getattr(section, "embedding_model_id", None) in self.settings.models:
             self.models.embedding(section.embedding_model_id)
         for name in self.lookups:  # the index's row lookups this method reads, built with it as well

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from graphrag_ray.nlp.entities import sentences
 from graphrag_ray.nlp.relevance import best_sentences
-from graphrag_ray.query.context.budget import cite
 from graphrag_ray.parsing.context_tables import parse_context_tables
+from graphrag_ray.query.context.budget import cite
 
 MARK = "[Extractive answer: no LLM was used; these are the most relevant sentences of the indexed data.]"
 NOTHING = "[Extractive answer: no LLM was used.] Nothing in the indexed data matches this question."

@@ -100,7 +100,7 @@ class IndexData:
     @classmethod
     def load(
         cls, location: str | Path, open_vectors: bool = True, vector_search: dict | None = None, given: bool = False
-    ) -> "IndexData":
+    ) -> IndexData:
         """From a published index: a folder, or an object-store URI (s3://..., gs://...) of an output."""
         folder, tables = read_index_tables(location, QUERY_TABLES, given)
         covariates = read_table(folder, "covariates")
@@ -125,7 +125,7 @@ class IndexData:
         relationships=None,
         covariates=None,
         vectors_dir: Store | str | Path | None = None,
-    ) -> "IndexData":
+    ) -> IndexData:
         def table(df, name):
             return as_polars(df, name) if df is not None else pl.DataFrame(schema=SCHEMAS[name])
 

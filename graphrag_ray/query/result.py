@@ -47,7 +47,7 @@ class Accounting:
         self.ledger = UsageLedger()
         self._ctx = recording_into(self.ledger)
 
-    def __enter__(self) -> "Accounting":
+    def __enter__(self) -> Accounting:
         self.started = time.perf_counter()
         self._ctx.__enter__()
         return self

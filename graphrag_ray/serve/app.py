@@ -13,8 +13,9 @@ import json
 import logging
 import os
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator, Protocol
+from typing import Any, Protocol
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -31,9 +32,9 @@ from graphrag_ray.errors import (
 from graphrag_ray.llm import metrics
 from graphrag_ray.query.methods import check_method
 from graphrag_ray.serve import protocol
+from graphrag_ray.serve.front_ends import DIRECT, mode_prefix, skipped_answer, ui_task
 from graphrag_ray.serve.index_service import history_of
 from graphrag_ray.serve.protocol import Busy, ModelNotFound, Target
-from graphrag_ray.serve.front_ends import DIRECT, mode_prefix, skipped_answer, ui_task
 from graphrag_ray.serve.requests import BadRequest, BodyTooLarge, messages_of, options_of, parse_body, read_body, shown
 
 log = logging.getLogger("ray.serve.graphrag")  # under ray.serve: lands in the replica's Serve log

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 from ray import serve
 

@@ -12,14 +12,14 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 from graphrag_ray.config.load import load_settings
 from graphrag_ray.config.settings import Settings
 from graphrag_ray.llm.models import Models
-from graphrag_ray.serve.front_ends import DIRECT
 from graphrag_ray.query.context.history import ConversationHistory
 from graphrag_ray.query.context.local_context import LocalContext
 from graphrag_ray.query.global_search import MapPoints
@@ -27,6 +27,7 @@ from graphrag_ray.query.index_data import IndexData
 from graphrag_ray.query.methods import check_method
 from graphrag_ray.query.multi import EnginePart, MultiIndexSearch, index_name
 from graphrag_ray.query.result import SearchResult
+from graphrag_ray.serve.front_ends import DIRECT
 from graphrag_ray.serve.protocol import Busy
 from graphrag_ray.storage.location import resolve
 from graphrag_ray.storage.tables import current_index

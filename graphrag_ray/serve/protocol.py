@@ -8,7 +8,7 @@ import json
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from graphrag_ray.errors import GraphRagRayError
 from graphrag_ray.query.methods import multi_methods, served_methods
@@ -179,7 +179,7 @@ def openai_error(message: str, status: int, code: str | None = None) -> dict:
 
 # -- Ollama ------------------------------------------------------------------------------------------------
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
 def ollama_final(payload: dict, model: str, started: float, chat: bool) -> dict:

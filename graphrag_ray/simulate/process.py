@@ -17,7 +17,7 @@ class SimulatorProcess:
         self.proc: subprocess.Popen | None = None
         self.base_url = ""
 
-    def start(self) -> "SimulatorProcess":
+    def start(self) -> SimulatorProcess:
         args = [sys.executable, "-m", "graphrag_ray.cli", "simulate-llm", "--port", "0"]
         for name, value in self.knobs.items():
             if value is None or value is False:
@@ -60,7 +60,7 @@ class SimulatorProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
 
-    def __enter__(self) -> "SimulatorProcess":
+    def __enter__(self) -> SimulatorProcess:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -74,7 +74,7 @@ def answer(system: str, question: str) -> str:
             refs.append(f"{label} ({_ids(rows)})")
             parts += [str(r.get(text_col) or "") for r in rows[:3]]
     if not parts:  # other tables (e.g. DRIFT's intermediate answers): every cell is evidence
-        for name, rows in tables.items():
+        for rows in tables.values():
             parts += [" ".join(str(v) for k, v in r.items() if k not in ("id", "score")) for r in rows]
     analysts = re.findall(r"----Analyst \d+----\nImportance Score: [\d.]+\n(.+)", system)
     for section in ("---Local answer---", "---Global answer---"):

@@ -28,7 +28,8 @@ from graphrag_ray.llm.tokens import count_chat_tokens, tokenizer_for
 from graphrag_ray.simulate.batches import BATCH_HEADER, BatchService
 from graphrag_ray.simulate.config import SimulatorConfig, SlidingWindow
 from graphrag_ray.simulate.prompt_cache import PrefixCache, prompt_token_ids
-from graphrag_ray.simulate.responders import COMPLETE as COMPLETION_DELIMITER, respond
+from graphrag_ray.simulate.responders import COMPLETE as COMPLETION_DELIMITER
+from graphrag_ray.simulate.responders import respond
 from graphrag_ray.simulate.shapes import reasoning_text, refusal, reshape
 
 

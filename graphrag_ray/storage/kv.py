@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import os
 import re
-from abc import ABC, abstractmethod
 import socket
 import threading
 import time
 import uuid
+from abc import ABC, abstractmethod
 from pathlib import Path
 
 from graphrag_ray.storage.location import Store, is_uri
@@ -124,11 +124,11 @@ class SegmentLog:
     """One shard folder's segments as this process sees them: an index of every complete record, and this
     process's own segment, appended to under a lock (worker threads and event loops share it)."""
 
-    _by_folder: dict[tuple[str, int], "SegmentLog"] = {}
+    _by_folder: dict[tuple[str, int], SegmentLog] = {}
     _registry_lock = threading.Lock()
 
     @classmethod
-    def of(cls, base_dir: Path, key: str) -> "SegmentLog":
+    def of(cls, base_dir: Path, key: str) -> SegmentLog:
         """The log of `key`'s shard: 16 shards by the key's first hex digit, so a process's first lookup reads
         the record headers of a sixteenth of the cache (a query's first miss in an index-sized cache)."""
         folder = f"{base_dir}/{SEGMENTS_DIR}/{key[0]}"

@@ -11,7 +11,6 @@ object store a single PUT (an object appears whole or not at all).
 from __future__ import annotations
 
 import errno
-
 import fnmatch
 import glob as globlib
 import io
@@ -74,7 +73,7 @@ class StoredFile:
 class Store:
     """A folder on some filesystem: read, write (atomically), list, delete."""
 
-    def __init__(self, location: "str | Path | Store"):
+    def __init__(self, location: str | Path | Store):
         if isinstance(location, Store):
             location = location.location
         self.location = str(location).rstrip("/")
@@ -103,7 +102,7 @@ class Store:
     def __reduce__(self):  # pickled as its location: filesystems reconnect in the receiving process
         return (Store, (self.location,))
 
-    def child(self, relative: str) -> "Store":
+    def child(self, relative: str) -> Store:
         return Store(f"{self.location}/{relative}")
 
     def local_path(self, relative: str = "") -> Path | None:
@@ -252,7 +251,7 @@ class FoundFile:
             raise FileNotFoundError(self.source)
         return data
 
-    def readable(self) -> "Path | io.BytesIO":
+    def readable(self) -> Path | io.BytesIO:
         """Something Polars reads: the local path (so a header-only read reads only the header), or the
         object's bytes."""
         return self.store.local_path(self.name) or io.BytesIO(self.read_bytes())

@@ -19,14 +19,15 @@ import shutil
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 import polars as pl
 
 from graphrag_ray.errors import IndexDamagedError
-from graphrag_ray.storage.msgraphrag_layout import adapted, is_legacy_index, legacy_name
 from graphrag_ray.storage.location import Store
+from graphrag_ray.storage.msgraphrag_layout import adapted, is_legacy_index, legacy_name
 from graphrag_ray.storage.schemas import SCHEMAS, SORT_KEYS, conform
 
 PART_COLUMN = "part"

@@ -8,16 +8,16 @@ with numpy over a memory map, without importing LanceDB (three seconds of a quer
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
 from graphrag_ray.errors import GraphRagRayError
-from graphrag_ray.storage.msgraphrag_layout import their_vector_table
 from graphrag_ray.storage.location import Store
+from graphrag_ray.storage.msgraphrag_layout import their_vector_table
 
 FLAT_SUFFIX = ".flat.arrow"
 VECTOR_TABLES = ("entity_description", "text_unit_text", "community_full_content")
@@ -31,7 +31,7 @@ def write_vectors(
     name: str,
     ids: list[str],
     texts: list[str],
-    vectors: "list[list[float]] | np.ndarray",
+    vectors: list[list[float]] | np.ndarray,
     ann_index_rows: int,
     ann_index: str = "ivf_hnsw_sq",
 ) -> None:
@@ -194,7 +194,7 @@ class LanceVectors:
 
 def open_searchable(
     folder: Store | str | Path, name: str, nprobes: int = 8, refine_factor: int | None = None
-) -> "FlatVectors | LanceVectors | None":
+) -> FlatVectors | LanceVectors | None:
     """What a query searches: the flat copy when the table has one, else the LanceDB table; None when the index
     has no table by that name. Nothing is written."""
     store = folder if isinstance(folder, Store) else Store(str(folder))

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from graphrag_ray import api
-from graphrag_ray.config.settings import ModelConfig, PriceConfig
 from graphrag_ray.config.prices import list_price
+from graphrag_ray.config.settings import ModelConfig, PriceConfig
 from graphrag_ray.llm.prices import cached_tokens_of, price_of
 from graphrag_ray.simulate.process import SimulatorProcess
 from tests.helpers import cli_in_process, make_root, published_index

@@ -21,7 +21,7 @@ import pytest
 
 from graphrag_ray import api
 from graphrag_ray.storage.tables import current_index, read_table
-from tests.helpers import cli_in_process, cli
+from tests.helpers import cli, cli_in_process
 
 from .test_fast import example_root
 

@@ -7,13 +7,13 @@ import re
 import shutil
 import subprocess
 import sys
+from asyncio import run as run_closing  # the API closes the HTTP sessions it opened
 from pathlib import Path
 
 import polars as pl
 import pytest
 
 from graphrag_ray import api
-from asyncio import run as run_closing  # the API closes the HTTP sessions it opened
 from graphrag_ray.storage.tables import read_table
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+from asyncio import run as run_closing  # the API closes the HTTP sessions it opened
 
 import polars as pl
 import pytest
 
 from graphrag_ray import api
-from asyncio import run as run_closing  # the API closes the HTTP sessions it opened
 from graphrag_ray.llm.models import Models
 from graphrag_ray.query.factory import make_engine
 from graphrag_ray.query.global_search import GlobalSearch

@@ -17,7 +17,7 @@ import yaml
 
 from graphrag_ray import api
 from graphrag_ray.simulate.process import SimulatorProcess
-from tests.helpers import cli_in_process, cli, published_index
+from tests.helpers import cli, cli_in_process, published_index
 from tests.integration.test_index import coffee_root
 from tests.integration.test_query import synthetic_tree
 

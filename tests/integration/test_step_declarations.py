@@ -13,7 +13,7 @@ import yaml
 from graphrag_ray import api
 from graphrag_ray.errors import GraphRagRayError
 from graphrag_ray.exec.step import BatchStep, StepContext, Tables
-from graphrag_ray.index.pipeline import INDEX_METHODS, _REGISTERED_STEPS, register_method, register_step
+from graphrag_ray.index.pipeline import _REGISTERED_STEPS, INDEX_METHODS, register_method, register_step
 from tests.helpers import make_root, write_input
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "english" / "input"

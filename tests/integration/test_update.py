@@ -12,18 +12,11 @@ import pytest
 import yaml
 
 from graphrag_ray import api
-from jobs.graph_compare import comparable_graph
 from graphrag_ray.simulate.process import SimulatorProcess
 from graphrag_ray.storage.tables import read_table
-from tests.helpers import (
-    cli_in_process,
-    check_communities,
-    write_input as write,
-    cli,
-    make_root,
-    published_index,
-    published_version,
-)
+from jobs.graph_compare import comparable_graph
+from tests.helpers import check_communities, cli, cli_in_process, make_root, published_index, published_version
+from tests.helpers import write_input as write
 
 # three topics that share no name: a change in one must not touch the others
 TOPICS = {
@@ -147,7 +140,7 @@ def test_deleting_a_document_calls_no_extraction_and_leaves_the_rest_as_it_was(p
         assert not any(set(ids) & gone_units for ids in rows["text_unit_ids"]), "its mentions are gone"
     # what it did not touch (topics a and c) is unchanged, byte for byte
     for name, key in (("entities", "title"), ("relationships", "source")):
-        untouched = lambda df: df.filter(  # noqa: E731
+        untouched = lambda df, key=key: df.filter(  # noqa: E731
             pl.col(key).map_elements(topic_of, return_dtype=pl.String).is_in(["a", "c"])
         ).sort("id")
         assert untouched(read_table(after, name)).equals(untouched(read_table(before, name))), name
@@ -282,7 +275,7 @@ def test_a_small_update_runs_in_this_process_when_the_whole_corpus_would_go_to_r
         stats = json.loads((published_index(root).local_path() / "stats.json").read_text())
         assert stats["kind"] == "update" and stats["executor"] == "local", stats.get("executor")
         now = json.loads((published_index(root).local_path() / "inputs.json").read_text())
-        assert changed_input_bytes(now, manifest) == len("Kevin Moore met Alice Martin in Lyon.".encode())
+        assert changed_input_bytes(now, manifest) == len(b"Kevin Moore met Alice Martin in Lyon.")
         assert changed_input_bytes(manifest, now) == 0, "a file that left reads nothing anew"
         # a cluster to join, as a submitted job sees it (not by patching ray_running: the in-process workers would
         # then ask Ray for their node, which starts Ray in this process and leaves it dead after the test)

@@ -11,10 +11,11 @@ import shutil
 import polars as pl
 
 from graphrag_ray import api
-from jobs.graph_compare import comparable_graph
 from graphrag_ray.simulate.process import SimulatorProcess
 from graphrag_ray.storage.tables import read_table
-from tests.helpers import check_communities, write_input as write, make_root, published_index
+from jobs.graph_compare import comparable_graph
+from tests.helpers import check_communities, make_root, published_index
+from tests.helpers import write_input as write
 
 # three topics that share no name: a change in one must not touch the others
 PEOPLE = [

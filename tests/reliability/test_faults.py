@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
+from asyncio import run as run_closing  # the API closes the HTTP sessions it opened
 from pathlib import Path
 
 import polars as pl
 import pytest
 
 from graphrag_ray import api
-from asyncio import run as run_closing  # the API closes the HTTP sessions it opened
 from graphrag_ray.simulate.process import SimulatorProcess
 from graphrag_ray.storage.schemas import REQUIRED_TABLES
 from graphrag_ray.storage.tables import read_table
@@ -99,7 +100,7 @@ def test_second_concurrent_run_refuses_and_a_stale_lock_is_taken_over(tmp_path, 
     assert first.returncode == 0, err[-2000:]
     assert not (root / ".graphrag-ray.lock").exists()
     # a lock left by a crashed run (its process is gone) does not block the next run
-    (root / ".graphrag-ray.lock").write_text('{"pid": 999999, "host": "%s", "started": 0}' % os.uname().nodename)
+    (root / ".graphrag-ray.lock").write_text(json.dumps({"pid": 999999, "host": os.uname().nodename, "started": 0}))
     with SimulatorProcess() as sim2:
         (root / "settings.yaml").write_text((root / "settings.yaml").read_text().replace(sim.base_url, sim2.base_url))
         assert cli("index", "--root", str(root)).returncode == 0

@@ -75,7 +75,7 @@ def test_every_interactive_question_ends_by_its_deadline_naming_the_endpoint(tmp
             ended[name] = (proc.returncode, time.monotonic() - t0, out, err)
     # five commands at once on two cores: each one's start-up is slower than the lone one measured
     slack = 5.0 + 3 * startup
-    for name, (code, took, out, err) in ended.items():
+    for name, (code, took, _out, err) in ended.items():
         lines = [line for line in err.splitlines() if line.strip()]
         assert code == 1, (name, code, err[-2000:])
         assert took <= DEADLINE + slack, (name, took, DEADLINE + slack)

@@ -5,8 +5,8 @@ import pytest
 import graphrag_ray.llm.call_path as call_path
 from graphrag_ray.config.settings import ModelConfig, RateLimitConfig
 from graphrag_ray.llm.cache import open_cache
-from graphrag_ray.llm.ledger import UsageLedger
 from graphrag_ray.llm.embedding import EmbeddingModel
+from graphrag_ray.llm.ledger import UsageLedger
 from graphrag_ray.llm.ratelimit import LocalRateLimiter
 from graphrag_ray.llm.tokens import Tokenizer
 

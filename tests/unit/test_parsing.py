@@ -1,7 +1,8 @@
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from graphrag_ray.parsing.llm_output import parse_json_object, parse_tuples
 from graphrag_ray.config.prompts import fill
+from graphrag_ray.parsing.llm_output import parse_json_object, parse_tuples
 
 GOOD = (
     '("entity"<|>李明<|>PERSON<|>李明在杭州开了一家咖啡店)\n##\n'

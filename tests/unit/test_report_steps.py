@@ -4,7 +4,6 @@ the rounds reports are written in, and the plan that holds a run's state away fr
 from pathlib import Path
 from types import SimpleNamespace
 
-
 from graphrag_ray.config.settings import Settings
 from graphrag_ray.exec.step import StepContext
 
@@ -301,7 +300,8 @@ def test_what_a_run_keeps_stays_on_its_plan_and_the_step_travels_to_workers_with
 
     import polars as pl
 
-    from graphrag_ray.index.steps.community_reports import STEP as REPORTS, ReportPlan
+    from graphrag_ray.index.steps.community_reports import STEP as REPORTS
+    from graphrag_ray.index.steps.community_reports import ReportPlan
 
     settings = Settings.model_validate({"community_reports": {"max_input_length": 1500}})
     ctx = StepContext(settings=settings, root=Path("."))

@@ -4,8 +4,8 @@ lengths (and the tokens spent embedding and revising them later) follow the chan
 import json
 
 from graphrag_ray.config.prompts import default_prompts, fill
-from graphrag_ray.index.operations.reports import render_markdown
 from graphrag_ray.index.operations.report_context import changes_context, local_context
+from graphrag_ray.index.operations.reports import render_markdown
 from graphrag_ray.simulate.responders import respond
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from graphrag_ray.config.settings import Settings
 from graphrag_ray.errors import InputError
-from graphrag_ray.ids import normalize_name
 from graphrag_ray.exec.step import StepContext
+from graphrag_ray.ids import normalize_name
 from graphrag_ray.index.operations.chunking import windows
 from graphrag_ray.index.steps.chunk import STEP as CHUNK
 from graphrag_ray.index.steps.communities import hierarchical_leiden
@@ -50,7 +50,7 @@ def test_load_csv_txt_jsonl_with_failures(tmp_path):
     (inp / "b.txt").write_text("咖啡店的故事", encoding="utf-8")
     (inp / "c.jsonl").write_text(json.dumps({"title": "J", "text": "json text", "tags": ["x"]}) + "\n")
     (inp / "d.txt").write_bytes(b"\xff\xfe\x00\x01binary")
-    (inp / "e.txt").write_bytes("ok".encode() + b"\xc3\x28 bad utf8")
+    (inp / "e.txt").write_bytes(b"ok" + b"\xc3\x28 bad utf8")
     out = LOAD.run(ctx_for(tmp_path), {})
     docs, failures = out["documents"], out["failures"]
     assert docs["title"].to_list() == ["First", "b.txt", "J"]
@@ -138,8 +138,8 @@ def test_a_community_that_gained_or_lost_a_few_members_keeps_its_number_and_a_ne
     numbered after the previous ones, in order."""
     import polars as pl
 
-    from graphrag_ray.index.carry import carried_community_numbers
     from graphrag_ray.ids import content_id
+    from graphrag_ray.index.carry import carried_community_numbers
 
     def cid(level, members):
         return content_id("community", level, *sorted(members))
@@ -168,9 +168,8 @@ def test_text_repeated_across_text_units_is_embedded_once_and_every_unit_gets_it
     """Two documents filed twice give text units with the same text: one embedding item per distinct text,
     and finish hands that vector to every unit with the text (a failed text leaves its units out, as its
     failures row says)."""
-    import polars as pl
-
     import numpy as np
+    import polars as pl
 
     from graphrag_ray.exec.step import SpilledRows
     from graphrag_ray.index.operations.embedding import vector_batches

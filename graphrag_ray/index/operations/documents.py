@@ -19,7 +19,6 @@ from graphrag_ray.index.input import SUPPORTED, discover, kind_of, read_rows, un
 from graphrag_ray.storage.location import FoundFile
 from graphrag_ray.storage.schemas import SCHEMAS
 
-
 DOCUMENT_SCHEMA = {
     "id": pl.String,
     "human_readable_id": pl.Int64,
@@ -55,7 +54,7 @@ def load_documents(ctx: StepContext, parsed: pl.DataFrame | None = None) -> tupl
             )
             failures.append(_failure(file, reason, "parse_documents" if kind in CONVERTED.values() else None))
             continue
-        created = dt.datetime.fromtimestamp(file.mtime_s or 0, dt.timezone.utc).isoformat()
+        created = dt.datetime.fromtimestamp(file.mtime_s or 0, dt.UTC).isoformat()
         for row_index, row in enumerate(rows):
             failure = table.add({**row, "source": file.source, "row": row_index, "creation_date": created})
             if failure is not None:

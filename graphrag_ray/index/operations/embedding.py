@@ -27,7 +27,7 @@ class EmbeddingPlan(ItemPlan):
     """An embedding step's driver side for one run: one item per distinct text, and in an update the vectors the
     previous version already holds (found by items(), written into the run by finish())."""
 
-    def __init__(self, step: "EmbeddingStep"):
+    def __init__(self, step: EmbeddingStep):
         super().__init__(step)
         self.found: pl.DataFrame | None = None  # an update: the vectors items() found, until finish()
 

@@ -29,10 +29,9 @@ import json
 
 import polars as pl
 
-from graphrag_ray.ids import content_id
-from graphrag_ray.parsing.llm_output import parse_json_object
-from graphrag_ray.exec.step import ItemPlan, ItemStep, Rows, StepContext, Tables, written_counts
 from graphrag_ray.config.prompts import fill
+from graphrag_ray.exec.step import ItemPlan, ItemStep, Rows, StepContext, Tables, written_counts
+from graphrag_ray.ids import content_id
 from graphrag_ray.index.operations.report_context import (
     PreviousReports,
     changes_context,
@@ -44,6 +43,7 @@ from graphrag_ray.index.operations.report_context import (
 )
 from graphrag_ray.index.operations.reports import render_markdown, rows_report, valid_report
 from graphrag_ray.llm.tokens import fits, tokenizer_for
+from graphrag_ray.parsing.llm_output import parse_json_object
 
 STAGE = "community_reports"
 REPORT_SCHEMA = {

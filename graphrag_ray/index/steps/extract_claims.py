@@ -10,7 +10,10 @@ import logging
 
 import polars as pl
 
+from graphrag_ray.config.prompts import fill
 from graphrag_ray.errors import UnusableAnswerError
+from graphrag_ray.exec.items import Items
+from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
 from graphrag_ray.ids import content_id
 from graphrag_ray.parsing.llm_output import (
     COMPLETION_DELIMITER,
@@ -19,9 +22,6 @@ from graphrag_ray.parsing.llm_output import (
     claim_records,
     claims_say_none,
 )
-from graphrag_ray.exec.items import Items
-from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
-from graphrag_ray.config.prompts import fill
 
 log = logging.getLogger(__name__)
 STAGE = "extract_claims"

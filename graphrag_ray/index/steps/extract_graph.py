@@ -12,8 +12,8 @@ import logging
 
 import polars as pl
 
-from graphrag_ray.errors import UnusableAnswerError
 from graphrag_ray.config.prompts import fill
+from graphrag_ray.errors import UnusableAnswerError
 from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
 from graphrag_ray.index.operations.extraction import extraction_prompt
 from graphrag_ray.parsing.llm_output import (

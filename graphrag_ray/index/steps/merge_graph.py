@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from graphrag_ray.ids import content_id, normalize_name
 from graphrag_ray.exec.step import BatchStep, StepContext, Tables
+from graphrag_ray.ids import content_id, normalize_name
 from graphrag_ray.index.graph_rows import linked_graph
 
 

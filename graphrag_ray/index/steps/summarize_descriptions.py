@@ -19,10 +19,10 @@ import json
 
 import polars as pl
 
+from graphrag_ray.config.prompts import fill
 from graphrag_ray.errors import LLMUnavailableError
 from graphrag_ray.exec.items import Items
 from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables, written_counts
-from graphrag_ray.config.prompts import fill
 from graphrag_ray.index.operations.descriptions import SUMMARY_ROWS, add_revisions, description_digest, with_summaries
 from graphrag_ray.llm.tokens import at_most_tokens
 from graphrag_ray.parsing.llm_output import parse_json_object

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 
-class ConversationRole(str, Enum):
+class ConversationRole(StrEnum):
     USER = "user"
     ASSISTANT = "assistant"
 

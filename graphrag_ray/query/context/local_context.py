@@ -7,8 +7,8 @@ and the rest for entities and relationships, as Microsoft GraphRAG's LocalSearch
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from graphrag_ray.config.ranking import RankingConfig
 from graphrag_ray.config.settings import LocalSearchConfig
