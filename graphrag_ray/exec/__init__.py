@@ -9,6 +9,9 @@ dispatch.py   the driver's loop over a pool (least-loaded, cancellation on error
 beside.py     driver work started once a step has its first calls in flight (imports, the next step's prepare)
 run_state.py  work in progress and completion markers, on any Store (what resume reads)
 carried.py    the rows per item an update carries from the version it updates
+held.py       which tables the driver holds between steps, in which columns
+items.py      a round's work items cut into partitions (dicts, or a polars frame made dicts a partition at a time)
+batched.py    a partition in batch mode (`index --batch`): its calls wait for the provider's Batch API jobs
 progress.py   the rich progress bars (items, calls, tokens, cost per step)
 runtime.py    joining Ray, choosing a backend (`local` | `ray` | `auto`), the job's limiter
 Index steps, global search's map calls and bulk evaluation all run through here.
