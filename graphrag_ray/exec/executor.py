@@ -18,16 +18,16 @@ from typing import Any
 
 import polars as pl
 
-from graphrag_ray.errors import GraphRagRayError, StepFailedError
+from graphrag_ray.errors import StepFailedError
 from graphrag_ray.exec.batched import batched
 from graphrag_ray.exec.beside import Beside
 from graphrag_ray.exec.carried import KEY_COLUMN, ItemKeys
 from graphrag_ray.exec.dispatch import dispatch
-from graphrag_ray.exec.held import HeldTables, Wanted, give_back_freed_memory, peak_rss_mb, wanted_by
+from graphrag_ray.exec.held import HeldTables, Wanted, give_back_freed_memory, peak_rss_mb
 from graphrag_ray.exec.items import Part, item_count, partitions, sorted_items
 from graphrag_ray.exec.pools import Pool, WorkerSpec, open_pool
 from graphrag_ray.exec.progress import watching_limits
-from graphrag_ray.exec.run_state import RunState, RunTables
+from graphrag_ray.exec.run_state import RunState
 from graphrag_ray.exec.step import (
     BatchStep,
     ItemPlan,
@@ -78,76 +78,48 @@ class Executor:
         # step name -> (gate, future) of its plan's prepare(), run beside the step before it
         self._prepared: dict[str, tuple[threading.Event, Future]] = {}
         self._plans: dict[str, ItemPlan] = {}  # step name -> its driver-side plan in this run
-        self.held = HeldTables()  # what is read back between steps, and which tables were read narrow
 
     # -- steps -------------------------------------------------------------------------------------
     def run_steps(self, steps: list[Step], given: Tables | None = None, keep: set[str] | None = None) -> Tables:
-        """Run `steps` in order (resuming what the run already finished); `given` are input tables no step
-        writes. A `background` step runs beside the steps after it until one of them reads what it writes (or the
-        method ends): its calls go to another model, whose limits would otherwise sit idle. It starts once the
-        next step has its first work in flight (or is done): its own driver work - reading the previous version,
-        Leiden, which holds the GIL for half a second at 1M tokens - would otherwise hold back that step's first
-        calls, which are on the run's critical path. Returns every table written, and all `failures` rows
-        together. With `keep`, memory holds between two steps only what the next one reads (the others are read
-        back from the run when a later step needs them: a large run does not hold every table from its step to
-        the end), and the `keep` tables are returned as RunTables, read back from the run one at a time."""
-        tables: Tables = dict(given or {})
+        """Run `steps` in order (resuming what the run already finished); `given`: tables no step writes. A
+        `background` step runs beside the steps after it until one reads what it writes, its calls using another
+        model's limits; it starts once the next step has its first work in flight, so its driver work (Leiden holds
+        the GIL) does not hold back calls on the critical path. HeldTables (held.py) owns the tables between steps."""
+        held = HeldTables(self.run, steps, given, keep)
         running: dict[str, tuple[Step, Future, threading.Event]] = {}
-        lanes = (
-            ThreadPoolExecutor(max_workers=2, thread_name_prefix="graphrag-ray-steps")
-            if any(step.background for step in steps)
-            else None
-        )
+        background = any(step.background for step in steps)
+        lanes = ThreadPoolExecutor(max_workers=2, thread_name_prefix="graphrag-ray-steps") if background else None
         try:
             with watching_limits(self.progress, self.limiter):
                 if lanes is not None:
                     self._workers()  # one pool for both lanes, made before either uses it
                 for i, step in enumerate(steps):
-                    self._join(running, tables, set(step.reads) | set(step.optional_reads))
-                    following = steps[i + 1] if i + 1 < len(steps) else None
-                    prepare = self._preparation(following) if following is not None else None
-                    if prepare is not None and not step.background and not self.run.step_done(following.name):
-                        # what the next step can do without this one's tables, it does while this one waits
-                        gate = self.beside.gate()
-                        self._prepared[following.name] = (gate, self.beside.thread(gate, prepare, self.ctx))
+                    self._join(running, held, set(step.reads) | set(step.optional_reads))
+                    if not step.background and i + 1 < len(steps):
+                        self._prepare_beside(steps[i + 1])
                     if step.background:
                         gate = self.beside.gate()
-                        # its tables join when a later step reads them: read back what the later steps read
-                        wanted = None if keep is None else wanted_by(steps[i + 1 :])
-                        running[step.name] = (
-                            step,
-                            lanes.submit(self.beside.run_after, gate, self._run_step, step, dict(tables), wanted),
-                            gate,
-                        )
+                        args = (self._run_step, step, held, held.wanted_after(i), held.snapshot())
+                        running[step.name] = (step, lanes.submit(self.beside.run_after, gate, *args), gate)
                     else:
-                        # with `keep`, only what the next step reads is read back, and of a table only the
-                        # columns it reads (a later step reads the rest)
-                        wanted = None if keep is None else wanted_by(steps[i + 1 : i + 2])
-                        tables.update(self._run_step(step, tables, wanted))
+                        held.add(self._run_step(step, held, held.wanted_after(i)))
                         self.beside.open(llm=False)
-                    if keep is not None:
-                        # every step's tables are in the run folder: memory holds only what the next step reads
-                        # (a later one reads the rest back), and the caller reads `keep` back one at a time
-                        following = steps[i + 1] if i + 1 < len(steps) else None
-                        needed = wanted_by([following]) if following else {}
-                        for name in [n for n in tables if n not in (given or {})]:
-                            if name not in needed or not self.held.keeps(name, tables[name], needed[name]):
-                                del tables[name]
-                self._join(running, tables, None)
+                    held.after(i)
+                self._join(running, held, None)
         finally:
             self.beside.open(llm=True)  # work that never started must not keep its thread waiting
             self.close()  # cancels what a background step still has in flight when the run stops early
             if lanes is not None:
                 lanes.shutdown(wait=True, cancel_futures=True)
         self.stats = {step.name: self.stats[step.name] for step in steps if step.name in self.stats}
-        failures = [df for df in (self.run.load_table(f"failures__{step.name}") for step in steps) if df is not None]
-        tables["failures"] = (
-            pl.concat(failures, how="diagonal_relaxed") if failures else pl.DataFrame(schema=FAILURE_SCHEMA)
-        )
-        if keep is not None:
-            written = {w for step in steps for w in step.writes}
-            return RunTables(self.run, keep & written, {"failures": tables["failures"]})
-        return tables
+        return held.final()
+
+    def _prepare_beside(self, following: Step) -> None:
+        """What the next step can do without this one's tables (its prepare()), it does while this one waits."""
+        prepare = self._preparation(following)
+        if prepare is not None and not self.run.step_done(following.name):
+            gate = self.beside.gate()
+            self._prepared[following.name] = (gate, self.beside.thread(gate, prepare, self.ctx))
 
     def _plan(self, step: ItemStep) -> ItemPlan:
         """The step's plan for this run, made when first needed (its prepare() may run before the step)."""
@@ -163,13 +135,13 @@ class Executor:
         return step.prepare if isinstance(step, BatchStep) and type(step).prepare is not BatchStep.prepare else None
 
     def _join(
-        self, running: dict[str, tuple[Step, Future, threading.Event]], tables: Tables, reads: set[str] | None
+        self, running: dict[str, tuple[Step, Future, threading.Event]], held: HeldTables, reads: set[str] | None
     ) -> None:
         """Wait for the background steps that write one of `reads` (None: all of them); their tables join."""
         for name, (step, future, gate) in list(running.items()):
             if reads is None or reads & set(step.writes):
                 self.beside.hurry(gate)
-                tables.update(future.result())
+                held.add(future.result())
                 del running[name]
 
     def beside_first_calls(self, work) -> None:
@@ -177,9 +149,12 @@ class Executor:
         that is needed later (imports) while the run waits on the network, not while it sends."""
         self.beside.thread(self.beside.gate(llm_only=True), work)
 
-    def _run_step(self, step: Step, tables: Tables, wanted: Wanted | None = None) -> Tables:
-        """Run one step (or take its tables from an earlier attempt of the run); returns the tables it wrote, read
-        back from the run (of those, only the `wanted` ones, and their wanted columns, when given)."""
+    def _run_step(
+        self, step: Step, held: HeldTables, wanted: Wanted | None = None, tables: Tables | None = None
+    ) -> Tables:
+        """Run one step (or take its tables from an earlier attempt of the run) on the held tables (or `tables`, a
+        background step's snapshot); returns the tables it wrote, read back from the run (of those, only the
+        `wanted` ones, and their wanted columns, when given)."""
         started = time.perf_counter()
         if step.name in self._prepared:  # begun beside the step before (or, if that had no calls, now)
             gate, prepared = self._prepared.pop(step.name)
@@ -188,16 +163,9 @@ class Executor:
         if self.run.step_done(step.name):
             self.stats[step.name] = {**self.run.step_stats(step.name), "resumed": True}
             log.info("step %s: done in an earlier attempt of this run, its tables read back", step.name)
-            return self.held.read_back(self.run, step, wanted)
+            return held.read_back(step, wanted)
         log.info("step %s: starting (%s backend)", step.name, self.backend)
-        inputs = {r: self._input(step, r, tables) for r in step.reads}
-        for r in step.optional_reads:
-            found = self._input(step, r, tables)
-            if found is not None:
-                inputs[r] = found
-        missing = [r for r, df in inputs.items() if df is None]
-        if missing:
-            raise GraphRagRayError(f"step {step.name}: input tables missing from the run: {', '.join(missing)}")
+        inputs = held.inputs(step, tables)
         step_ledger = UsageLedger()  # this step's own calls (another step may be spending at the same time)
         with running(step, self.ctx):
             if isinstance(step, BatchStep):
@@ -227,17 +195,7 @@ class Executor:
         del out, inputs, step_failures  # before the tables are read back: not two copies of them at once
         give_back_freed_memory()
         # continue from what is on disk, so a fresh run and a resumed one take the same path
-        return self.held.read_back(self.run, step, wanted)
-
-    def _input(self, step: Step, name: str, tables: Tables) -> pl.DataFrame | pl.LazyFrame | None:
-        """A table the step reads: held, or read back from the run (only its `read_columns`, when it names them);
-        a `lazy_reads` table as a scan of the run's file."""
-        if name in step.lazy_reads:
-            return self.run.scan_table(name)
-        columns = step.read_columns.get(name)
-        if name in tables and self.held.holds(name, tables[name], columns):
-            return tables[name].select(columns) if columns is not None else tables[name]
-        return self.run.load_table(name, list(columns) if columns is not None else None)
+        return held.read_back(step, wanted)
 
     def _batch(self, step: BatchStep, inputs: Tables) -> tuple[Tables, dict]:
         task = self._task(step.name, 1)
