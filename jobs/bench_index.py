@@ -103,6 +103,7 @@ def main() -> None:
         "harness_sampling_cpu_s": round(meter.sampler_cpu_s, 1),  # the meter's own /proc reads, left out
         "engine_cpu_ms_per_llm_call": round(1000 * meter.cpu_s / max(1, total.calls), 2),
         "peak_rss_gb": round(meter.peak_rss_gb, 2),
+        "peak_pss_mib": round(meter.peak_pss_mib),  # the process tree's proportional set size (shared pages once)
         "llm_calls": total.calls,
         "prompt_tokens": total.prompt_tokens,
         "completion_tokens": total.completion_tokens,

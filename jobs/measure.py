@@ -79,6 +79,18 @@ def engine_rss_bytes(exclude: set[int], count_self: bool = True) -> int:
     return total
 
 
+def process_pss_bytes(pid: int) -> int:
+    """Proportional set size: the process's private pages plus its share of pages it shares (Ray's processes
+    share the interpreter and libraries), so the tree's sum is what the machine gives the engine."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, IndexError, ValueError):
+        pass
+    return 0
+
+
 class Meter:
     """with Meter(exclude_pids={sim.pid()}) as m: ... ; m.cpu_s, m.peak_rss_gb, m.wall_s
 
@@ -94,6 +106,7 @@ class Meter:
         self.engine_here = engine_here
         self.interval = interval
         self.peak_rss = 0
+        self.peak_pss = 0
         self.sampler_cpu_s = 0.0
         self._names: dict[int, str] = {}
         self._stop = threading.Event()
@@ -121,6 +134,7 @@ class Meter:
     def _sample(self) -> None:
         while not self._stop.is_set():
             self.peak_rss = max(self.peak_rss, engine_rss_bytes(self.exclude, count_self=self.engine_here))
+            self.peak_pss = max(self.peak_pss, sum(process_pss_bytes(pid) for pid in self._tree()))
             self._read_tree()
             self.sampler_cpu_s = time.thread_time()  # this thread's own CPU: the harness's, not the engine's
             self._stop.wait(self.interval)
@@ -149,6 +163,7 @@ class Meter:
             if spent > 0.05:
                 self.cpu_by_name[name] = round(self.cpu_by_name.get(name, 0.0) + spent, 2)
         self.peak_rss_gb = self.peak_rss / 2**30
+        self.peak_pss_mib = self.peak_pss / 2**20
 
 
 def run_measured(
@@ -180,6 +195,7 @@ def run_measured(
         "wall_s": meter.wall_s,
         "cpu_s": meter.cpu_s,
         "peak_rss_gb": meter.peak_rss_gb,
+        "peak_pss_mib": meter.peak_pss_mib,
         "returncode": code,
         "capped": capped,
     }
