@@ -252,31 +252,12 @@ def _models(raw: dict, out: Translated, taken: set[str]) -> dict[str, str]:
             ours["api_version"] = cfg["api_version"]
         deployment = cfg.get("azure_deployment_name") or cfg.get("deployment_name")
         ours["model"] = deployment if azure and deployment else cfg.get("model")
-        key = cfg.get("api_key")
-        if isinstance(key, str) and key and not key.startswith("${"):  # a literal key: into .env, not our file
-            variable = "GRAPHRAG_API_KEY"
-            if out.env.get(variable, key) != key:  # a second key: its own variable
-                variable += "_" + re.sub(r"\W", "_", model_id).upper()
-            out.env[variable] = key
-            key = "${" + variable + "}"
-            out.notes.append(f"{where}.api_key: a literal key, moved into .env as {variable}")
+        key = _key_reference(cfg.get("api_key"), model_id, where, out)
         if key:
             ours["api_key"] = key
         if cfg.get("auth_method") not in (None, "api_key"):
             out.notes.append(f"{where}.auth_method: {cfg['auth_method']} has no counterpart (an API key is used)")
-        call_args = cfg.get("call_args") or {}
-        for theirs, our_key in (
-            ("encoding_model", "encoding"),
-            ("max_tokens", "max_tokens"),
-            ("max_completion_tokens", "max_tokens"),
-            ("temperature", "temperature"),
-            ("request_timeout", "request_timeout"),
-            ("concurrent_requests", "concurrency"),
-            ("dimensions", "dimensions"),
-        ):
-            value = cfg.get(theirs, call_args.get(theirs))
-            if value is not None:
-                ours[our_key] = value
+        ours.update(_call_settings(cfg))
         if "concurrency" not in ours and shared_concurrency is not None:
             ours["concurrency"] = shared_concurrency
         ours.update(_limits(cfg))
@@ -289,6 +270,42 @@ def _models(raw: dict, out: Translated, taken: set[str]) -> dict[str, str]:
         raise ConfigError("--from-msgraphrag: the file defines no chat (completion) model")
     out.settings["models"] = models
     return kinds
+
+
+def _key_reference(key: Any, model_id: str, where: str, out: Translated) -> Any:
+    """Their api_key as ours: a ${VAR} as it is; a literal key moved into .env (a second key: its own variable)
+    and referred to - never written into our settings file."""
+    if not (isinstance(key, str) and key and not key.startswith("${")):
+        return key
+    variable = "GRAPHRAG_API_KEY"
+    if out.env.get(variable, key) != key:
+        variable += "_" + re.sub(r"\W", "_", model_id).upper()
+    out.env[variable] = key
+    out.notes.append(f"{where}.api_key: a literal key, moved into .env as {variable}")
+    return "${" + variable + "}"
+
+
+# their model keys (or call_args) -> ours
+_CALL_KEYS = (
+    ("encoding_model", "encoding"),
+    ("max_tokens", "max_tokens"),
+    ("max_completion_tokens", "max_tokens"),
+    ("temperature", "temperature"),
+    ("request_timeout", "request_timeout"),
+    ("concurrent_requests", "concurrency"),
+    ("dimensions", "dimensions"),
+)
+
+
+def _call_settings(cfg: dict) -> dict:
+    """Their token, timeout and concurrency keys as ours (a later key of _CALL_KEYS wins, as it always did)."""
+    call_args = cfg.get("call_args") or {}
+    out: dict[str, Any] = {}
+    for theirs, our in _CALL_KEYS:
+        value = cfg.get(theirs, call_args.get(theirs))
+        if value is not None:
+            out[our] = value
+    return out
 
 
 def _limits(cfg: dict) -> dict:

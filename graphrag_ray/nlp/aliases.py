@@ -142,6 +142,18 @@ def name_form(key: str, title: str) -> NameForm:
     return NameForm(key, " ".join(words), tuple(words), titled, False)
 
 
+def _titled_surname(short: NameForm, full: NameForm) -> bool:
+    """李老板 / 老李 -> 李明: the surname of a 2-4 character name, written with a title."""
+    return (
+        short.titled
+        and len(short.core) <= 2
+        and not full.titled
+        and 2 <= len(full.core) <= 4
+        and full.core.startswith(short.core)
+        and len(full.core) > len(short.core)
+    )
+
+
 def _short_stands_for(short: NameForm, full: NameForm) -> str | None:
     """The rule by which `short` could be another way to say `full`, or None."""
     if short.core == full.core:  # each pair once: the titled form (or the first key) is the short one
@@ -149,17 +161,7 @@ def _short_stands_for(short: NameForm, full: NameForm) -> str | None:
             return "same name without its title" if short.titled else None
         return "same name" if short.key < full.key else None
     if short.cjk and full.cjk:
-        # 李老板 / 老李 -> 李: the surname of a 2-4 character name written without a title
-        if (
-            short.titled
-            and len(short.core) <= 2
-            and not full.titled
-            and 2 <= len(full.core) <= 4
-            and full.core.startswith(short.core)
-            and len(full.core) > len(short.core)
-        ):
-            return "surname with a title"
-        return None
+        return "surname with a title" if _titled_surname(short, full) else None
     if short.cjk or full.cjk or _IDENTIFIER.search(short.core) or _IDENTIFIER.search(full.core):
         return None
     if (

@@ -38,6 +38,19 @@ def respond(body: dict[str, Any]) -> tuple[str, str]:
     if query_kind_ is not None:
         question = last if system else _question(last)
         return f"query_{query_kind_}", respond_query(query_kind_, system or last, question)
+    answered = _index_answer(texts, last, everything)
+    if answered is not None:
+        return answered
+    if schema is not None:
+        return "json_schema", json.dumps(schema_instance(schema, everything), ensure_ascii=False)
+    if (body.get("response_format") or {}).get("type") == "json_object":
+        return "json", json.dumps({"answer": plausible_answer(everything)}, ensure_ascii=False)
+    return "chat", plausible_answer(everything)
+
+
+def _index_answer(texts: list[str], last: str, everything: str) -> tuple[str, str] | None:
+    """(kind, content) for an indexing prompt (prompt tuning, extraction, claims, resolution, summaries, reports),
+    known by its wording; None for another request."""
     if "setting up a knowledge-graph extraction" in everything:  # asked again: the question is still above
         return "prompt_tune", prompt_tune(next(t for t in texts if "setting up a knowledge-graph extraction" in t))
     if "Answer Y if there are still entities" in last:
@@ -62,11 +75,7 @@ def respond(body: dict[str, Any]) -> tuple[str, str]:
         if "# Previous report" in last:
             return "community_report_revision", revised_report(last)
         return "community_report", community_report(last)
-    if schema is not None:
-        return "json_schema", json.dumps(schema_instance(schema, everything), ensure_ascii=False)
-    if (body.get("response_format") or {}).get("type") == "json_object":
-        return "json", json.dumps({"answer": plausible_answer(everything)}, ensure_ascii=False)
-    return "chat", plausible_answer(everything)
+    return None
 
 
 def _text(content: Any) -> str:

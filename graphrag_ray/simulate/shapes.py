@@ -107,40 +107,48 @@ def reshape(kind: str, content: str, shape: str, prompt: str = "") -> str:
     records = [r.strip() for r in content.replace(COMPLETE, "").split(RECORD) if r.strip()]
     if not records:
         return content
-    if shape == "closed-gt":  # deepseek-r1: '>' for ')', or ')<|>'
-        out = [r[:-1] + (">" if i % 2 == 0 else ")" + TUPLE) if r.endswith(")") else r for i, r in enumerate(records)]
-        return f"  {RECORD}\n".join(out) + f"\n{COMPLETE}"
-    if shape == "strength-braces":  # mistral: the strength after the bracket, no record delimiter
-        return "\n".join(_braced(r) for r in records)
-    if shape == "numbered":
-        return "\n".join(f"{i + 1}. {r}" for i, r in enumerate(records))
-    if shape == "numbered-one-line":
-        return " ".join(f"{i + 1}. {r}" if i else r for i, r in enumerate(records))
-    if shape == "bulleted":
-        return "\n".join(f"- {r}" for r in records)
-    if shape == "curly":
-        return f"\n{RECORD}\n".join(_quoted(r, "“", "”") for r in records) + f"\n{COMPLETE}"
-    if shape == "broken-delimiter":  # gpt-4o: '"...trademark."|>9)'
-        out = []
-        for r in records:
-            quoted = _quoted(r, '"', '"')
-            out.append(
-                re.sub(r'"<\|>("?-?\d+(?:\.\d+)?"?\))$', r'"|>\1', quoted)
-                if r.startswith('("relationship"')
-                else quoted
-            )
-        return f"\n{RECORD}\n".join(out)
-    if shape == "prose-around":
-        return (
-            "Here are the entities and relationships I identified in the text:\n\n"
-            + f"\n{RECORD}\n".join(records)
-            + "\n\nNote: these are all the entities of the requested types (I left out generic terms). Let me "
-            "know if you would like more detail."
+    if shape not in _RECORD_SHAPES:
+        raise ValueError(f"unknown answer shape {shape!r}")
+    return _RECORD_SHAPES[shape](records)
+
+
+def _closed_gt(records: list[str]) -> str:  # deepseek-r1: '>' for ')', or ')<|>'
+    out = [r[:-1] + (">" if i % 2 == 0 else ")" + TUPLE) if r.endswith(")") else r for i, r in enumerate(records)]
+    return f"  {RECORD}\n".join(out) + f"\n{COMPLETE}"
+
+
+def _broken_delimiter(records: list[str]) -> str:  # gpt-4o: '"...trademark."|>9)'
+    out = []
+    for r in records:
+        quoted = _quoted(r, '"', '"')
+        out.append(
+            re.sub(r'"<\|>("?-?\d+(?:\.\d+)?"?\))$', r'"|>\1', quoted) if r.startswith('("relationship"') else quoted
         )
-    if shape == "twice":  # a markdown list first, then the same records as tuples
-        listed = "\n".join(f"- **{_fields(r)[0]}**: {_fields(r)[-1]}" for r in records)
-        return f"### Entities\n{listed}\n\n### Records\n" + f"\n{RECORD}\n".join(records) + f"\n{COMPLETE}"
-    raise ValueError(f"unknown answer shape {shape!r}")
+    return f"\n{RECORD}\n".join(out)
+
+
+def _twice(records: list[str]) -> str:  # a markdown list first, then the same records as tuples
+    listed = "\n".join(f"- **{_fields(r)[0]}**: {_fields(r)[-1]}" for r in records)
+    return f"### Entities\n{listed}\n\n### Records\n" + f"\n{RECORD}\n".join(records) + f"\n{COMPLETE}"
+
+
+# the shapes that rewrite an answer's records, by name
+_RECORD_SHAPES = {
+    "closed-gt": _closed_gt,
+    "strength-braces": lambda records: "\n".join(_braced(r) for r in records),  # mistral: strength after ')'
+    "numbered": lambda records: "\n".join(f"{i + 1}. {r}" for i, r in enumerate(records)),
+    "numbered-one-line": lambda records: " ".join(f"{i + 1}. {r}" if i else r for i, r in enumerate(records)),
+    "bulleted": lambda records: "\n".join(f"- {r}" for r in records),
+    "curly": lambda records: f"\n{RECORD}\n".join(_quoted(r, "“", "”") for r in records) + f"\n{COMPLETE}",
+    "broken-delimiter": _broken_delimiter,
+    "prose-around": lambda records: (
+        "Here are the entities and relationships I identified in the text:\n\n"
+        + f"\n{RECORD}\n".join(records)
+        + "\n\nNote: these are all the entities of the requested types (I left out generic terms). Let me "
+        "know if you would like more detail."
+    ),
+    "twice": _twice,
+}
 
 
 def _fields(record: str) -> list[str]:

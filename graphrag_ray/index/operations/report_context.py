@@ -149,6 +149,22 @@ class PreviousReports:
                 overlap[found] = overlap.get(found, 0) + 1
         return max(overlap, key=lambda c: (overlap[c], -c)) if overlap else None
 
+    def _gone_rows(self, gone_entities: set[str], gone_relationships: set[str]) -> list[list]:
+        """The rows that left the community, as a revision tells them: [kind, id, number, title(s)] (a
+        relationship of a gone entity goes with it)."""
+        gone_titles = {self.entities[i]["title"] for i in gone_entities if i in self.entities}
+        entities = [
+            ["entity", i, self.entities[i]["human_readable_id"], self.entities[i]["title"]]
+            for i in sorted(gone_entities)
+            if i in self.entities
+        ]
+        relationships = [
+            ["relationship", i, r["human_readable_id"], r["source"], r["target"]]
+            for i, r in ((i, self.relationships.get(i)) for i in sorted(gone_relationships))
+            if r is not None and not {r["source"], r["target"]} & gone_titles
+        ]
+        return entities + relationships
+
     def revision(self, item: dict, level: int) -> dict | None:
         """The previous report and the rows changed since, for a community that had one and changed in part."""
         number = self.predecessor(item, level)
@@ -174,26 +190,13 @@ class PreviousReports:
         present = {r["id"] for r in item["entities"]} | {r["id"] for r in item["relationships"]}
         gone_entities = old_entities - present
         gone_relationships = old_relationships - present
-        gone_titles = {self.entities[i]["title"] for i in gone_entities if i in self.entities}
         # rows that left in the updates that kept the report (remembered, as a removed row is told: by id)
         remembered = [
             entry
             for entry in map(json.loads, (written or {}).get("removed_rows") or ())
             if entry[1] not in present and entry[1] not in gone_entities | gone_relationships
         ]
-        removed = (
-            remembered
-            + [
-                ["entity", i, self.entities[i]["human_readable_id"], self.entities[i]["title"]]
-                for i in sorted(gone_entities)
-                if i in self.entities
-            ]
-            + [
-                ["relationship", i, r["human_readable_id"], r["source"], r["target"]]
-                for i, r in ((i, self.relationships.get(i)) for i in sorted(gone_relationships))
-                if r is not None and not {r["source"], r["target"]} & gone_titles  # those go with their entity
-            ]
-        )
+        removed = remembered + self._gone_rows(gone_entities, gone_relationships)
         said = {r["id"] for r in entities + relationships}
         n_changed = len(said) + len(gone_entities) + len(gone_relationships) + len(remembered)
         if written is not None and number == item["community"] and 0 < n_changed < self.min_changed_share * rows:

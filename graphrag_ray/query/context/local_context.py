@@ -152,14 +152,7 @@ def build_local_context(
     unit_budget = int(budget * cfg.text_unit_prop)
     local_budget = max(0, budget - used - community_budget - unit_budget)
 
-    # community reports: ranked by how many selected entities they hold, then by rank
-    matches: dict[int, int] = {}
-    for entity in selected:
-        for community in data.communities_of_entity.get(entity["id"], []):
-            if community_level is None or data.community_rows[community]["level"] <= community_level:
-                matches[community] = matches.get(community, 0) + 1
-    reports = [data.report_by_community[c] for c in matches if c in data.report_by_community]
-    reports.sort(key=lambda r: (-matches[r["community"]], -(r["rank"] or 0), r["community"]))
+    reports = _ranked_reports(data, selected, community_level)
     text, kept = table(
         "reports",
         "Reports",
@@ -232,6 +225,18 @@ def build_local_context(
         records["sources"] = source_records(units[:kept_u])
     named = dict(data.entity_matcher.named(query, cfg.ranking)) if query else {}
     return LocalContext("\n".join(parts), records, selected, tables, sum(1 for e in selected if e["id"] in named))
+
+
+def _ranked_reports(data: IndexData, selected: list[dict], community_level: int | None) -> list[dict]:
+    """The reports of the communities holding the selected entities (at or above `community_level`), ranked by
+    how many of them each holds, then by rank."""
+    matches: dict[int, int] = {}
+    for entity in selected:
+        for community in data.communities_of_entity.get(entity["id"], []):
+            if community_level is None or data.community_rows[community]["level"] <= community_level:
+                matches[community] = matches.get(community, 0) + 1
+    reports = [data.report_by_community[c] for c in matches if c in data.report_by_community]
+    return sorted(reports, key=lambda r: (-matches[r["community"]], -(r["rank"] or 0), r["community"]))
 
 
 def _ranked_relationships(data: IndexData, selected: list[dict], titles: set[str], top_k: int):
