@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from graphrag_ray.errors import GraphRagRayError
 from graphrag_ray.llm.batch_api import BatchAPI, BatchState, BatchUnsupportedError, split_lines
 from graphrag_ray.llm.batch_collect import BatchCollector, PendingRequest, collecting, requests_digest
-from graphrag_ray.llm.client import TransientLLMError
+from graphrag_ray.llm.outcomes import TransientLLMError
 from graphrag_ray.storage.location import Store
 
 log = logging.getLogger(__name__)

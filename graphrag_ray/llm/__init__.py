@@ -1,7 +1,8 @@
 """LLM access in visible layers, innermost first:
 
 client.py      one request to the endpoint (http.py: JSON and server-sent events over one keep-alive session;
-               Azure OpenAI through the openai SDK with its retries off), errors sorted into retryable and fatal
+               Azure OpenAI through the openai SDK with its retries off); what it returns or raises (retryable or
+               fatal) is outcomes.py's
 ratelimit.py   one RPM/TPM limiter for the whole job (a Ray actor shared by every worker on every node): every
                attempt reserves, so a retried request is limited like a new one; rate_window.py holds one model's
                sliding-window and adaptive-rate arithmetic, concurrency.py how many calls a process keeps in flight

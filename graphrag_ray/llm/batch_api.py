@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass
 
 from graphrag_ray.errors import LLMFatalError
-from graphrag_ray.llm.client import TransientLLMError
+from graphrag_ray.llm.outcomes import TransientLLMError
 from graphrag_ray.secrets import redact
 
 log = logging.getLogger(__name__)

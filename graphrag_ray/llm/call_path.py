@@ -18,17 +18,11 @@ from typing import Any
 from graphrag_ray.config.settings import ModelConfig
 from graphrag_ray.errors import LLMUnavailableError
 from graphrag_ray.llm.cache import ResponseCache
-from graphrag_ray.llm.client import (
-    CutStreamError,
-    OpenAIClient,
-    RateLimitedError,
-    StalledError,
-    TimedOutError,
-    TransientLLMError,
-)
+from graphrag_ray.llm.client import OpenAIClient
 from graphrag_ray.llm.concurrency import AdaptiveConcurrency
 from graphrag_ray.llm.deadline import within_deadline
 from graphrag_ray.llm.ledger import PaidJournal, Recording, UsageLedger, active_ledger
+from graphrag_ray.llm.outcomes import CutStreamError, RateLimitedError, StalledError, TimedOutError, TransientLLMError
 from graphrag_ray.llm.prices import price_of
 from graphrag_ray.llm.retry import retrying
 from graphrag_ray.llm.tokens import tokenizer_for

@@ -8,7 +8,8 @@ import logging
 
 from graphrag_ray.config.settings import ModelConfig
 from graphrag_ray.errors import EndpointError, LLMFatalError
-from graphrag_ray.llm.client import OpenAIClient, TimedOutError, TransientLLMError
+from graphrag_ray.llm.client import OpenAIClient
+from graphrag_ray.llm.outcomes import TimedOutError, TransientLLMError
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from graphrag_ray.errors import LLMUnavailableError, UnusableAnswerError
 from graphrag_ray.llm.batch_collect import active_collector
 from graphrag_ray.llm.cache import cache_key
 from graphrag_ray.llm.call_path import ModelBase
-from graphrag_ray.llm.client import Completion, TransientLLMError, completion_of
+from graphrag_ray.llm.outcomes import Completion, TransientLLMError, completion_of
 from graphrag_ray.llm.request_shape import is_reasoning_model
 from graphrag_ray.parsing.llm_output import parse_json_object
 

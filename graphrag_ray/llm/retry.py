@@ -15,7 +15,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
 from tenacity.wait import wait_exponential_jitter
 
 from graphrag_ray.config.settings import RetryConfig
-from graphrag_ray.llm.client import RateLimitedError, TransientLLMError
+from graphrag_ray.llm.outcomes import RateLimitedError, TransientLLMError
 
 
 class _RetryAfterOrBackoff:

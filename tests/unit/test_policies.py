@@ -185,7 +185,8 @@ def test_a_503_with_retry_after_is_waited_out_like_a_429_and_a_refused_connectio
     import openai
 
     from graphrag_ray.config.settings import ModelConfig
-    from graphrag_ray.llm.client import OpenAIClient, RateLimitedError, TransientLLMError
+    from graphrag_ray.llm.client import OpenAIClient
+    from graphrag_ray.llm.outcomes import RateLimitedError, TransientLLMError
 
     async def outcomes(http_client: str):
         client = OpenAIClient(

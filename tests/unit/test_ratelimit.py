@@ -169,7 +169,7 @@ def test_a_worker_opens_at_once_when_its_job_already_had_an_answer_from_the_mode
 
 def test_429s_use_up_no_attempt_and_stop_only_at_the_deadline():
     from graphrag_ray.config.settings import RetryConfig
-    from graphrag_ray.llm.client import RateLimitedError, TransientLLMError
+    from graphrag_ray.llm.outcomes import RateLimitedError, TransientLLMError
     from graphrag_ray.llm.retry import retrying
 
     policy = RetryConfig(max_attempts=2, initial_wait=0.01, max_wait=0.02, jitter=0.0, rate_limit_deadline_s=0.6)
