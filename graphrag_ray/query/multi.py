@@ -113,7 +113,10 @@ def merge_local(
         if not scored:
             continue
         scored.sort(key=lambda s: (-s[0], s[1], s[2]))
-        title, columns = scored[0][3], scored[0][4]
+        title, columns = scored[0][3], max((s[4] for s in scored), key=len)
+        # one index's Sources may say where each unit is (`source`: PDF pages, headings) and another's not: every
+        # row is laid out in the widest columns, a column its index lacks left empty
+        scored = [(*s[:5], _in_columns(s[5], s[4], columns), s[6]) for s in scored]
         text, kept = pack_table(title, columns, [s[5] for s in scored], count, shares[share] - spent[share])
         if kept:
             parts.append(text)
@@ -122,6 +125,14 @@ def merge_local(
             records[key] = [s[6] for s in scored[:kept]]
     selected = [e for context in contexts for e in context.selected]
     return LocalContext("\n".join(parts), records, selected, tables, sum(c.named for c in contexts))
+
+
+def _in_columns(row: list, columns: list[str], wanted: list[str]) -> list:
+    """A table row laid out in `wanted` columns (a column it lacks: empty)."""
+    if columns == wanted:
+        return row
+    cells = dict(zip(columns, row))
+    return [cells.get(column, "") for column in wanted]
 
 
 class MultiIndexSearch(QueryEngine):

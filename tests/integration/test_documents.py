@@ -5,6 +5,7 @@ file whose bytes changed."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from asyncio import run as run_closing
 from pathlib import Path
@@ -169,3 +170,17 @@ def test_standard_method_extracts_from_parsed_documents(tmp_path, simulator, ray
     failures = dict(read_table(result.index, "failures").select("item_id", "reason").iter_rows())
     assert set(failures) == {"secret.pdf", "broken.docx", "photo.png"}
     assert failures["photo.png"].startswith("file type .png is not read (supported: .csv")
+
+
+def test_several_indexes_one_with_pages_one_without_share_one_sources_table(fast, tmp_path, simulator):
+    plain = make_root(tmp_path / "plain", simulator.base_url, chunks=CHUNKS)
+    (plain / "input").mkdir()
+    (plain / "input" / "notes.txt").write_text("Bob Tanaka roasts coffee for Harbor Roastery at night.\n")
+    api.build_index(root=plain, method="fast")
+    result = run_closing(api.search("Who is Bob Tanaka?", "local", [fast[0], plain], context_only=True, no_llm=True))
+    sources = result.context_text.split("-----Sources-----\n", 1)[1].split("\n-----", 1)[0].splitlines()
+    assert sources[0] == "id|source|text"
+    # a row starts `<index>:<id>|` (its text may run over several lines): laid out in the same three columns
+    rows = [line.split("|", 2) for line in sources[1:] if re.match(r"^[\w-]+:\d+\|", line)]
+    assert rows and all(len(row) == 3 for row in rows)
+    assert any(row[1] == "report.pdf p. 2" for row in rows) and any(row[1] == "" for row in rows)
