@@ -360,8 +360,9 @@ def run_planned(
     paid = runs.child(f"paid-{run_id}")
     ctx.paid_dir = paid.location
     ctx.batch_dir = runs.child(f"batches-{run_id}").location  # kept by --no-resume too: no job is sent twice
-    backend, runs_on = _choose_executor(planned)
-    limiter = job_limiter(backend, run_id, verbose)
+    backend, why_here = _choose_executor(planned)
+    limiter = job_limiter(backend, run_id, verbose)  # starts or joins Ray for the ray backend
+    runs_on = where_ray_runs() if backend == "ray" else why_here  # (what Ray it runs on is known once joined)
     (announce or log.info)(runs_on)
     previous_limits = (planned.published_stats or {}).get("provider_limits") or {}
     warm = warm_start(limiter, previous_limits, settings.models) if planned.update else []
@@ -411,8 +412,8 @@ def run_planned(
 
 
 def _choose_executor(planned: RunPlan) -> tuple[str, str]:
-    """Ray or this process, and the run's first line saying which. What the run reads anew decides whether Ray's
-    start-up pays: an update of a few documents runs here, cluster or not."""
+    """Ray or this process, and (for this process) the run's first line saying why. What the run reads anew
+    decides whether Ray's start-up pays: an update of a few documents runs here, cluster or not."""
     workers = planned.ctx.settings.workers
     if planned.update:
         work_bytes = changed_input_bytes(planned.manifest, _json(planned.ctx.previous, "inputs.json"))
@@ -422,7 +423,7 @@ def _choose_executor(planned: RunPlan) -> tuple[str, str]:
         workers.executor, work_bytes, workers.local_max_input_mb, not planned.update, workers.ray_min_cpus
     )
     if backend == "ray":
-        return backend, where_ray_runs()
+        return backend, ""
     why = _why_local(workers, work_bytes)
     return backend, f"running in this process, no Ray (workers.executor: {workers.executor}{why})"
 
