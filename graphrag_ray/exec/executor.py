@@ -251,6 +251,8 @@ class Executor:
                         earlier[n] = pl.concat(([earlier[n]] if n in earlier else []) + new, how="diagonal_relaxed")
             del round_frames, carried
         earlier.clear()
+        if task is not None and not self.progress.tasks[task].total:  # nothing was dispatched: said done
+            self.progress.update(task, completed=0)
         # each table's partition frames are let go as they are joined: never two copies of a step's rows
         yielded = {
             n: pl.concat(collected.pop(n), how="diagonal_relaxed")

@@ -50,7 +50,8 @@ class PlainProgress:
             t.completed = completed if completed is not None else t.completed + advance
             t.total = total if total is not None else t.total
             t.fields.update(fields)
-            done = bool(t.total) and t.completed >= t.total and not t.finished
+            # a step with nothing to do (no PDF to parse, every item carried) is done once it says so
+            done = (t.completed >= t.total if t.total else completed is not None) and not t.finished
             t.finished = t.finished or done
         if done:
             self._line(self._describe(t, "done"))
