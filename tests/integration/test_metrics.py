@@ -25,9 +25,22 @@ def scrape() -> dict[str, float]:
     return sums
 
 
+def settled() -> dict[str, float]:
+    """The counters once what earlier tests in this session paid has been exported: two scrapes a report interval
+    apart (Ray's metrics agent reports every few seconds) that agree."""
+    before, deadline = scrape(), time.time() + 90
+    while time.time() < deadline:
+        time.sleep(11)
+        now = scrape()
+        if now == before:
+            return now
+        before = now
+    return before
+
+
 def test_an_index_job_s_counters_equal_its_ledger(tmp_path, simulator, ray_session):
     root = coffee_root(tmp_path / "metrics", simulator.base_url)
-    before = scrape()
+    before = settled()
     result = build_index(root=root)
     total = result.ledger.total()
     items = sum(step.get("items") or 0 for step in result.stats["steps"].values())  # the item steps'
