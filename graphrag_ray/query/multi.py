@@ -140,7 +140,9 @@ class MultiIndexSearch(QueryEngine):
 
     def __init__(self, method: str, parts: list[IndexPart], answerer: QueryEngine):
         if method not in multi_methods():
-            raise UsageError(f"--method {method}: several indexes are asked with {' or '.join(multi_methods())} search")
+            raise UsageError(
+                f"--method {method}: several indexes are asked with {' or '.join(sorted(multi_methods()))} search"
+            )
         names = [part.name for part in parts]
         if len(set(names)) != len(names):
             raise UsageError(

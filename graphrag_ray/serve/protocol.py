@@ -51,7 +51,7 @@ def model_names(indexes: list[str]) -> list[str]:
     and the bare method names when one index is served."""
     names = [f"{index}/{method}" for index in indexes for method in served_methods()]
     if len(indexes) > 1:
-        names += [f"{MULTI}/{method}" for method in multi_methods() if method in served_methods()]
+        names += [f"{MULTI}/{method}" for method in sorted(multi_methods()) if method in served_methods()]
     else:
         names += list(served_methods())
     return names
