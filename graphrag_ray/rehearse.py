@@ -67,9 +67,10 @@ def rehearse(
     latency: float = 0.5,
     show_progress: bool = False,
     verbose: bool = False,
+    overrides: dict | None = None,
 ) -> Rehearsal:
     root = Path(root).resolve()
-    settings = load_settings(root, config_file)
+    settings = load_settings(root, config_file, overrides)
     limits = settings.model(settings.extract_graph.model_id).rate_limit
     shutil.rmtree(root / settings.output.runs_dir / "rehearsal" / "cache", ignore_errors=True)
     # OpenAI's prompt cache modelled: the rehearsal's ledger predicts the cached prompt tokens, and prices them

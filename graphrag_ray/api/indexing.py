@@ -30,6 +30,7 @@ def build_index(
     batch: bool | None = None,
     detach: bool = False,
     documents=None,
+    overrides: dict | None = None,
 ):
     """Index ROOT's input into ROOT/output (Microsoft GraphRAG's `build_index(config)` shape: pass a loaded
     Settings as `config`, or a root). `retry_failures`: re-run only what the published index lists as failed
@@ -39,12 +40,14 @@ def build_index(
     gets the run's first line: the Ray cluster it started or joined, or that it runs in this process. `batch`: the
     calls go as the provider's Batch API jobs (None: as settings' batch.enabled says); `detach`: stop once they are
     submitted (`BatchesPending`), the same call later collects them. `documents`: a ray.data.Dataset whose rows
-    (id, text, optional title and metadata) are the input instead of ROOT's input folder (api/datasets.py)."""
+    (id, text, optional title and metadata) are the input instead of ROOT's input folder (api/datasets.py).
+    `overrides`: settings merged over ROOT's file (the command line's --no-cache, --output)."""
     from graphrag_ray.index.pipeline import build_index as run
 
+    if config is None and overrides:
+        config = load_settings(root, config_file, overrides)
     if documents is not None:
         from graphrag_ray.api.datasets import documents_as_input
-        from graphrag_ray.config.load import load_settings
 
         root = Path(root).resolve()
         config = documents_as_input(config or load_settings(root, config_file), root, documents)
@@ -77,15 +80,17 @@ def update_index(
     announce=None,
     batch: bool | None = None,
     detach: bool = False,
+    overrides: dict | None = None,
 ):
     """Bring ROOT's published index up to date with its input (documents added, changed, deleted), at a cost in
     proportion to the change; a new version with `changes.json`. `method`: refused unless it is the published
-    index's (an update never changes the method). `announce`: as build_index's."""
+    index's (an update never changes the method). `announce`, `overrides`: as build_index's."""
     from graphrag_ray.index.pipeline import build_index as run
 
     return run(
         root,
         config_file,
+        settings=load_settings(root, config_file, overrides) if overrides else None,
         method=method,
         resume=resume,
         show_progress=show_progress,
@@ -128,7 +133,12 @@ def estimate_index(root: str | Path = ".", config_file: str | Path | None = None
 
 
 def prompt_tune(
-    root: str | Path = ".", config_file: str | Path | None = None, sample: int = 12, dry_run: bool = False, **options
+    root: str | Path = ".",
+    config_file: str | Path | None = None,
+    sample: int = 12,
+    dry_run: bool = False,
+    overrides: dict | None = None,
+    **options,
 ):
     """Extraction, summary and report prompts fitted to ROOT's corpus (its language, domain, entity types, a
     worked example), written into ROOT/prompts/ (or `output`) unless `dry_run`. `options`: Microsoft GraphRAG's
@@ -137,7 +147,7 @@ def prompt_tune(
     from graphrag_ray.exec.step import StepContext
     from graphrag_ray.index.prompt_tune import TuneOptions, tune
 
-    settings = load_settings(root, config_file)
+    settings = load_settings(root, config_file, overrides)
     chosen = TuneOptions(**{"limit": sample, **options})
     return tune(StepContext(settings, Path(root).resolve()), Models.create(settings, root), chosen, dry_run)
 

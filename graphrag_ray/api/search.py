@@ -57,6 +57,7 @@ async def _multi_engine(
     response_type,
     no_llm,
     opened: list[Models],
+    overrides: dict | None = None,
 ):
     """Several indexes asked at once (query/multi.py): each opened with its own settings, all sharing the first
     one's rate limiter; the first one's models make the answer. Each root's Models is added to `opened`."""
@@ -66,7 +67,7 @@ async def _multi_engine(
 
     parts, limiter = [], None
     for root in roots:
-        settings = load_settings(root)
+        settings = load_settings(root, overrides=overrides)
         method = check_method(query, method, community_level, settings.query.max_question_chars)
         settings, index, models = open_index(root, settings=settings, vectors=method != "global")
         if limiter is None:
@@ -111,10 +112,18 @@ async def _engine(asked: dict, opened: list[Models]):
                     "settings.yaml and published index are used"
                 )
             return await _multi_engine(
-                query, method, list(root), community_level, dynamic_community_selection, response_type, no_llm, opened
+                query,
+                method,
+                list(root),
+                community_level,
+                dynamic_community_selection,
+                response_type,
+                no_llm,
+                opened,
+                asked.get("overrides"),
             )
         root = root[0]
-    settings = settings or load_settings(root, config_file)
+    settings = settings or load_settings(root, config_file, asked.get("overrides"))
     method = check_method(query, method, community_level, settings.query.max_question_chars)
     settings, index, models = open_index(root, config_file, data, settings, vectors=method != "global")
     opened.append(models)
@@ -135,10 +144,12 @@ async def _engine(asked: dict, opened: list[Models]):
 def _deadline_s(asked: dict) -> float:
     """The question's query.deadline_s (its settings are loaded here once, and handed on to the engine)."""
     root = asked["root"]
+    overrides = asked.get("overrides")
     if isinstance(root, (list, tuple)) and len(root) > 1:
-        return load_settings(root[0]).query.deadline_s
+        return load_settings(root[0], overrides=overrides).query.deadline_s
     if asked["settings"] is None:
-        asked["settings"] = load_settings(root[0] if isinstance(root, (list, tuple)) else root, asked["config_file"])
+        one = root[0] if isinstance(root, (list, tuple)) else root
+        asked["settings"] = load_settings(one, asked["config_file"], overrides)
     return asked["settings"].query.deadline_s
 
 
@@ -168,8 +179,10 @@ async def search(
     context_only: bool = False,
     settings: Settings | None = None,
     no_llm: bool = False,
+    overrides: dict | None = None,
 ):
-    """Any method, `auto` included; returns a SearchResult (its details say the route taken)."""
+    """Any method, `auto` included; returns a SearchResult (its details say the route taken). `overrides`:
+    settings merged over each root's file (the command line's --no-cache)."""
     asked = dict(locals())
     async with _closing() as opened, question_deadline(_deadline_s(asked)):
         engine, details = await _engine(asked, opened)  # `auto` asks the model to route: within the deadline
@@ -195,6 +208,7 @@ async def search_streaming(
     settings: Settings | None = None,
     no_llm: bool = False,
     on_result=None,
+    overrides: dict | None = None,
 ):
     """Yield the answer's pieces as they arrive, for any method (`auto` routes first); `on_result(SearchResult)`
     is called at the end with the whole result."""

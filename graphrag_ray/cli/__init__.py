@@ -101,12 +101,9 @@ def root(
         False, "--version", callback=_version, is_eager=True, help="print the version and exit"
     ),
 ) -> None:
-    from graphrag_ray.config.load import set_command_overrides
-
     if not isinstance(ctx.obj, CommandState):  # run by typer's own runner rather than main()
         ctx.obj = CommandState()
     ctx.obj.verbose = verbose
-    set_command_overrides({})  # nothing a previous in-process command's flags set
     _log_to_stderr(verbose)
     install_log_redaction()
 
@@ -131,16 +128,15 @@ def _log_to_stderr(verbose: bool) -> None:
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
 
 
-def _use_cache(cache: bool, output: Path | None = None) -> None:
-    """--no-cache: every settings file this command reads has the LLM response cache off; --output: its index
-    goes there (a path as the shell gave it, relative to the working directory; a URI as is)."""
-    from graphrag_ray.config.load import set_command_overrides
-
-    overrides = {} if cache else {"cache": {"enabled": False}}
+def _overrides(cache: bool, output: Path | None = None) -> dict:
+    """What the flags change in every settings file the command reads (handed to the API, which hands it to
+    load_settings): --no-cache turns the LLM response cache off; --output puts the index there (a path as the
+    shell gave it, relative to the working directory; a URI as is)."""
+    overrides: dict = {} if cache else {"cache": {"enabled": False}}
     if output is not None:
         where = str(output) if "://" in str(output) else str(Path(output).resolve())
         overrides["output"] = {"base_dir": where}
-    set_command_overrides(overrides)
+    return overrides
 
 
 CacheOpt = typer.Option(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from graphrag_ray.cli import CacheOpt, ConfigOpt, DataOpt, RootOpt, _use_cache, app
+from graphrag_ray.cli import CacheOpt, ConfigOpt, DataOpt, RootOpt, _overrides, app
 from graphrag_ray.cli.terminal import LineReader, asyncio_handles_ctrl_c, printable, write_out
 from graphrag_ray.errors import GraphRagRayError
 
@@ -128,7 +128,7 @@ def query(
     cache: bool = CacheOpt,
 ) -> None:
     """Ask the index a question (QUESTION '-' reads it from standard input)."""
-    _use_cache(cache)
+    overrides = _overrides(cache)
     text = _question_text(question, query_opt, query_file)
     from graphrag_ray import api
 
@@ -142,7 +142,9 @@ def query(
         async def stream():
             shown = False
             try:
-                async for piece in api.search_streaming(*asked, no_llm=no_llm, on_result=finished.append):
+                async for piece in api.search_streaming(
+                    *asked, no_llm=no_llm, on_result=finished.append, overrides=overrides
+                ):
                     sys.stdout.write(printable(piece))
                     sys.stdout.flush()
                     shown = shown or bool(piece)
@@ -158,7 +160,7 @@ def query(
             sys.stderr.write(printable(f"route: {result.details['route']} ({result.details['route_reason']})") + "\n")
     else:
         with asyncio_handles_ctrl_c():
-            result = asyncio.run(api.search(*asked, context_only=context_only, no_llm=no_llm))
+            result = asyncio.run(api.search(*asked, context_only=context_only, no_llm=no_llm, overrides=overrides))
         if "route" in result.details:
             write_out(f"route: {result.details['route']} ({result.details['route_reason']})")
         write_out(result.context_text if context_only else result.response)

@@ -16,7 +16,7 @@ from graphrag_ray.cli import (
     RootOpt,
     SkipValidationOpt,
     _console,
-    _use_cache,
+    _overrides,
     app,
     cache_app,
     verbose,
@@ -118,7 +118,7 @@ def index(
             batch=batch,
             detach=detach,
         )
-    _use_cache(cache, output)
+    overrides = _overrides(cache, output)
     if dry_run:
         return estimate(root=root, config=config, method=method)
     console = _console()
@@ -127,7 +127,13 @@ def index(
         from graphrag_ray.rehearse import rehearse as run_rehearsal
 
         outcome = run_rehearsal(
-            root, config, method=method, latency=latency, show_progress=progress, verbose=verbose(ctx)
+            root,
+            config,
+            method=method,
+            latency=latency,
+            show_progress=progress,
+            verbose=verbose(ctx),
+            overrides=overrides,
         )
         console.print(outcome.result.ledger.rich_table("Rehearsal: LLM usage the real run would have"))
         console.print(outcome.summary())
@@ -147,6 +153,7 @@ def index(
         announce=lambda line: console.print(line, highlight=False),
         batch=batch,
         detach=detach,
+        overrides=overrides,
     )
     _report_run(result, console)
 
@@ -240,7 +247,7 @@ def update(
 ) -> None:
     """Bring the published index up to date with the input: documents added, changed or deleted cost calls in
     proportion to the change; published as a new version with a changes.json."""
-    _use_cache(cache, output)
+    overrides = _overrides(cache, output)
     from graphrag_ray.api import update_index
 
     console = _console()
@@ -255,6 +262,7 @@ def update(
         announce=lambda line: console.print(line, highlight=False),
         batch=batch,
         detach=detach,
+        overrides=overrides,
     )
     _report_run(result, console)
 
@@ -351,7 +359,7 @@ def prompt_tune(
     cache: bool = CacheOpt,
 ) -> None:
     """Fit the extraction, summary and report prompts to the corpus (language, domain, entity types, example)."""
-    _use_cache(cache)
+    overrides = _overrides(cache)
     from graphrag_ray import api
 
     result = api.prompt_tune(
@@ -369,6 +377,7 @@ def prompt_tune(
         chunk_size=chunk_size,
         overlap=overlap,
         output=output.resolve() if output else None,
+        overrides=overrides,
     )
     if dry_run:
         for relative, text in result.prompts.items():

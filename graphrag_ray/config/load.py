@@ -19,20 +19,11 @@ _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 SETTINGS_FILE = "settings.yaml"
 
 
-# what the command line says on top of every settings file a command reads (e.g. --no-cache)
-_COMMAND_OVERRIDES: dict[str, Any] = {}
-
-
-def set_command_overrides(overrides: dict[str, Any]) -> None:
-    """For the command layer: settings its flags change, for every settings file the command loads."""
-    _COMMAND_OVERRIDES.clear()
-    _COMMAND_OVERRIDES.update(overrides)
-
-
 def load_settings(
     root: str | Path = ".", config_file: str | Path | None = None, overrides: dict[str, Any] | None = None
 ) -> Settings:
-    """Read ROOT/settings.yaml (or config_file), substitute ${VAR}s from the environment and ROOT/.env."""
+    """Read ROOT/settings.yaml (or config_file), substitute ${VAR}s from the environment and ROOT/.env;
+    `overrides` (what a command's flags say: --no-cache, --output) are merged over the file."""
     root = Path(root)
     path = Path(config_file) if config_file else root / SETTINGS_FILE
     if not path.exists():
@@ -55,8 +46,6 @@ def load_settings(
     env = {k: v for k, v in dotenv_values(root / ".env").items() if v is not None} if (root / ".env").exists() else {}
     env.update(os.environ)  # the real environment wins over .env, as with docker/compose
     raw = _substitute(raw, env)
-    if _COMMAND_OVERRIDES:
-        raw = _deep_merge(raw, _COMMAND_OVERRIDES)
     if overrides:
         raw = _deep_merge(raw, overrides)
     settings = validate_settings(raw, source=str(path))

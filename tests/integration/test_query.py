@@ -15,7 +15,7 @@ from graphrag_ray.llm.models import Models
 from graphrag_ray.query.factory import make_engine
 from graphrag_ray.query.global_search import GlobalSearch
 from graphrag_ray.query.index_data import IndexData
-from tests.helpers import published_index
+from tests.helpers import cli_in_process, published_index
 from tests.integration.test_index import coffee_root
 
 QUESTION = "李明在经营咖啡店过程中都经历了哪些挑战？"
@@ -329,3 +329,19 @@ def test_microsoft_shaped_api_takes_dataframes(root):
     assert response and context["reports"]
     response, context = run(api.local_search(config=settings, query="李明", root=root, **frames))
     assert response and context["entities"][0]["entity"] == "李明"
+
+
+def test_no_cache_is_said_to_the_api_for_that_command_only(root, simulator):
+    """`query --no-cache` asks the endpoint every time (the flag reaches load_settings through the API); the
+    next command in the same process, without it, is answered from the cache again."""
+    question = "张伟供应什么？"
+
+    def paid(*flags: str) -> int:
+        before = simulator.stats().get("ok", 0)
+        done = cli_in_process("query", "--method", "basic", *flags, question, root=root)
+        assert done.returncode == 0, done.stderr
+        return simulator.stats().get("ok", 0) - before
+
+    assert paid("--no-cache") > 0 and paid("--no-cache") > 0  # nothing read from the cache, twice
+    paid()  # (fills the cache)
+    assert paid() == 0  # the flag did not outlive its command
