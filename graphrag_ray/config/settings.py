@@ -192,6 +192,14 @@ class SummarizeConfig(Section):
     model_id: str = doc("default_chat", "chat model entry used to merge descriptions")
     prompt: str = doc("prompts/summarize_descriptions.txt", "summary prompt, relative to the root")
     max_length: int = doc(500, "max words of a merged description", gt=0)
+    summarize_from: int = doc(
+        4,
+        "an item is summarised by the model from this many distinct descriptions, or when they pass max_length "
+        "words together; fewer and shorter are joined as they are, with no call (a summary of two or three "
+        "sentences restates them at the price of its output). LightRAG's rule (force_llm_summary_on_merge: 4 "
+        "when introduced, 8 today); 2 summarises every item of two or more, as Microsoft GraphRAG does",
+        ge=2,
+    )
     max_input_tokens: int = doc(4000, "descriptions per call; longer lists are summarised in rolling rounds", gt=0)
     revise_on_update: bool = doc(
         True,

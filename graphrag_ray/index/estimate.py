@@ -195,7 +195,11 @@ def embeddings_estimate(corpus: Corpus) -> list[StageEstimate]:
 class CorpusNames:
     entities: int  # distinct names
     relationships: int  # distinct pairs named in one sentence
-    recurring: int  # names and pairs found in two or more text units (a summary call each)
+    units_per_name: dict[int, int]  # how many names and pairs are found in exactly n text units, by n
+
+    def in_at_least(self, units: int) -> int:
+        """Names and pairs found in `units` or more text units (a summary call each from summarize_from)."""
+        return sum(count for n, count in self.units_per_name.items() if n >= units)
 
 
 def corpus_names(units: list[dict]) -> CorpusNames:
@@ -216,5 +220,4 @@ def corpus_names(units: list[dict]) -> CorpusNames:
             inside = sorted(n for n in kept if n in (upper if n.isascii() else sentence))
             pairs.update((a, b) for i, a in enumerate(inside) for b in inside[i + 1 :])
         pair_units.update(pairs)
-    recurring = sum(1 for c in name_units.values() if c > 1) + sum(1 for c in pair_units.values() if c > 1)
-    return CorpusNames(len(name_units), len(pair_units), recurring)
+    return CorpusNames(len(name_units), len(pair_units), dict(Counter([*name_units.values(), *pair_units.values()])))

@@ -29,18 +29,39 @@ def _straight(text: str) -> str:
 
 _THINK = re.compile(r"<think>.*?(?:</think>|$)", re.S | re.I)
 _TUPLE = re.escape(TUPLE_DELIMITER)
-# a record's opening: ( "entity" <|>   (quotes optional, any case)
-_OPENING = re.compile(r"\(\s*[\"']?(entity|relationship)[\"']?\s*" + _TUPLE, re.I)
 # what closes a record at the end of its span: ) or > , perhaps a stray tuple delimiter, perhaps {strength}
 _CLOSE = r"(?:\)|(?<!\|)>)"  # ) or >, but not the > of a tuple delimiter
-_CLOSING = re.compile(_CLOSE + r"\s*(?:" + _TUPLE + r")?\s*(?:\{\s*(-?\d+(?:\.\d+)?)\s*\})?\s*(?:" + _TUPLE + r")?\s*$")
-# the same, followed by a line break: a record closed there, with prose after it
-_CLOSING_IN_LINE = re.compile(
-    _CLOSE + r"\s*(?:" + _TUPLE + r")?\s*(?:\{\s*(-?\d+(?:\.\d+)?)\s*\})?\s*(?:" + _TUPLE + r")?[ \t]*\n"
-)
 _NEXT_MARKER = re.compile(r"(?:(?<=[)\"'])|(?<=[^|]>)|\n)\s*(?:\d+\s*[.)]|[-*•])\s*$")
-# a field separator: the tuple delimiter, or one missing its "<" after a closing quote ("...trademark."|>9)
-_FIELD_SPLIT = re.compile(_TUPLE + r"|</\|>|(?<=[\"'])\s*\|>")  # also `</|>` ("...ratio"</|>8)
+
+
+@dataclass(frozen=True)
+class _Dialect:
+    """The patterns of one tuple delimiter: Microsoft GraphRAG's `<|>`, or the single `|` of our own prompt (a
+    record in 12-18 tokens of format instead of 19-27: the answer is what is billed at the output price)."""
+
+    opening: re.Pattern  # a record's opening: ( "entity" <|>   (quotes optional, any case)
+    closing: re.Pattern
+    closing_in_line: re.Pattern  # the same, followed by a line break: a record closed there, with prose after it
+    field_split: re.Pattern
+    kindless: re.Pattern  # a record that lost its kind, on a line of its own, numbered or bulleted or not
+
+
+def _dialect(tuple_re: str, split_re: str) -> _Dialect:
+    closing = _CLOSE + r"\s*(?:" + tuple_re + r")?\s*(?:\{\s*(-?\d+(?:\.\d+)?)\s*\})?\s*(?:" + tuple_re + r")?"
+    return _Dialect(
+        re.compile(r"\(\s*[\"']?(entity|relationship)[\"']?\s*" + tuple_re, re.I),
+        re.compile(closing + r"\s*$"),
+        re.compile(closing + r"[ \t]*\n"),
+        re.compile(split_re),
+        re.compile(r"^[ \t]*(?:\d+\s*[.)]|[-*•])?[ \t]*\((.*" + tuple_re + r".*?)\)?[ \t]*$", re.M),
+    )
+
+
+# a field separator: the tuple delimiter, or one missing its "<" after a closing quote ("...trademark."|>9), or
+# `</|>` ("...ratio"</|>8)
+_ANGLED = _dialect(_TUPLE, _TUPLE + r"|</\|>|(?<=[\"'])\s*\|>")
+_LONE_PIPE = r"(?<![<|])\|(?![>|])"
+_PIPE = _dialect(_LONE_PIPE, _LONE_PIPE)
 _OPENING_INSIDE = re.compile(r"\(\s*[\"']?(?:entity|relationship)\b", re.I)  # an opening whose delimiter was lost
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
@@ -94,10 +115,10 @@ class _Record:
     sample: str
 
 
-def _records(output: str) -> Iterator[_Record]:
+def _records(output: str, dialect: _Dialect) -> Iterator[_Record]:
     """Every record of a tuple-format answer, from its opening to the next record's opening (or the end)."""
     text = _straight(visible_answer(output))
-    openings = list(_OPENING.finditer(text))
+    openings = list(dialect.opening.finditer(text))
     for i, opening in enumerate(openings):
         followed = i + 1 < len(openings)
         span = text[opening.end() : openings[i + 1].start() if followed else len(text)]
@@ -106,37 +127,35 @@ def _records(output: str) -> Iterator[_Record]:
             if at >= 0:
                 span, followed = span[:at], True
         span = _NEXT_MARKER.sub("", span).rstrip() if followed else span.rstrip()
-        closing = _CLOSING.search(span) or _CLOSING_IN_LINE.search(span)
+        closing = dialect.closing.search(span) or dialect.closing_in_line.search(span)
         body = span[: closing.start()] if closing else span
         yield _Record(
             opening.group(1).lower(),
-            [_clean(f) for f in _FIELD_SPLIT.split(body)],
+            [_clean(f) for f in dialect.field_split.split(body)],
             closing is not None or followed,
             closing.group(1) if closing else None,
             text[opening.start() : opening.start() + 120],
         )
 
 
-# a record that lost its kind, on a line of its own, numbered or bulleted or not: ("NAME"<|>TYPE<|>DESC)
-_KINDLESS = re.compile(r"^[ \t]*(?:\d+\s*[.)]|[-*•])?[ \t]*\((.*" + _TUPLE + r".*?)\)?[ \t]*$", re.M)
-
-
 def _kindless_records(output: str) -> Iterator[_Record]:
     """Records of an answer with no `"entity"` / `"relationship"` kind at all (a gleaning answered as numbered
     lines): three fields are an entity (name, type, description), four ending in a number a relationship."""
     text = _straight(visible_answer(output)).replace(COMPLETION_DELIMITER, "")
-    for line in _KINDLESS.finditer(text):
-        fields = [_clean(f) for f in _FIELD_SPLIT.split(line.group(1))]
+    for line in _ANGLED.kindless.finditer(text):  # ("NAME"<|>TYPE<|>DESC)
+        fields = [_clean(f) for f in _ANGLED.field_split.split(line.group(1))]
         kind = "relationship" if len(fields) == 4 and _NUMBER.fullmatch(fields[-1]) else "entity"
         yield _Record(kind, fields, True, None, line.group(0).strip()[:120])
 
 
 def parse_tuples(output: str) -> Extraction:
     """Parse `("entity"<|>NAME<|>TYPE<|>DESC)` / `("relationship"<|>S<|>T<|>DESC<|>STRENGTH)` records, in any of
-    the shapes real models write them (see the module's docstring). The same record given twice counts once."""
+    the shapes real models write them (see the module's docstring), or the same with `|` between the fields (our
+    own prompt's format). The same record given twice counts once."""
     result = Extraction()
     seen: set[tuple] = set()
-    records = list(_records(output))
+    # Microsoft's delimiter first: an answer in it parses as it always has; then our own prompt's single `|`
+    records = list(_records(output, _ANGLED)) or list(_records(output, _PIPE))
     if not records:  # no record names its kind: lines of fields, as some gleanings answer
         records = list(_kindless_records(output))
     for record in records:
@@ -193,7 +212,8 @@ def without_copies(found: Extraction, examples: frozenset[str], text: str) -> tu
 def says_none(output: str) -> bool:
     """The answer says there is nothing (more) to add: the completion marker, and no record opened."""
     text = visible_answer(output)
-    return COMPLETION_DELIMITER in text and not _OPENING.search(_straight(text))
+    text = _straight(text)
+    return COMPLETION_DELIMITER in text and not (_ANGLED.opening.search(text) or _PIPE.opening.search(text))
 
 
 # ----------------------------------------------------------------------------------------- claims
@@ -214,9 +234,9 @@ def claim_records(output: str) -> tuple[list[list[str]], int]:
         if not opened:
             continue
         body = raw[opened.end() :].rstrip()
-        closing = _CLOSING.search(body) or _CLOSING_IN_LINE.search(body)
+        closing = _ANGLED.closing.search(body) or _ANGLED.closing_in_line.search(body)
         body = body[: closing.start()] if closing else body
-        fields = [f.strip().strip("\"'").strip() for f in _FIELD_SPLIT.split(body)]
+        fields = [f.strip().strip("\"'").strip() for f in _ANGLED.field_split.split(body)]
         if len(fields) < 7 or not fields[0]:
             unparsed += 1
             continue

@@ -30,7 +30,7 @@ from graphrag_ray.simulate.config import SimulatorConfig, SlidingWindow
 from graphrag_ray.simulate.prompt_cache import PrefixCache, prompt_token_ids
 from graphrag_ray.simulate.responders import COMPLETE as COMPLETION_DELIMITER
 from graphrag_ray.simulate.responders import respond
-from graphrag_ray.simulate.shapes import reasoning_text, refusal, reshape
+from graphrag_ray.simulate.shapes import in_prompts_delimiter, reasoning_text, refusal, reshape
 
 
 class Simulator:
@@ -198,9 +198,10 @@ class Simulator:
             return kind, f"I am not sure what you mean. {digest[:12]} ... maybe try again?"
         if self.config.answer_mode == "no-delimiter":
             content = content.replace(COMPLETION_DELIMITER, "").rstrip()
-        if self.config.answer_shape == "clean":
-            return kind, content
         prompt = "\n".join(str(m.get("content") or "") for m in body.get("messages") or [])
+        if self.config.answer_shape == "clean":
+            return kind, in_prompts_delimiter(kind, content, prompt)
+        # the other shapes replay answers recorded from prompts in Microsoft's `<|>` format: given as recorded
         return kind, reshape(kind, content, self.config.answer_shape, prompt)
 
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:

@@ -83,6 +83,16 @@ def reasoning_text(family: str, body: dict, tokens: int) -> str:
     return "Let me think" + " think" * max(0, words - 3)
 
 
+def in_prompts_delimiter(kind: str, content: str, prompt: str) -> str:
+    """An extraction answer written as the prompt's worked example writes its records: with `|` between the fields
+    and a record a line (graphrag-ray's prompt), or as given (Microsoft's `<|>` and `##`). A model copies its
+    example's format; the responders write Microsoft's."""
+    if kind not in ("extract_graph", "extract_glean") or '("entity"|' not in prompt:
+        return content
+    records = [r.strip() for r in content.replace(COMPLETE, "").split(RECORD) if r.strip()]
+    return "\n".join([*(r.replace(TUPLE, "|") for r in records), COMPLETE])
+
+
 def reshape(kind: str, content: str, shape: str, prompt: str = "") -> str:
     """The clean answer `content` of a `kind` request (whose prompt is `prompt`), as a model of `shape` writes
     it."""

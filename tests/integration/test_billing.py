@@ -128,7 +128,7 @@ def test_a_community_too_small_for_a_report_call_gets_one_written_from_its_rows(
     root = make_root(tmp_path / "pair", sim.base_url, workers={"executor": "local"})
     (root / "input").mkdir()
     (root / "input" / "story.txt").write_text(long_story(0)[:2500], encoding="utf-8")
-    (root / "input" / "pair.txt").write_text("Ola Nordmann married Kari Hansen in Lillehammer.", encoding="utf-8")
+    (root / "input" / "pair.txt").write_text("Ola Nordmann married Kari Hansen.", encoding="utf-8")
     sim.reset()
     result = api.build_index(root=root)
     served = sim.stats()

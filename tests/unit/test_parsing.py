@@ -1,8 +1,8 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graphrag_ray.config.prompts import fill
-from graphrag_ray.parsing.llm_output import parse_json_object, parse_tuples
+from graphrag_ray.config.prompts import fill, load_prompt
+from graphrag_ray.parsing.llm_output import example_names, parse_json_object, parse_tuples
 
 GOOD = (
     '("entity"<|>李明<|>PERSON<|>李明在杭州开了一家咖啡店)\n##\n'
@@ -81,3 +81,19 @@ def test_a_gleaning_of_numbered_lines_without_the_record_kind_keeps_its_entities
     assert found.unparsed == 0
     # prose lines with brackets but no tuple delimiter are no records
     assert parse_tuples("1. (none found)\n<|COMPLETE|>").records == 0
+
+
+def test_our_prompts_single_bar_records_parse_like_microsofts_and_a_bar_in_a_description_stays_in_it():
+    """The default prompt asks for `("entity"|NAME|TYPE|DESC)` a line (fewer output tokens than `<|>` and `##`);
+    the simulator answers it as its worked examples write records, and the parser reads both delimiters."""
+    from graphrag_ray.simulate.shapes import in_prompts_delimiter
+
+    prompt = fill(load_prompt(None, "prompts/extract_graph.txt"), entity_types="PERSON", input_text="x")
+    ours = in_prompts_delimiter("extract_graph", GOOD, prompt)
+    assert "<|>" not in ours and "##" not in ours and ours.count("\n") == 3
+    assert parse_tuples(ours) == parse_tuples(GOOD)
+    piped = parse_tuples('("entity"|PIPE WORKS|ORGANIZATION|makes a | b valves)\n("relationship"|A|B|a | b|4)')
+    assert piped.entities[0]["description"] == "makes a b valves" and piped.relationships[0]["weight"] == 4.0
+    assert "HARBOR ROASTERY" in example_names(prompt) and "李明" in example_names(prompt)
+    # a Microsoft GraphRAG prompt's answer keeps its format (and parses as it always has)
+    assert in_prompts_delimiter("extract_graph", GOOD, 'Format ... ("entity"<|>NAME...') == GOOD

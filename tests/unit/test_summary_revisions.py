@@ -196,3 +196,37 @@ def test_a_hub_that_only_gained_keeps_its_summary_unless_it_failed_or_lost_one(t
     rows_out = run([gained], Chat())
     assert rows_out[0]["summaries"][0]["description"] == "gained: summary"
     assert rows_out[0]["summaries"][0]["sources"] == sorted(rows[0]["sources"])
+
+
+def test_a_few_short_descriptions_are_joined_with_no_call_and_many_or_long_ones_are_summarised():
+    """LightRAG's rule: the model summarises an item from `summarize_from` distinct descriptions, or when they pass
+    max_length words together; the others keep their descriptions joined (with_summaries) at no cost."""
+    import polars as pl
+
+    from graphrag_ray.index.operations.descriptions import with_summaries
+
+    def descriptions(n: int, words: int = 6) -> list[str]:
+        return [f"Item {k} " + "word " * words for k in range(n)]
+
+    entities = pl.DataFrame(
+        {
+            "id": ["two", "three", "four", "long_pair", "one"],
+            "title": ["TWO", "THREE", "FOUR", "LONG PAIR", "ONE"],
+            "descriptions": [descriptions(2), descriptions(3), descriptions(4), descriptions(2, 300), ["alone"]],
+        }
+    )
+    relationships = pl.DataFrame(
+        {"id": ["r"], "source": ["TWO"], "target": ["FOUR"], "descriptions": [["Two meets Four.", "Two met Four."]]}
+    )
+    tables = {"resolved_entities": entities, "resolved_relationships": relationships, "text_units": pl.DataFrame()}
+
+    def summarised(**section) -> list[str]:
+        settings = Settings.model_validate({"summarize_descriptions": section})
+        ctx = StepContext(settings=settings, root=Path("."))
+        return STEP.items(ctx, tables, 0, {})["item_id"].to_list()
+
+    assert summarised() == ["four", "long_pair"]  # 500 words at most: the long pair is 600
+    assert summarised(summarize_from=2) == ["two", "three", "four", "long_pair", "r"]  # Microsoft GraphRAG's
+    assert summarised(summarize_from=3, max_length=700) == ["three", "four"]
+    joined = with_summaries(entities, relationships)["entities_summarized"]
+    assert joined.filter(pl.col("id") == "two")["description"].item() == "\n".join(descriptions(2))

@@ -1,7 +1,9 @@
 """Merge the descriptions of each entity and relationship into one.
 
-An LLM call is made only for an item with two or more distinct descriptions. When the list is longer than
-the input budget, it is summarised in rolling rounds: the running summary plus the next descriptions that fit.
+An LLM call is made only for an item with `summarize_from` (4) or more distinct descriptions, or whose descriptions
+together pass the summary's `max_length`: fewer and shorter are joined as they are (LightRAG's rule). When the list
+is longer than the input budget, it is summarised in rolling rounds: the running summary plus the next descriptions
+that fit.
 In an update, an item of many descriptions of which a few changed (a hub gaining a document's mentions) is revised
 from its previous summary and the changed descriptions (`revise_on_update`, index/operations/descriptions.py),
 and up to `revisions_per_call` such revisions of one partition share a call, answered as one JSON object (an item
@@ -45,21 +47,27 @@ class SummarizeDescriptions(ItemStep):
     carries_results = True  # an update takes unchanged items' rows from the version it updates
 
     def estimate(self, corpus) -> list:
-        """Projected: a summary per name and pair found in two or more text units (the corpus's own names)."""
+        """Projected: a summary per name and pair found in `summarize_from` or more text units (the corpus's own
+        names)."""
         from graphrag_ray.index.estimate import DESCRIPTION_TOKENS, DESCRIPTIONS_PER_SUMMARY, SUMMARY_OUTPUT
         from graphrag_ray.llm.tokens import tokenizer_for
 
         cfg = corpus.settings.summarize_descriptions
         chat = corpus.settings.model(cfg.model_id)
         tok = tokenizer_for(chat.model, chat.encoding)
-        merged = corpus.names.recurring
+        merged = corpus.names.in_at_least(cfg.summarize_from)
         prompt = tok.count(corpus.ctx.prompt(cfg.prompt)) + DESCRIPTIONS_PER_SUMMARY * DESCRIPTION_TOKENS
         return [corpus.stage(self.name, cfg.model_id, merged, merged * prompt, merged * SUMMARY_OUTPUT, False)]
 
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> Items:
-        """Every entity and relationship of two or more descriptions: a frame of items (exec/items.py), or in an
-        update that revises, their dicts with the revisions added."""
-        many = pl.col("descriptions").list.len() > 1
+        """Every entity and relationship the model summarises (`summarize_from` distinct descriptions, or longer
+        than a summary may be): a frame of items (exec/items.py), or in an update that revises, their dicts with
+        the revisions added. The others' descriptions are joined as they are (with_summaries)."""
+        cfg = ctx.settings.summarize_descriptions
+        many = (pl.col("descriptions").list.unique().list.len() >= cfg.summarize_from) | (
+            (pl.col("descriptions").list.len() > 1)
+            & (pl.col("descriptions").list.join(" ").str.count_matches(r"\S+") > cfg.max_length)
+        )
         entities = (
             tables["resolved_entities"]
             .filter(many)
@@ -73,7 +81,6 @@ class SummarizeDescriptions(ItemStep):
             pl.col("id").alias("item_id"), pl.Series("names", names, dtype=pl.String), "descriptions"
         )
         items = pl.concat([entities, relationships])
-        cfg = ctx.settings.summarize_descriptions
         if ctx.previous is None or not cfg.revise_on_update:
             return items
         items = items.to_dicts()
