@@ -201,7 +201,6 @@ class Simulator:
         prompt = "\n".join(str(m.get("content") or "") for m in body.get("messages") or [])
         if self.config.answer_shape == "clean":
             return kind, in_prompts_delimiter(kind, content, prompt)
-        # the other shapes replay answers recorded from prompts in Microsoft's `<|>` format: given as recorded
         return kind, reshape(kind, content, self.config.answer_shape, prompt)
 
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:

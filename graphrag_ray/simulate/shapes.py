@@ -86,7 +86,8 @@ def reasoning_text(family: str, body: dict, tokens: int) -> str:
 def in_prompts_delimiter(kind: str, content: str, prompt: str) -> str:
     """An extraction answer written as the prompt's worked example writes its records: with `|` between the fields
     and a record a line (graphrag-ray's prompt), or as given (Microsoft's `<|>` and `##`). A model copies its
-    example's format; the responders write Microsoft's."""
+    example's format; the responders write Microsoft's. (The other answer shapes replay answers recorded from
+    prompts in Microsoft's format, and stay in it.)"""
     if kind not in ("extract_graph", "extract_glean") or '("entity"|' not in prompt:
         return content
     records = [r.strip() for r in content.replace(COMPLETE, "").split(RECORD) if r.strip()]
