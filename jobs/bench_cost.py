@@ -4,6 +4,7 @@ GraphRAG 3.x (its own venv, as bench_vs_graphrag.py runs it) against one simulat
 
     python jobs/bench_cost.py                       # ~1M corpus tokens
     python jobs/bench_cost.py --tokens 100000 --skip-theirs
+    python jobs/bench_cost.py --skip-theirs --variant glean-conversation:extract_graph.gleaning_layout=conversation
 
 Each side's prompt, cached and completion tokens are what the simulator served it (per kind of prompt), priced at
 the list prices of gpt-4o-mini, gpt-4.1-mini and gpt-5-mini (config/prices.py): synchronous with the cache
@@ -28,6 +29,7 @@ import msgraphrag  # noqa: E402
 from corpus import build_corpus  # noqa: E402
 
 from graphrag_ray.config.prices import LIST_PRICES  # noqa: E402
+from graphrag_ray.config.prompts import load_prompt  # noqa: E402
 from graphrag_ray.simulate.process import SimulatorProcess  # noqa: E402
 
 SHEETS = ("gpt-4o-mini", "gpt-4.1-mini", "gpt-5-mini")
@@ -57,6 +59,19 @@ def tokens(served: dict) -> dict[str, int]:
     }
 
 
+def angled(prompt: str) -> str:
+    """The packaged extraction prompt with Microsoft's record format: `<|>` between fields, `##` between records
+    (`--variant angled:extract_graph.prompt=prompts/extract_graph_angled.txt`)."""
+    lines = []
+    for line in prompt.splitlines():
+        if line.startswith(('("entity"|', '("relationship"|')) and lines and lines[-1].startswith('("'):
+            lines.append("{record_delimiter}")
+        if line.startswith(('("entity"|', '("relationship"|', "Format each")):
+            line = line.replace("|", "{tuple_delimiter}")
+        lines.append(line.replace(", one per line.", ". Use **{record_delimiter}** as the list delimiter."))
+    return "\n".join(lines) + "\n"
+
+
 def bill(counts: dict[str, int], sheet: str, batch: bool = False, cache: bool = True) -> float:
     price = LIST_PRICES[sheet]
     cached = counts["cached"] if cache else 0
@@ -68,15 +83,22 @@ def bill(counts: dict[str, int], sheet: str, batch: bool = False, cache: bool = 
     return chat * (price.batch_discount if batch else 1.0) + counts["embedding"] * EMBEDDING.input / 1e6
 
 
-def our_run(work: Path, name: str, corpus: Path, sim: SimulatorProcess, batch: bool) -> dict:
+def our_run(
+    work: Path, name: str, corpus: Path, sim: SimulatorProcess, batch: bool, settings_changed: dict | None = None
+) -> dict:
+    import yaml
+
     root = side_by_side.our_root(work, corpus, sim.base_url, None)
     root = root.rename(work / name)
+    settings = yaml.safe_load((root / "settings.yaml").read_text(encoding="utf-8"))
     if batch:
-        import yaml
-
-        settings = yaml.safe_load((root / "settings.yaml").read_text(encoding="utf-8"))
         settings["batch"] = {"poll_interval_s": 0.5}
-        (root / "settings.yaml").write_text(yaml.safe_dump(settings), encoding="utf-8")
+    for key, value in (settings_changed or {}).items():  # section.key: value
+        section, field = key.split(".", 1)
+        settings.setdefault(section, {})[field] = yaml.safe_load(value)
+    (root / "settings.yaml").write_text(yaml.safe_dump(settings), encoding="utf-8")
+    (root / "prompts").mkdir(exist_ok=True)
+    (root / "prompts" / "extract_graph_angled.txt").write_text(angled(load_prompt(None, "prompts/extract_graph.txt")))
     args = ["index", "--root", str(root)] + (["--batch"] if batch else [])
     run = side_by_side.run_side("ours", Path(sys.executable), root, args, sim)
     assert run["returncode"] == 0, f"our {name} index failed: see {root / 'index.log'}"
@@ -91,6 +113,13 @@ def main() -> None:
         "--msgr-venv", type=Path, default=Path(os.environ.get("MSGR_VENV", side_by_side.HERE.parent / ".msgr-venv"))
     )
     parser.add_argument("--work", type=Path, default=None)
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME:SECTION.KEY=VALUE[,...]",
+        help="also a synchronous run of ours with these settings changed (a layout to compare by dollars)",
+    )
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-cost-"))
     corpus = work / "corpus"
@@ -102,6 +131,10 @@ def main() -> None:
         batch_run = our_run(work, "ours-batch", corpus, sim, batch=True)
         runs["ours batch"] = tokens(batch_run["served"])
         print(f"ours batch: {batch_run['served'].get('sync_chat', 0)} synchronous chat calls", flush=True)
+        for variant in args.variant:
+            name, changes = variant.split(":", 1)
+            changed = dict(change.split("=", 1) for change in changes.split(","))
+            runs[f"ours {name}"] = tokens(our_run(work, f"ours-{name}", corpus, sim, False, changed)["served"])
         if not args.skip_theirs:
             python = msgraphrag.ensure_venv(args.msgr_venv)
             root = side_by_side.their_root(work, "theirs", corpus, python, sim.base_url, None)
@@ -129,6 +162,11 @@ def main() -> None:
         ("ours, synchronous, no cache", "ours sync", False, False),
         ("ours, synchronous, cached", "ours sync", False, True),
         ("ours, Batch API, cached", "ours batch", True, True),
+        *(
+            (f"{name}, synchronous, cached", name, False, True)
+            for name in runs
+            if name.startswith("ours ") and name not in ("ours sync", "ours batch")
+        ),
     ]
     theirs_name = next((n for n in runs if n.startswith("Microsoft")), None)
     if theirs_name:

@@ -186,6 +186,12 @@ class ExtractGraphConfig(Section):
     continue_prompt: str = doc("prompts/extract_graph_continue.txt", "gleaning prompt, relative to the root")
     entity_types: list[str] = doc(["organization", "person", "geo", "event"], "entity types to extract")
     max_gleanings: int = doc(1, "extra rounds asking for missed entities (0: none)", ge=0)
+    gleaning_layout: Literal["names", "conversation"] = doc(
+        "names",
+        "names: a gleaning resends the extraction prompt (a cached prefix) and the names found so far; "
+        "conversation: the prompt, the answers so far and the question (Microsoft GraphRAG's), whose answers are "
+        "billed again as uncached input (jobs/bench_cost.py --variant measures both)",
+    )
 
 
 class SummarizeConfig(Section):

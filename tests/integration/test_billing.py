@@ -14,7 +14,7 @@ from graphrag_ray.config.prices import list_price
 from graphrag_ray.config.settings import ModelConfig, PriceConfig
 from graphrag_ray.llm.prices import cached_tokens_of, price_of
 from graphrag_ray.simulate.process import SimulatorProcess
-from tests.helpers import cli_in_process, make_root, published_index
+from tests.helpers import cli_in_process, make_root, published_index, write_input
 
 PRICES = {"input_per_1m": 0.40, "cached_input_per_1m": 0.10, "output_per_1m": 1.60}
 EMBEDDING_PRICE = 0.02
@@ -159,3 +159,31 @@ def test_estimate_predicts_the_cached_prompt_tokens_of_gleaning_rounds(tmp_path)
     full = (extract.prompt_tokens * PRICES["input_per_1m"] + extract.completion_tokens * PRICES["output_per_1m"]) / 1e6
     saved = extract.cached_tokens * (PRICES["input_per_1m"] - PRICES["cached_input_per_1m"]) / 1e6
     assert extract.cost == pytest.approx(full - saved)
+
+
+@pytest.mark.parametrize("layout", ["names", "conversation"])
+def test_a_gleaning_after_the_names_found_or_after_the_answers_finds_the_same_and_bills_as_it_says(
+    tmp_path, caching_provider, layout
+):
+    """`extract_graph.gleaning_layout`: names resends the cached prompt and the names found; conversation resends
+    the first answers as well, billed again as input (jobs/bench_cost.py --variant compares them in dollars)."""
+    from graphrag_ray.storage.tables import read_table
+
+    sim = caching_provider
+    root = make_root(
+        tmp_path / layout, sim.base_url, workers={"executor": "local"}, extract_graph={"gleaning_layout": layout}
+    )
+    (root / "input").mkdir()
+    write_input(root, "story.txt", long_story(1))
+    sim.reset()
+    result = api.build_index(root=root)
+    served = sim.stats()
+    entities = read_table(result.index, "entities")["title"].sort().to_list()
+    assert {"ADA MARSH", "IVO LUNDGREN", "BERGEN", "COLD DOCK"} <= set(entities)
+    extra = served["prompt_tokens_extract_glean"] - served["prompt_tokens_extract_graph"]
+    answers = served["completion_tokens_extract_graph"]
+    assert served["kind_extract_glean"] == served["kind_extract_graph"] >= 1
+    if layout == "conversation":  # every glean carries its unit's first answer
+        assert extra >= answers
+    else:  # the names, not the answers
+        assert 0 < extra < answers

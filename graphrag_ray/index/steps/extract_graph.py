@@ -98,7 +98,7 @@ class ExtractGraph(ItemStep):
         self.stat_update("cut_answers", int(answer.cut))
         found = own(answer.content)
         try:
-            await self._glean(ctx, chat, first, found, usable, own)
+            await self._glean(ctx, chat, first, answer.content, found, usable, own)
         except UnusableAnswerError as exc:
             # a gleaning answered twice in prose ("I apologize for the oversight...") ends gleaning for this unit;
             # what the first answer and earlier gleanings found stands
@@ -107,9 +107,14 @@ class ExtractGraph(ItemStep):
         # the endpoint failing mid-gleaning (LLMUnavailableError) fails the unit: it is retried whole
         return self._rows(item, found)
 
-    async def _glean(self, ctx: StepContext, chat, first: list[dict], found: Extraction, usable, own) -> None:
-        """Ask for what the answers so far missed, up to max_gleanings rounds, adding to `found`."""
+    async def _glean(
+        self, ctx: StepContext, chat, first: list[dict], answer: str, found: Extraction, usable, own
+    ) -> None:
+        """Ask for what the answers so far missed, up to max_gleanings rounds, adding to `found`: after the prompt
+        and the names found (`gleaning_layout: names`), or after the prompt and the answers themselves."""
         cfg = ctx.settings.extract_graph
+        conversation = cfg.gleaning_layout == "conversation"
+        before = [*first, {"role": "assistant", "content": answer}] if conversation else first
         for round_index in range(cfg.max_gleanings):
             names = sorted({e["title"] for e in found.entities})
             more = [
@@ -117,12 +122,12 @@ class ExtractGraph(ItemStep):
                     "role": "user",
                     "content": fill(
                         ctx.prompt(cfg.continue_prompt),
-                        extracted_names=", ".join(names) or "(none)",
+                        extracted_names="the records above" if conversation else ", ".join(names) or "(none)",
                         completion_delimiter=COMPLETION_DELIMITER,
                     ),
                 }
             ]
-            glean = await chat.chat(first + more, stage=STAGE, validate=usable)
+            glean = await chat.chat(before + more, stage=STAGE, validate=usable)
             self.stat_update("cut_answers", int(glean.cut))
             self.stat_update("gleaning_rounds")
             extra = own(glean.content)
@@ -130,7 +135,7 @@ class ExtractGraph(ItemStep):
             if not (extra.entities or extra.relationships) or round_index == cfg.max_gleanings - 1:
                 return
             check = await chat.chat(
-                first
+                before
                 + more
                 + [{"role": "assistant", "content": glean.content}, {"role": "user", "content": LOOP_PROMPT}],
                 stage=STAGE,
@@ -138,6 +143,8 @@ class ExtractGraph(ItemStep):
             )
             if not check.content.strip().upper().startswith("Y"):
                 return
+            if conversation:
+                before = [*before, *more, {"role": "assistant", "content": glean.content}]
 
     def _rows(self, item: dict, found: Extraction) -> Rows:
         rows: Rows = {"extracted_entities": [], "extracted_relationships": [], "failures": []}
