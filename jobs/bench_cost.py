@@ -157,7 +157,6 @@ def main() -> None:
             print(
                 f"  {name[:14]:14} {kind:17}{k['calls']:>12,}{k['prompt']:>12,}{k['cached']:>12,}{k['completion']:>12,}"
             )
-    print(f"\n{'dollars':34}" + "".join(f"{s:>16}" for s in SHEETS))
     lines = [
         ("ours, synchronous, no cache", "ours sync", False, False),
         ("ours, synchronous, cached", "ours sync", False, True),
@@ -174,17 +173,19 @@ def main() -> None:
             ("theirs, synchronous, no cache", theirs_name, False, False),
             ("theirs, synchronous, cached", theirs_name, False, True),
         ]
+    width = max(34, *(len(label) + 2 for label, *_ in lines))
+    print(f"\n{'dollars':{width}}" + "".join(f"{s:>16}" for s in SHEETS))
     for label, name, batch, cache in lines:
-        print(f"{label:34}" + "".join(f"{bill(runs[name], s, batch, cache):>16.4f}" for s in SHEETS))
+        print(f"{label:{width}}" + "".join(f"{bill(runs[name], s, batch, cache):>16.4f}" for s in SHEETS))
     if theirs_name:
-        print(f"\n{'ratio to theirs (cached, sync)':34}" + "".join(f"{s:>16}" for s in SHEETS))
+        print(f"\n{'ratio to theirs (cached, sync)':{width}}" + "".join(f"{s:>16}" for s in SHEETS))
         for label, name, batch, goal in (
             ("ours sync / theirs", "ours sync", False, 0.80),
             ("ours batch / theirs", "ours batch", True, 0.45),
         ):
             ratios = [bill(runs[name], s, batch) / bill(runs[theirs_name], s) for s in SHEETS]
             verdict = "goal met" if all(r <= goal for r in ratios) else f"goal <= {goal:.2f} NOT met"
-            print(f"{label:34}" + "".join(f"{r:>15.2f}x" for r in ratios) + f"   ({verdict})")
+            print(f"{label:{width}}" + "".join(f"{r:>15.2f}x" for r in ratios) + f"   ({verdict})")
     share = {
         n: c["completion"] * LIST_PRICES["gpt-4o-mini"].output / 1e6 / max(1e-12, bill(c, "gpt-4o-mini"))
         for n, c in runs.items()
