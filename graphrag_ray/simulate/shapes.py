@@ -103,7 +103,10 @@ def reshape(kind: str, content: str, shape: str, prompt: str = "") -> str:
         if kind not in ("extract_graph", "extract_glean"):
             return content
         example = prompt.split("-Real Data-")[0].rsplit("Output:", 1)[-1].strip().strip("#").strip()
-        return example if shape == "only-example" else f"{example.replace(COMPLETE, '').strip()}\n{RECORD}\n{content}"
+        if shape == "only-example":
+            return example
+        answer = in_prompts_delimiter(kind, content, prompt)  # the example re-printed, then the answer in its format
+        return f"{example.replace(COMPLETE, '').strip()}\n{RECORD if answer == content else ''}\n{answer}"
     if shape == "fenced-json":
         return f"Here is the report in JSON:\n```json\n{content}\n```" if kind in _JSON_KINDS else content
     if kind not in _TUPLE_KINDS:

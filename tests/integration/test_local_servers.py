@@ -159,14 +159,14 @@ def test_no_cache_and_clearing_one_stage(tmp_path):
         sim.reset()
         uncached = cli("index", "--root", str(root), "--no-cache")
         assert uncached.returncode == 0 and sim.stats()["ok"] >= built["ok"], uncached.stderr[-800:]
-        cleared = cli("cache", "clear", "--stage", "summarize_descriptions", "--root", str(root))
+        cleared = cli("cache", "clear", "--stage", "community_reports", "--root", str(root))
         assert cleared.returncode == 0 and "dropped" in cleared.stdout and " 0 answers" not in cleared.stdout
         assert "`graphrag-ray index --force` asks the model again" in cleared.stdout
         sim.reset()
         assert cli("index", "--root", str(root), "--force").returncode == 0
         kinds = {k: v for k, v in sim.stats().items() if k.startswith("kind_") and v}
-    assert kinds.get("kind_summarize", 0) == built["kind_summarize"], kinds
-    assert set(kinds) == {"kind_summarize"}, kinds  # that stage only
+    assert kinds.get("kind_community_report", 0) == built["kind_community_report"], kinds
+    assert set(kinds) == {"kind_community_report"}, kinds  # that stage only
 
 
 def test_a_log_gets_plain_progress_lines(tmp_path):

@@ -94,6 +94,6 @@ def test_our_prompts_single_bar_records_parse_like_microsofts_and_a_bar_in_a_des
     assert parse_tuples(ours) == parse_tuples(GOOD)
     piped = parse_tuples('("entity"|PIPE WORKS|ORGANIZATION|makes a | b valves)\n("relationship"|A|B|a | b|4)')
     assert piped.entities[0]["description"] == "makes a b valves" and piped.relationships[0]["weight"] == 4.0
-    assert "HARBOR ROASTERY" in example_names(prompt) and "李明" in example_names(prompt)
+    assert "TIDEWATER ROASTERS" in example_names(prompt) and "周岚" in example_names(prompt)
     # a Microsoft GraphRAG prompt's answer keeps its format (and parses as it always has)
     assert in_prompts_delimiter("extract_graph", GOOD, 'Format ... ("entity"<|>NAME...') == GOOD
