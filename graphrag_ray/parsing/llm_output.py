@@ -13,6 +13,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 TUPLE_DELIMITER = "<|>"
@@ -183,9 +184,11 @@ def parse_tuples(output: str) -> Extraction:
     return result
 
 
+@lru_cache(maxsize=8)
 def example_names(prompt: str) -> frozenset[str]:
     """The names in a prompt's worked examples (its own records, with no input text filled in), upper-cased: a
-    small model that re-prints the prompt copies them (MARTIN SMITH, CENTRAL INSTITUTION)."""
+    small model that re-prints the prompt copies them (MARTIN SMITH, CENTRAL INSTITUTION). Parsed once per prompt:
+    every text unit asks."""
     found = parse_tuples(prompt)
     return frozenset(
         n.upper()

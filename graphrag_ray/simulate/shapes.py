@@ -90,8 +90,12 @@ def in_prompts_delimiter(kind: str, content: str, prompt: str) -> str:
     prompts in Microsoft's format, and stay in it.)"""
     if kind not in ("extract_graph", "extract_glean") or '("entity"|' not in prompt:
         return content
-    records = [r.strip() for r in content.replace(COMPLETE, "").split(RECORD) if r.strip()]
-    return "\n".join([*(r.replace(TUPLE, "|") for r in records), COMPLETE])
+    return "\n".join([*(r.replace(TUPLE, "|") for r in _records(content)), COMPLETE])
+
+
+def _records(content: str) -> list[str]:
+    """The records of an answer in Microsoft's format, as the responders write it."""
+    return [r.strip() for r in content.replace(COMPLETE, "").split(RECORD) if r.strip()]
 
 
 def reshape(kind: str, content: str, shape: str, prompt: str = "") -> str:
@@ -118,7 +122,7 @@ def reshape(kind: str, content: str, shape: str, prompt: str = "") -> str:
                 "covered above, and I could not identify additional entities (or relationships) in it."
             )
         return content
-    records = [r.strip() for r in content.replace(COMPLETE, "").split(RECORD) if r.strip()]
+    records = _records(content)
     if not records:
         return content
     if shape not in _RECORD_SHAPES:
