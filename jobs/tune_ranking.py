@@ -56,6 +56,7 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, required=True, help="the folder bench_retrieval.py --keep built")
     parser.add_argument("--setting", required=True)
     parser.add_argument("--values", type=float, nargs="+", required=True)
+    parser.add_argument("--columns", nargs="*", default=[], help="only the columns whose names hold one of these")
     parser.add_argument("--fixed", nargs="*", default=[], help="other settings held at a value: NAME=VALUE")
     args = parser.parse_args()
     defaults = bench_ranking()
@@ -71,11 +72,13 @@ def main() -> None:
         for n in (51, 101):
             columns.append((f"2wiki-{n} {shape}", args.keep / f"2wiki-{n}-{shape}", "wiki", n))
         columns.append((f"hotpot@5 {shape}", args.keep / f"hotpotqa-{shape}", "hotpot", 5))
-    columns += [("medical@10", args.keep / "medical", "medical", 10), ("novel@10", args.keep / "novel", "novel", 10)]
+    columns += [(f"{name}@{k}", args.keep / name, name, k) for name in ("medical", "novel") for k in (5, 10)]
     for shape in bench.SHAPES:  # the standard method's graphs (the simulator's extraction), where --standard built them
         for n in (51, 101):
             columns.append((f"std 2wiki-{n} {shape}", args.keep / f"2wiki-{n}-{shape}-standard", "wiki", n))
     columns = [c for c in columns if (c[1] / "output").exists()]
+    if args.columns:
+        columns = [c for c in columns if any(part in c[0] for part in args.columns)]
     print(f"local search, dev halves only ({', '.join(args.fixed) or 'defaults'}), {args.setting} =")
     print(f"{'value':>8}" + "".join(f"{name:>20}" for name, *_ in columns))
     for value in args.values:

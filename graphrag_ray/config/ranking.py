@@ -64,12 +64,21 @@ class RankingConfig(Section):
     )
     walk_reach: float = doc(
         80.0,
-        "how far a question's names reach: how many other text units share a name with their own. The walk's "
-        "weight in the fusion is (walk_reach / max(walk_reach, that count)) ** reach_power, BM25's the rest: the "
-        "walk decides for names that stay among a few passages, the words for names that reach many, and between "
-        "them the weight falls smoothly (no threshold between corpora). Chosen on the dev halves of 2Wiki-51/101 "
-        "and HotpotQA (both shapes, fast and standard graphs), GraphRAG-Bench Medical and Novel, from 10 to 160 "
+        "how far a question's names reach, in passages: how many other text units share a name with their own. The "
+        "walk's weight in the fusion is (the smaller of walk_reach / max(walk_reach, that count) and "
+        "walk_reach_tokens / max(walk_reach_tokens, their tokens)) ** reach_power, BM25's the rest: the walk decides "
+        "for names that stay among a few passages, the words for names that reach many, and between them the "
+        "weight falls smoothly (no threshold between corpora). Chosen on the dev halves of 2Wiki-51/101 and "
+        "HotpotQA (both shapes, fast and standard graphs), GraphRAG-Bench Medical and Novel, from 10 to 160 "
         "(jobs/results/tune_ranking.txt)",
+        gt=0,
+    )
+    walk_reach_tokens: float = doc(
+        10_000.0,
+        "... and in tokens: how much text those units hold. A long chunk names dozens of things, so names reach "
+        "its neighbours through all of them; 80 wiki passages are about 10,000 tokens, 8 chunks of 1,200. Chosen "
+        "on the same dev halves from 8,000 to 24,000 (GraphRAG-Bench Medical and Novel, cut at 1,200 tokens, "
+        "lost to basic search under the passage count alone)",
         gt=0,
     )
     reach_power: float = doc(1.0, "how fast the walk's weight falls past walk_reach", gt=0)

@@ -154,11 +154,49 @@ def test_in_a_corpus_whose_passages_share_their_names_widely_the_question_s_word
     api.build_index(root=root, method="fast")
     settings, data, _ = api.open_index(root)
     harald = [e["id"] for e in data.entity_rows.values() if e["title"] == "HARALD VIK"]
-    assert data.graph_walk.reach(harald, RankingConfig()) >= 300  # every village page
+    assert data.graph_walk.reach(harald, RankingConfig()).passages >= 300  # every village page
     question = "Which foundry cast the bronze bells for the churches where Harald Vik served?"
     local = sources_of(root, question, "local")
     assert set(local[:2]) == {"Olsen Foundry", "Harald Vik"}, local  # both passages the answer needs, first
     set_ranking(root, walk_reach=1e9)  # the walk deciding whatever its names' reach: the foundry is never reached
+    walked = sources_of(root, question, "local")
+    assert walked[0] == "Harald Vik" and "Olsen Foundry" not in walked, walked
+
+
+def long_chapter(district: str, n: int) -> str:
+    """A chapter of about 800 tokens about one village: its district and its catch, year after year."""
+    years = " ".join(
+        f"In {1900 + y} the fishermen of {district} Village {n} landed cod and herring at the quay." for y in range(40)
+    )
+    return f"{district} Village {n}: a village in {district}. {years}"
+
+
+CHAPTERS = {  # 31 chapters as a book cut at 1,200 tokens would give them: each names its district, shared with a
+    # third of the others, so the priest's page reaches 30 chapters - few passages, but 24,000 tokens of them
+    **{f"{district} Village {n}": long_chapter(district, n) for district in DISTRICTS for n in range(1, 11)},
+    "Harald Vik": f"Harald Vik: Harald Vik was a priest who served in {', '.join(DISTRICTS)}.",
+    "Olsen Foundry": "Olsen Foundry: the foundry cast bronze church bells for every parish on the coast.",
+}
+
+
+def test_in_a_corpus_of_long_chunks_the_question_s_words_rank_local_sources_as_the_names_reach_much_text(
+    tmp_path, ray_session, no_key
+):
+    # the names reach 30 passages - few, by count - but long ones, each naming its district and its village: a
+    # walk through them says little about which passage is wanted. The walk's weight falls with the text the names
+    # reach as with the passages, so the question's words rank the answer's page among the first
+    from graphrag_ray.config.ranking import RankingConfig
+
+    root = corpus_root(tmp_path, CHAPTERS, local_search={"top_k_entities": 1})
+    api.build_index(root=root, method="fast")
+    settings, data, _ = api.open_index(root)
+    harald = [e["id"] for e in data.entity_rows.values() if e["title"] == "HARALD VIK"]
+    reach = data.graph_walk.reach(harald, RankingConfig())
+    assert reach.passages == 30 and reach.tokens > 20_000, reach
+    question = "Which foundry cast the bronze bells for the churches where Harald Vik served?"
+    local = sources_of(root, question, "local")
+    assert set(local[:2]) == {"Olsen Foundry", "Harald Vik"}, local
+    set_ranking(root, walk_reach_tokens=1e9)  # reach counted in passages alone: the walk decides, and never gets there
     walked = sources_of(root, question, "local")
     assert walked[0] == "Harald Vik" and "Olsen Foundry" not in walked, walked
 

@@ -10,12 +10,21 @@ iteration in numpy: a query command does not import igraph (a second, cold) for 
 from __future__ import annotations
 
 from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
+import polars as pl
 
 from graphrag_ray.config.ranking import RankingConfig
 
 # every constant of the walk is a setting: local_search.ranking (config/ranking.py), with its provenance
+
+
+class Reach(NamedTuple):
+    """How far a question's names reach (GraphWalk.reach): other text units, and the tokens they hold."""
+
+    passages: int
+    tokens: float
 
 
 class GraphWalk:
@@ -24,6 +33,12 @@ class GraphWalk:
     def __init__(self, entities, relationships, text_units):
         self.entity_ids = entities["id"].to_list()
         self.unit_ids = text_units["id"].to_list()
+        # how much text each unit holds (a frame without token counts: a unit each)
+        self.unit_tokens = (
+            text_units["n_tokens"].fill_null(1).cast(pl.Float64).to_numpy()
+            if "n_tokens" in text_units.columns
+            else np.ones(len(self.unit_ids))
+        )
         self._entities, self._relationships = entities, relationships
 
     @cached_property
@@ -68,16 +83,18 @@ class GraphWalk:
             cache[ranking.membership_weight] = np.where(weight < 0, ranking.membership_weight, weight)
         return cache[ranking.membership_weight]
 
-    def reach(self, entity_ids: list[str], ranking: RankingConfig) -> int:
-        """How far a question's names reach: how many other text units share an entity (not a hub, not generic)
-        with the names' own text units - the passages a walk from them spreads over. A few for names that stay
-        among their own pages (2Wiki's people and films), hundreds where every passage shares names with many others
-        (long chunks of one subject, a novel's cast). A count, not a share: a walk cannot single out one passage of
-        three hundred whether the corpus holds a thousand or a million."""
+    def reach(self, entity_ids: list[str], ranking: RankingConfig) -> Reach:
+        """How far a question's names reach: the other text units that share an entity (not a hub, not generic)
+        with the names' own text units - the passages a walk from them spreads over - counted, and their tokens.
+        A few short passages for names that stay among their own pages (2Wiki's people and films); hundreds of
+        passages, or a few hundred thousand tokens, where every passage shares names with many others (a novel's
+        cast) or where passages are long chunks that each name dozens of things (a textbook cut at 1,200 tokens).
+        Counts, not shares: a walk cannot single out one passage of three hundred whether the corpus holds a
+        thousand or a million."""
         entities, _ = self._positions
         seeds = np.asarray([entities[e] for e in entity_ids if e in entities], dtype=np.int64)
         if not len(seeds):
-            return 0
+            return Reach(0, 0.0)
         indptr, neighbour, _ = self._edges
         offset = len(self.entity_ids)
         own = neighbour[edge_positions(indptr, seeds)[0]]
@@ -87,7 +104,8 @@ class GraphWalk:
         linking = self._linking(ranking)
         names = names[linking[names]]
         near = neighbour[edge_positions(indptr, names)[0]]
-        return len(np.unique(np.concatenate([near[near >= offset], own]))) - len(own)
+        others = np.setdiff1d(near[near >= offset], own)
+        return Reach(len(others), float(self.unit_tokens[others - offset].sum()))
 
     def _linking(self, ranking: RankingConfig) -> np.ndarray:
         """Which entity nodes link passages: not hubs, not in most text units (generic). Worked out once per pair of

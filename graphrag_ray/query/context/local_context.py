@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from graphrag_ray.config.ranking import RankingConfig
 from graphrag_ray.config.settings import LocalSearchConfig
 from graphrag_ray.query.context.budget import pack_table, source_records, sources_table
+from graphrag_ray.query.context.graph_walk import Reach
 from graphrag_ray.query.context.history import ConversationHistory
 from graphrag_ray.query.index_data import IndexData
 
@@ -293,12 +294,20 @@ def _walked_units(data: IndexData, query: str, selected: list[dict], ranking: Ra
     if scored:  # the names lead; the question's other words choose among what they reach
         scored = _reweighted(scored, lexical.scores(query, [u for u, _ in scored]), ranking)
     walked = [u for u, _ in scored]
-    reach = data.graph_walk.reach(list(seeds), ranking)
-    walk_weight = (ranking.walk_reach / max(ranking.walk_reach, reach)) ** ranking.reach_power
+    walk_weight = _walk_weight(data.graph_walk.reach(list(seeds), ranking), ranking)
     if walk_weight >= 1.0 or not hits:
         return walked
     words = [u for u, _ in lexical.search(query, max(len(walked), ranking.unit_seeds))]
     return fused({"walk": walked, "words": words}, {"walk": walk_weight, "words": 1.0 - walk_weight}, ranking)
+
+
+def _walk_weight(reach: Reach, ranking: RankingConfig) -> float:
+    """The walk's share of the fusion: 1 while the names reach at most `walk_reach` passages and
+    `walk_reach_tokens` tokens, falling smoothly as they reach past either - many short pages sharing a name, or a
+    few long chunks that name everything (a link through a chunk naming fifty things says little about any)."""
+    by_passages = ranking.walk_reach / max(ranking.walk_reach, reach.passages)
+    by_tokens = ranking.walk_reach_tokens / max(ranking.walk_reach_tokens, reach.tokens)
+    return min(by_passages, by_tokens) ** ranking.reach_power
 
 
 def fused(rankings: dict[str, list[str]], weights: dict[str, float], ranking: RankingConfig) -> list[str]:
