@@ -239,6 +239,16 @@ def given_title(title: str | None) -> str | None:
     return title
 
 
+def titles_of(text: str, document_title: str | None) -> list[str]:
+    """The names a text unit has by its place, whatever its words: its document's title (`given_title`) and a
+    title on its first line (`title_line`), once each."""
+    found: dict[str, str] = {}
+    for title in (given_title(document_title), title_line(text)):
+        if title:
+            found.setdefault(title.casefold(), title)
+    return list(found.values())
+
+
 def mentions(text: str, concept_min_count: int = 2, document_title: str | None = None) -> list[Mention]:
     """Every proper-noun mention, plus common nouns (>= 2 characters) repeated concept_min_count times; a title on
     the text's first line (`title_line`) is a mention of its own, whatever the spotters make of its words, and so is

@@ -201,6 +201,34 @@ def test_in_a_corpus_of_long_chunks_the_question_s_words_rank_local_sources_as_t
     assert walked[0] == "Harald Vik" and "Olsen Foundry" not in walked, walked
 
 
+SONGS = {  # a title with a lower-case word, which a model (here the simulator) may not list as a name
+    "Me and Bobby McGee": 'Me and Bobby McGee: "Me and Bobby McGee" is a song written by Kris Kristofferson, '
+    "originally performed by Roger Miller.",
+    "Roger Miller": "Roger Miller: Roger Dean Miller was an American singer. His son Dean Miller is a singer too.",
+    "Janis Joplin": "Janis Joplin: Janis Joplin was an American singer who recorded songs in San Francisco.",
+    "Fred Foster": "Fred Foster: Fred Foster was a record producer in Nashville.",
+}
+
+
+def test_the_standard_method_makes_a_document_s_title_an_entity_of_its_text_units(tmp_path, simulator, ray_session):
+    from tests.helpers import make_root
+
+    root = make_root(tmp_path / "songs", simulator.base_url)
+    (root / "input").mkdir()
+    pl.DataFrame({"id": ["s0", "s1", "s2", "s3"], "title": list(SONGS), "text": list(SONGS.values())}).write_csv(
+        root / "input" / "songs.csv"
+    )
+    api.build_index(root=root)
+    settings, data, _ = api.open_index(root)
+    by_title = {e["title"]: e for e in data.entity_rows.values()}
+    unit_text = {u["id"]: u["text"] for u in data.text_units.iter_rows(named=True)}
+    song = by_title["ME AND BOBBY MCGEE"]  # the model did not list it; the page's title is its entity
+    assert [unit_text[u] for u in song["text_unit_ids"]] == [SONGS["Me and Bobby McGee"]]
+    assert "Kris Kristofferson" in song["description"]  # the sentence naming it, not a made-up one
+    question = "Who is the child of the performer of song Me And Bobby Mcgee?"
+    assert set(sources_of(root, question, "local")[:2]) == {"Me and Bobby McGee", "Roger Miller"}
+
+
 UNTITLED_TEXT = {  # the input's title column names each page; the texts never repeat their own title
     "Night Harbor": "A 1998 drama film directed by Maren Oskarsdottir. It follows a ferry crew through one winter.",
     "Maren Oskarsdottir": "She was born in Tromsø and studied painting before she made films.",

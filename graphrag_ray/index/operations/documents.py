@@ -147,3 +147,10 @@ class _Documents:
         if not self.batches:
             return pl.DataFrame(schema=DOCUMENT_SCHEMA)
         return pl.concat(self.batches, rechunk=True)
+
+
+def units_with_titles(tables) -> pl.DataFrame:
+    """The text units, each with its document's `title` as `document_title` (a step naming a document's title as
+    an entity of its units reads it)."""
+    titles = tables["documents"].select(pl.col("id").alias("document_id"), pl.col("title").alias("document_title"))
+    return tables["text_units"].join(titles, on="document_id", how="left", maintain_order="left")

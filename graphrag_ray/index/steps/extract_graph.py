@@ -15,7 +15,9 @@ import polars as pl
 from graphrag_ray.config.prompts import fill
 from graphrag_ray.errors import UnusableAnswerError
 from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
+from graphrag_ray.index.operations.documents import units_with_titles
 from graphrag_ray.index.operations.extraction import extraction_prompt
+from graphrag_ray.nlp.entities import sentences, titles_of
 from graphrag_ray.parsing.llm_output import (
     COMPLETION_DELIMITER,
     Extraction,
@@ -39,7 +41,7 @@ class ExtractGraph(ItemStep):
     name = "extract_graph"
     uses_llm, settings_section = True, "extract_graph"
     prompt_keys = ("prompt", "continue_prompt")
-    reads = ("text_units",)
+    reads = ("text_units", "documents")
     writes = ("extracted_entities", "extracted_relationships")
     yields = {name: RUN_SCHEMAS[name] for name in ("extracted_entities", "extracted_relationships")}
     carries_results = True  # an update takes unchanged items' rows from the version it updates
@@ -76,7 +78,7 @@ class ExtractGraph(ItemStep):
         ]
 
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> pl.DataFrame:
-        return tables["text_units"].select(pl.col("id").alias("item_id"), "text", "document_id")
+        return units_with_titles(tables).select(pl.col("id").alias("item_id"), "text", "document_id", "document_title")
 
     async def process(self, ctx: StepContext, item: dict, models) -> Rows:
         cfg = ctx.settings.extract_graph
@@ -161,6 +163,9 @@ class ExtractGraph(ItemStep):
                 self.failure_row(item, f"no parseable records in the answer ({found.unparsed} unparseable)")
             )
             return rows
+        titled = titled_entities(item, found.entities)
+        self.stat_update("title_entities_added", len(titled))
+        found.entities.extend(titled)
         self.stat_update("entity_mentions", len(found.entities))
         self.stat_update("relationship_mentions", len(found.relationships))
         for order, e in enumerate(found.entities):
@@ -174,6 +179,22 @@ class ExtractGraph(ItemStep):
             "extracted_entities": yielded["extracted_entities"],
             "extracted_relationships": yielded["extracted_relationships"],
         }
+
+
+def titled_entities(item: dict, extracted: list[dict]) -> list[dict]:
+    """The unit's titles (its document's, one on its first line) that the model did not name: an entity of the unit
+    by its place, as in the fast method - a page links to its title whether or not a model lists it ("Me and Bobby
+    McGee", a song, with a lower-case "and"). Described by the first sentence naming it, else the text's first."""
+    named = {e["title"].casefold() for e in extracted}
+    spans = [span for _, span in sentences(item["text"])] or [item["text"]]
+    out = []
+    for title in titles_of(item["text"], item.get("document_title")):
+        if title.casefold() in named:
+            continue
+        naming = [span for span in spans if title.casefold() in span.casefold()]
+        description = (naming or spans)[0].strip()[:300]
+        out.append({"title": title.upper() if title.isascii() else title, "type": "TITLE", "description": description})
+    return out
 
 
 STEP = ExtractGraph()

@@ -19,6 +19,7 @@ import math
 import polars as pl
 
 from graphrag_ray.exec.step import ItemStep, Rows, StepContext, Tables
+from graphrag_ray.index.operations.documents import units_with_titles
 from graphrag_ray.nlp.entities import mentions, sentences, sentences_naming
 from graphrag_ray.storage.schemas import RUN_SCHEMAS
 
@@ -35,9 +36,7 @@ class NlpGraph(ItemStep):
     partition_size = 64
 
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> pl.DataFrame:
-        titles = tables["documents"].select(pl.col("id").alias("document_id"), pl.col("title").alias("document_title"))
-        units = tables["text_units"].join(titles, on="document_id", how="left", maintain_order="left")
-        return units.select(pl.col("id").alias("item_id"), "text", "document_title")
+        return units_with_titles(tables).select(pl.col("id").alias("item_id"), "text", "document_title")
 
     async def process(self, ctx: StepContext, item: dict, models) -> Rows:
         cfg = ctx.settings.fast
