@@ -239,11 +239,13 @@ def given_title(title: str | None) -> str | None:
     return title
 
 
-def titles_of(text: str, document_title: str | None) -> list[str]:
+def titles_of(text: str, document_title: str | None, document_head: str | None = None) -> list[str]:
     """The names a text unit has by its place, whatever its words: its document's title (`given_title`) and a
-    title on its first line (`title_line`), once each."""
+    title on its first line (`title_line`) - when `document_head` is given, only in the document's first unit (a
+    chunk cut mid-document may open with any short line) - once each."""
+    first = document_head is None or text.lstrip().startswith(document_head.lstrip()[: len(text.lstrip())][:100])
     found: dict[str, str] = {}
-    for title in (given_title(document_title), title_line(text)):
+    for title in (given_title(document_title), title_line(text) if first else None):
         if title:
             found.setdefault(title.casefold(), title)
     return list(found.values())

@@ -102,3 +102,14 @@ def test_a_document_title_is_a_name_of_its_text_unless_it_is_a_file_name():
     assert given_title("  The   Great Gatsby ") == "The Great Gatsby"
     for made_up in ("report.txt", "corpus.csv#12", "", None, "1999", "word " * 20):
         assert given_title(made_up) is None, made_up
+
+
+def test_a_units_titles_are_its_documents_title_and_a_title_line_only_where_the_document_opens():
+    from graphrag_ray.nlp.entities import titles_of
+
+    page = "Roger Miller\nRoger Dean Miller was an American singer."
+    assert titles_of(page, "Roger Miller", page) == ["Roger Miller"]  # the column and the first line: once
+    assert titles_of(page, "notes.txt", page) == ["Roger Miller"]  # a file name is no title; the first line is
+    later_chunk = "Fix the build\nThe release also fixes the manual."  # a chunk cut mid-document
+    assert titles_of(later_chunk, "notes.txt", "Changelog\n  * first release") == []
+    assert titles_of(later_chunk, "Vim Help", "Changelog\n  * first release") == ["Vim Help"]

@@ -149,8 +149,15 @@ class _Documents:
         return pl.concat(self.batches, rechunk=True)
 
 
+HEAD_CHARS = 200  # enough to tell a document's first text unit, and to hold a title line
+
+
 def units_with_titles(tables) -> pl.DataFrame:
-    """The text units, each with its document's `title` as `document_title` (a step naming a document's title as
-    an entity of its units reads it)."""
-    titles = tables["documents"].select(pl.col("id").alias("document_id"), pl.col("title").alias("document_title"))
+    """The text units, each with its document's `title` as `document_title` and the document's first characters as
+    `document_head` (a step naming a document's title as an entity of its units reads them)."""
+    titles = tables["documents"].select(
+        pl.col("id").alias("document_id"),
+        pl.col("title").alias("document_title"),
+        pl.col("text").str.slice(0, HEAD_CHARS).alias("document_head"),
+    )
     return tables["text_units"].join(titles, on="document_id", how="left", maintain_order="left")

@@ -78,7 +78,9 @@ class ExtractGraph(ItemStep):
         ]
 
     def items(self, ctx: StepContext, tables: Tables, round_index: int, earlier: Tables) -> pl.DataFrame:
-        return units_with_titles(tables).select(pl.col("id").alias("item_id"), "text", "document_id", "document_title")
+        return units_with_titles(tables).select(
+            pl.col("id").alias("item_id"), "text", "document_id", "document_title", "document_head"
+        )
 
     async def process(self, ctx: StepContext, item: dict, models) -> Rows:
         cfg = ctx.settings.extract_graph
@@ -182,13 +184,13 @@ class ExtractGraph(ItemStep):
 
 
 def titled_entities(item: dict, extracted: list[dict]) -> list[dict]:
-    """The unit's titles (its document's, one on its first line) that the model did not name: an entity of the unit
+    """The unit's titles (its document's, one on its document's first line) that the model did not name: an entity of the unit
     by its place, as in the fast method - a page links to its title whether or not a model lists it ("Me and Bobby
     McGee", a song, with a lower-case "and"). Described by the first sentence naming it, else the text's first."""
     named = {e["title"].casefold() for e in extracted}
     spans = [span for _, span in sentences(item["text"])] or [item["text"]]
     out = []
-    for title in titles_of(item["text"], item.get("document_title")):
+    for title in titles_of(item["text"], item.get("document_title"), item.get("document_head") or ""):
         if title.casefold() in named:
             continue
         naming = [span for span in spans if title.casefold() in span.casefold()]
