@@ -142,27 +142,6 @@ PARISHES = {  # 307 pages: each village page shares its district with 99 others 
 }
 
 
-def test_in_a_corpus_whose_passages_share_their_names_widely_the_question_s_words_rank_local_sources(
-    tmp_path, ray_session, no_key
-):
-    # a walk from HARALD VIK spreads over most pages (his page shares a district with 300 of 306): it says little
-    # about which passage is wanted, and the answer's page is one it never reaches. The walk's weight follows how
-    # far the names reach, so here the question's words rank the Sources (no threshold between corpora decides it)
-    from graphrag_ray.config.ranking import RankingConfig
-
-    root = corpus_root(tmp_path, PARISHES, local_search={"top_k_entities": 1})
-    api.build_index(root=root, method="fast")
-    settings, data, _ = api.open_index(root)
-    harald = [e["id"] for e in data.entity_rows.values() if e["title"] == "HARALD VIK"]
-    assert data.graph_walk.reach(harald, RankingConfig()).passages >= 300  # every village page
-    question = "Which foundry cast the bronze bells for the churches where Harald Vik served?"
-    local = sources_of(root, question, "local")
-    assert set(local[:2]) == {"Olsen Foundry", "Harald Vik"}, local  # both passages the answer needs, first
-    set_ranking(root, walk_reach=1e9)  # the walk deciding whatever its names' reach: the foundry is never reached
-    walked = sources_of(root, question, "local")
-    assert walked[0] == "Harald Vik" and "Olsen Foundry" not in walked, walked
-
-
 def long_chapter(district: str, n: int) -> str:
     """A chapter of about 800 tokens about one village: its district and its catch, year after year."""
     years = " ".join(
@@ -179,24 +158,34 @@ CHAPTERS = {  # 31 chapters as a book cut at 1,200 tokens would give them: each 
 }
 
 
-def test_in_a_corpus_of_long_chunks_the_question_s_words_rank_local_sources_as_the_names_reach_much_text(
-    tmp_path, ray_session, no_key
+@pytest.mark.parametrize(
+    ("corpus", "far", "walk_alone"),
+    [
+        # 307 short pages: HARALD VIK's page shares a district with 300 of them - many passages
+        (PARISHES, lambda reach: reach.passages >= 300, {"walk_reach": 1e9}),
+        # 31 long chapters: his page reaches 30 - few passages, but 24,000 tokens of them
+        (CHAPTERS, lambda reach: reach.passages == 30 and reach.tokens > 20_000, {"walk_reach_tokens": 1e9}),
+    ],
+    ids=["many-short-pages", "few-long-chunks"],
+)
+def test_in_a_corpus_whose_passages_share_their_names_widely_the_question_s_words_rank_local_sources(
+    tmp_path, ray_session, no_key, corpus, far, walk_alone
 ):
-    # the names reach 30 passages - few, by count - but long ones, each naming its district and its village: a
-    # walk through them says little about which passage is wanted. The walk's weight falls with the text the names
-    # reach as with the passages, so the question's words rank the answer's page among the first
+    # a walk from HARALD VIK spreads over most of the corpus: it says little about which passage is wanted, and the
+    # answer's page is one it never reaches. The walk's weight follows how far the names reach - in passages and in
+    # the text they hold - so here the question's words rank the Sources (no threshold between corpora decides it)
     from graphrag_ray.config.ranking import RankingConfig
 
-    root = corpus_root(tmp_path, CHAPTERS, local_search={"top_k_entities": 1})
+    root = corpus_root(tmp_path, corpus, local_search={"top_k_entities": 1})
     api.build_index(root=root, method="fast")
     settings, data, _ = api.open_index(root)
     harald = [e["id"] for e in data.entity_rows.values() if e["title"] == "HARALD VIK"]
     reach = data.graph_walk.reach(harald, RankingConfig())
-    assert reach.passages == 30 and reach.tokens > 20_000, reach
+    assert far(reach), reach
     question = "Which foundry cast the bronze bells for the churches where Harald Vik served?"
     local = sources_of(root, question, "local")
-    assert set(local[:2]) == {"Olsen Foundry", "Harald Vik"}, local
-    set_ranking(root, walk_reach_tokens=1e9)  # reach counted in passages alone: the walk decides, and never gets there
+    assert set(local[:2]) == {"Olsen Foundry", "Harald Vik"}, local  # both passages the answer needs, first
+    set_ranking(root, **walk_alone)  # that reach not counted: the walk decides, and the foundry is never reached
     walked = sources_of(root, question, "local")
     assert walked[0] == "Harald Vik" and "Olsen Foundry" not in walked, walked
 
