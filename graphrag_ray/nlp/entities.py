@@ -243,7 +243,9 @@ def titles_of(text: str, document_title: str | None, document_head: str | None =
     """The names a text unit has by its place, whatever its words: its document's title (`given_title`) and a
     title on its first line (`title_line`) - when `document_head` is given, only in the document's first unit (a
     chunk cut mid-document may open with any short line) - once each."""
-    first = document_head is None or text.lstrip().startswith(document_head.lstrip()[: len(text.lstrip())][:100])
+    opening, head = text.lstrip(), (document_head or "").lstrip()
+    shared = min(len(opening), len(head), 100)
+    first = document_head is None or opening[:shared] == head[:shared]
     found: dict[str, str] = {}
     for title in (given_title(document_title), title_line(text) if first else None):
         if title:

@@ -184,9 +184,10 @@ class ExtractGraph(ItemStep):
 
 
 def titled_entities(item: dict, extracted: list[dict]) -> list[dict]:
-    """The unit's titles (its document's, one on its document's first line) that the model did not name: an entity of the unit
-    by its place, as in the fast method - a page links to its title whether or not a model lists it ("Me and Bobby
-    McGee", a song, with a lower-case "and"). Described by the first sentence naming it, else the text's first."""
+    """The unit's titles (its document's, one on its document's first line) that the model did not name: entities
+    of the unit by its place, as in the fast method - a page links to its title whether or not a model lists it
+    ("Me and Bobby McGee", a song, with a lower-case "and"). Described by the first sentence naming it, else the
+    text's first."""
     named = {e["title"].casefold() for e in extracted}
     spans = [span for _, span in sentences(item["text"])] or [item["text"]]
     out = []

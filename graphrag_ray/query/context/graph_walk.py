@@ -33,13 +33,7 @@ class GraphWalk:
     def __init__(self, entities, relationships, text_units):
         self.entity_ids = entities["id"].to_list()
         self.unit_ids = text_units["id"].to_list()
-        # how much text each unit holds (a frame without token counts: a unit each)
-        self.unit_tokens = (
-            text_units["n_tokens"].fill_null(1).cast(pl.Float64).to_numpy()
-            if "n_tokens" in text_units.columns
-            else np.ones(len(self.unit_ids))
-        )
-        self._entities, self._relationships = entities, relationships
+        self._entities, self._relationships, self._text_units = entities, relationships, text_units
 
     @cached_property
     def _edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -75,6 +69,14 @@ class GraphWalk:
         indptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=nodes))])
         return indptr, dst[order], weight[order]
 
+    @cached_property
+    def _unit_tokens(self) -> np.ndarray:
+        """How much text each unit holds (a frame without token counts: one each)."""
+        units = self._text_units
+        if "n_tokens" not in units.columns:
+            return np.ones(len(self.unit_ids))
+        return units["n_tokens"].fill_null(1).cast(pl.Float64).to_numpy()
+
     def weights(self, ranking: RankingConfig) -> np.ndarray:
         """The edges' weights under `ranking` (the membership weight set), worked out once per weight."""
         cache = self.__dict__.setdefault("_weights", {})
@@ -105,7 +107,7 @@ class GraphWalk:
         names = names[linking[names]]
         near = neighbour[edge_positions(indptr, names)[0]]
         others = np.setdiff1d(near[near >= offset], own)
-        return Reach(len(others), float(self.unit_tokens[others - offset].sum()))
+        return Reach(len(others), float(self._unit_tokens[others - offset].sum()))
 
     def _linking(self, ranking: RankingConfig) -> np.ndarray:
         """Which entity nodes link passages: not hubs, not in most text units (generic). Worked out once per pair of
